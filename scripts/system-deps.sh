@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the heavy test suites need, only when they are missing.
+set -euo pipefail
+need=()
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v runuser >/dev/null 2>&1 || need+=(util-linux)
+if ((${#need[@]})); then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${need[@]}"
+fi

@@ -1,0 +1,1 @@
+"""Foundations with no dependencies: the exception tree, clocks, ids and secrets."""

@@ -1,0 +1,19 @@
+"""Clocks: monotonic nanoseconds for intervals, wall time only as a label."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+
+#: Monotonic nanoseconds; the only clock used to measure intervals.
+monotonic_ns = time.perf_counter_ns
+
+
+def wall_label() -> str:
+    """The current wall time as an ISO-8601 UTC label (never used for arithmetic)."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_stamp() -> str:
+    """A sortable wall-time stamp for run directory names, e.g. ``20261121-101500``."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")

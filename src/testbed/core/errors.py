@@ -1,0 +1,62 @@
+"""The one exception tree of testbed.
+
+Every error a user can cause or meet is a :class:`TestbedError`; foreign exceptions are
+translated at the boundary (``raise … from exc``). Each class carries the exit code the
+command line returns for it (DESIGN.md: 0 ok · 1 verdict failed · 2 bad input ·
+3 infrastructure error · 130 interrupted).
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INPUT = 2
+EXIT_INFRA = 3
+EXIT_INTERRUPTED = 130
+
+
+class TestbedError(Exception):
+    """Base of every testbed error. ``str(err)`` is the message a user reads."""
+
+    __test__ = False  # not a pytest test class, despite the name
+    exit_code = EXIT_INFRA
+
+
+class InputError(TestbedError):
+    """The user's input is wrong: a campaign file, an option, a case file."""
+
+    exit_code = EXIT_INPUT
+
+
+class CampaignError(InputError):
+    """A campaign file is malformed or invalid; the message names file, line, field and fix."""
+
+
+class InfrastructureError(TestbedError):
+    """Something testbed depends on failed: a server did not start, a pod was evicted."""
+
+    exit_code = EXIT_INFRA
+
+
+class ServerStartError(InfrastructureError):
+    """A server process or pod never became ready."""
+
+
+class ServerCrashed(InfrastructureError):
+    """A server exited while it was serving; the message carries the tail of its log."""
+
+
+class MissingDependency(InfrastructureError):
+    """An optional stack (torch, vLLM, kubernetes, boto3) is not installed; says how to install."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'testbed[{extra}]'"
+            " (or run `make setup`)"
+        )
+
+
+class Interrupted(TestbedError):
+    """The run was interrupted (Ctrl-C or SIGTERM); what was recorded is on disk."""
+
+    exit_code = EXIT_INTERRUPTED
