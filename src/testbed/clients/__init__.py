@@ -1,0 +1,1 @@
+"""Protocol clients: OpenAI-compatible and TGI over HTTP, with the SSE parser."""

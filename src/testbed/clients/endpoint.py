@@ -1,0 +1,26 @@
+"""An endpoint: where a provisioned (or existing) server answers, and how to talk to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Protocol = Literal["openai", "tgi"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """What a backend hands to a probe.
+
+    ``api_key`` may be a ``${env:NAME}`` reference; clients resolve it when they build a
+    request header and never log it.
+    """
+
+    base_url: str  # e.g. http://127.0.0.1:8123 (no trailing slash)
+    protocols: tuple[Protocol, ...] = ("openai",)
+    model: str = ""  # the model name the server expects in requests
+    server_kind: str = ""  # sim, hf, vllm, tgi, tgis, external
+    tokenizer: str | None = None  # a local folder for client-side token counting
+    api_key: str | None = None
+    metrics_path: str | None = "/metrics"
+    labels: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Probes: correctness, load, ab and scale. Each runs against endpoints and emits records."""

@@ -1,0 +1,41 @@
+"""The contract between the execution pipeline and a probe.
+
+A probe is an async function ``run(ctx) -> ProbeOutcome``. It writes raw records through
+``ctx.records`` as they happen (never only in memory), writes any extra artifacts into
+``ctx.out_dir``, and returns its summary and verdict. It raises
+:class:`~testbed.core.errors.InfrastructureError` when the server is unreachable or dies,
+so that the pipeline reports ERROR, never FAIL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.clients.endpoint import Endpoint
+from testbed.results.files import RecordWriter
+from testbed.results.verdict import Verdict
+
+
+@dataclass
+class ProbeContext:
+    """Everything a probe needs, passed explicitly."""
+
+    endpoints: Mapping[str, Endpoint]  # deployment name -> endpoint (ab has two)
+    config: Any  # the probe's own validated section of the campaign
+    out_dir: Path  # the treatment directory
+    records: RecordWriter  # records.jsonl of the treatment
+    seed: int = 0
+    params: Mapping[str, Any] = field(default_factory=dict)  # the treatment's factor values
+    deployment: Mapping[str, Any] = field(default_factory=dict)  # resolved deployment config
+    progress: Callable[[str], None] = lambda _msg: None  # one-line status for the live display
+
+
+@dataclass
+class ProbeOutcome:
+    """A probe's result: its summary (goes into summary.json) and its verdict."""
+
+    summary: dict[str, Any]
+    verdict: Verdict
