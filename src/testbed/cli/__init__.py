@@ -1,0 +1,95 @@
+"""The ``testbed`` command line: thin commands that parse, call the pipeline, return an exit code.
+
+Each verb lives in its own module with ``register(subparsers)``; this module only builds the
+parser and translates errors into the exit codes of DESIGN.md. Command modules import
+nothing heavy at module level, so ``testbed --help`` starts in a blink.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from testbed.core.errors import EXIT_INFRA, EXIT_INPUT, EXIT_INTERRUPTED, TestbedError
+
+#: The command modules, in the order ``testbed --help`` lists them.
+COMMANDS = (
+    "plan",
+    "validate",
+    "schema",
+    "run",
+    "report",
+    "compare",
+    "record",
+    "serve",
+    "load",
+    "calibrate",
+    "models",
+    "scale",
+    "export",
+    "cleanup",
+    "worker",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with code 2 and one line, the way every other input error does."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"testbed: error: {message}\n")
+        raise SystemExit(EXIT_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from testbed import __version__
+
+    parser = _Parser(
+        prog="testbed",
+        description="Test and benchmark LLM inference deployments.",
+        epilog="Exit codes: 0 ok · 1 a verdict failed · 2 bad input · 3 infrastructure error"
+        " · 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"testbed {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"testbed.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"testbed.cli.{name}":
+                raise
+            continue  # a verb not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns (and exits with) the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        code = int(handler(args))
+    except TestbedError as exc:
+        _print_error(str(exc))
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        _print_error("interrupted")
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        code = EXIT_INFRA
+    return code
+
+
+def _print_error(message: str) -> None:
+    sys.stderr.write(f"testbed: error: {message}\n")
+
+
+def run() -> None:
+    """``python -m testbed``."""
+    raise SystemExit(main())
