@@ -1,0 +1,1 @@
+"""Server adapters (one per kind) and the built-in servers."""
