@@ -1,0 +1,54 @@
+"""``testbed plan FILE``: show the plan a campaign expands into."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_campaign_arguments(parser: argparse.ArgumentParser) -> None:
+    """FILE, --preset and --set: shared by every command that loads a campaign."""
+    parser.add_argument("file", metavar="FILE", help="campaign YAML file")
+    parser.add_argument(
+        "--preset", action="append", default=[], metavar="NAME", help="apply a preset (repeatable)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="sets",
+        help="override a dotted key, value parsed as YAML (repeatable; applied after presets)",
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("plan", help="show the plan: workers, treatments, skipped ones")
+    add_campaign_arguments(parser)
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument("--explain", metavar="KEY", help="say where a resolved value came from")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from testbed.config.loader import load_campaign
+    from testbed.core.secrets import redact
+    from testbed.plan.expand import expand
+    from testbed.report.plan_table import render_plan
+
+    loaded = load_campaign(args.file, args.preset, args.sets)
+    if args.explain:
+        value, source = loaded.explain(args.explain)
+        print(f"{args.explain} = {redact(json.dumps(value))}\n  from: {source}")
+        return 0
+    plan = expand(loaded)
+    if args.json:
+        json.dump(plan.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        render_plan(plan, Console())
+    return 0

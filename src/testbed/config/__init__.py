@@ -1,0 +1,1 @@
+"""The campaign file: typed models, the loader with file:line errors, presets and overrides."""

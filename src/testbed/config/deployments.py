@@ -1,0 +1,203 @@
+"""Deployments: a server kind, a model source, server parameters and resources.
+
+One class per server kind, chosen by the ``server`` discriminator. The cross-field rules of
+each kind live in its own class (tgis-tester's lessons: shards must equal the GPU count,
+CPU-only wants float32, flash attention needs a GPU); every rule says what to change.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from testbed.config.sim import SimParams
+
+Dtype = Literal["float32", "float16", "bfloat16", "auto"]
+
+
+class Strict(BaseModel):
+    """Base of every campaign model: unknown fields are errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class Resources(Strict):
+    """What a worker may use. The capacity planner checks the model fits in them."""
+
+    cpu: float = Field(1.0, gt=0, description="CPU cores")
+    memory_gb: float = Field(8.0, gt=0, description="host memory, GiB")
+    gpu: int = Field(0, ge=0, description="number of GPUs (0 = CPU only)")
+    gpu_memory_gb: float = Field(80.0, gt=0, description="memory of one GPU, GiB")
+
+
+class ServerParams(Strict):
+    """Parameters every real server understands; each adapter maps them to its own flags."""
+
+    dtype: Dtype = Field("float32", description="weights and activations type")
+    max_model_len: int | None = Field(None, gt=0, description="context length, tokens")
+    max_batch_size: int | None = Field(None, gt=0, description="requests decoded together")
+    tensor_parallel: int = Field(1, gt=0, description="shards (one per GPU)")
+    extra_args: list[str] = Field(default_factory=list, description="appended verbatim")
+    env: dict[str, str] = Field(default_factory=dict, description="server environment")
+
+
+class HfParams(ServerParams):
+    """testbed's transformers reference server."""
+
+    threads: int = Field(1, gt=0, description="torch threads (1 beat 2 on a 2-core machine)")
+    max_batch_size: int | None = Field(8, gt=0, description="requests decoded together")
+
+
+class VllmParams(ServerParams):
+    """vLLM's OpenAI-compatible server."""
+
+    enforce_eager: bool = Field(True, description="skip graph capture/compile (faster start)")
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="fraction")
+    kv_cache_gb: float | None = Field(None, gt=0, description="CPU KV cache, GiB")
+    python: str | None = Field(None, description="interpreter with vLLM (default .venv-vllm)")
+
+
+class TgiParams(ServerParams):
+    """Hugging Face text-generation-inference."""
+
+    flash_attention: bool = Field(False, description="needs a GPU")
+    max_input_length: int | None = Field(None, gt=0, description="tokens")
+
+
+class TgisParams(TgiParams):
+    """IBM's TGIS fork (tgis-tester's subject)."""
+
+    deployment_framework: Literal["hf_transformers", "hf_custom_tp", "hf_optimum_ort"] = (
+        "hf_transformers"
+    )
+    pt2_compile: bool = False
+
+
+class _Deployment(Strict):
+    """Fields shared by every deployment kind."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="unique name")
+    extends: str | None = Field(None, description="another deployment this one starts from")
+    model: str = Field("", description="bundled:NAME, a local folder, s3://bucket/prefix, or a hub id")
+    image: str | None = Field(None, description="container image (Kubernetes backend)")
+    resources: Resources = Field(default_factory=Resources)
+    startup_timeout_s: float = Field(300.0, gt=0, description="seconds to become ready")
+    s3_endpoint_url: str | None = Field(None, description="for MinIO-compatible stores")
+
+    def problems(self) -> list[str]:
+        """Cross-field rules of this kind; each entry says what to change."""
+        return []
+
+    @model_validator(mode="after")
+    def _rules(self) -> _Deployment:
+        found = self.problems()
+        if found:
+            raise ValueError("; ".join(found))
+        return self
+
+
+class _RealServer(_Deployment):
+    params: ServerParams
+
+    def problems(self) -> list[str]:
+        found = []
+        gpu, shards = self.resources.gpu, self.params.tensor_parallel
+        if gpu and shards != gpu:
+            found.append(
+                f"tensor_parallel is {shards} but resources.gpu is {gpu}: shards must equal the"
+                f" GPU count — set params.tensor_parallel: {gpu} or resources.gpu: {shards}"
+            )
+        if not gpu and shards > 1:
+            found.append(
+                f"tensor_parallel {shards} needs GPUs — set resources.gpu: {shards}"
+                " or params.tensor_parallel: 1"
+            )
+        if not self.model:
+            found.append("model is empty — set model: bundled:smollm2-135m, a folder or s3://…")
+        return found
+
+
+class SimDeployment(_Deployment):
+    """The built-in simulator: a fast stand-in with a known latency model."""
+
+    server: Literal["sim"]
+    model: str = "sim-model"
+    params: SimParams = Field(default_factory=SimParams)
+
+
+class HfDeployment(_RealServer):
+    server: Literal["hf"]
+    params: HfParams = Field(default_factory=HfParams)
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not self.resources.gpu and self.params.dtype == "float16":
+            found.append("float16 is not supported on CPU — set params.dtype: float32")
+        return found
+
+
+class VllmDeployment(_RealServer):
+    server: Literal["vllm"]
+    params: VllmParams = Field(default_factory=VllmParams)
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if not self.resources.gpu and self.params.dtype == "float16":
+            found.append("vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16")
+        return found
+
+
+class TgiDeployment(_RealServer):
+    server: Literal["tgi"]
+    params: TgiParams = Field(default_factory=TgiParams)
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if self.params.flash_attention and not self.resources.gpu:
+            found.append(
+                "flash_attention needs a GPU — set resources.gpu: 1 or params.flash_attention:"
+                " false"
+            )
+        return found
+
+
+class TgisDeployment(TgiDeployment):
+    server: Literal["tgis"]  # type: ignore[assignment]
+    params: TgisParams = Field(default_factory=TgisParams)
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        p = self.params
+        if not self.resources.gpu and p.dtype != "float32":
+            found.append(f"CPU-only TGIS wants float32, not {p.dtype} — set params.dtype: float32")
+        if p.tensor_parallel > 1 and p.deployment_framework != "hf_custom_tp":
+            found.append(
+                "sharding needs deployment_framework hf_custom_tp — set"
+                " params.deployment_framework: hf_custom_tp"
+            )
+        return found
+
+
+class ExternalDeployment(_Deployment):
+    """A server that already runs: nothing is provisioned."""
+
+    server: Literal["external"]
+    url: str = Field(pattern=r"^https?://", description="base URL, e.g. http://host:8000")
+    protocol: Literal["openai", "tgi"] = "openai"
+    api_key: str | None = Field(None, description="use ${env:NAME}; never written anywhere")
+    tokenizer: str | None = Field(None, description="local tokenizer folder for token counts")
+    params: dict[str, Any] = Field(default_factory=dict, description="labels only")
+
+
+Deployment = Annotated[
+    SimDeployment
+    | HfDeployment
+    | VllmDeployment
+    | TgiDeployment
+    | TgisDeployment
+    | ExternalDeployment,
+    Field(discriminator="server"),
+]
+
+SERVER_KINDS = ("sim", "hf", "vllm", "tgi", "tgis", "external")

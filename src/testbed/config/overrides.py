@@ -1,0 +1,190 @@
+"""Dotted-key assignments: presets (TOPSAIL), ``--set`` overrides and deployment ``extends``.
+
+Precedence, lowest first: schema default < campaign file < presets (in the order given,
+each applying its ``extends`` first, at their position) < ``--set`` (in order). The last
+write wins. A dotted key addresses the campaign document: ``load.concurrency``;
+``deployments.params.dtype`` (every deployment); ``deployments.NAME.params.dtype`` or
+``deployments.0.params.dtype`` (one). Assignments may only reach fields the schema knows:
+the validation that follows rejects anything else, naming the preset or ``--set``.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from typing import Any
+
+import yaml
+
+from testbed.config.provenance import Origin, Path, Provenance
+from testbed.core.errors import CampaignError
+
+
+def targets(data: dict[str, Any], dotted: str) -> list[Path]:
+    """Every concrete path that the dotted key ``dotted`` addresses in ``data``."""
+    parts = [p for p in dotted.split(".")]
+    if not dotted or any(not p for p in parts):
+        raise CampaignError(f"'{dotted}' is not a dotted key — write it like load.concurrency")
+    return _expand(data, parts, ())
+
+
+def _expand(node: Any, parts: list[str], prefix: Path) -> list[Path]:
+    if not parts:
+        return [prefix]
+    head, rest = parts[0], parts[1:]
+    if isinstance(node, list):
+        names = [item.get("name") if isinstance(item, dict) else None for item in node]
+        if head in names:
+            index = names.index(head)
+            return _expand(node[index], rest, (*prefix, index))
+        if head.isdigit() and int(head) < len(node):
+            return _expand(node[int(head)], rest, (*prefix, int(head)))
+        # Neither a name nor an index: the key applies to every element of the list.
+        found = [p for i, item in enumerate(node) for p in _expand(item, parts, (*prefix, i))]
+        if not found:
+            raise CampaignError(f"'{'.'.join(map(str, prefix))}' is an empty list")
+        return found
+    child = node.get(head) if isinstance(node, dict) else None
+    return _expand(child, rest, (*prefix, head))
+
+
+def assign(data: dict[str, Any], path: Path, value: Any) -> None:
+    """Set ``path`` in ``data`` to a copy of ``value``, creating mappings on the way."""
+    node: Any = data
+    for index, part in enumerate(path[:-1]):
+        nxt = node[part] if isinstance(node, list) else node.get(part)
+        if not isinstance(nxt, dict | list):
+            if isinstance(node, list):
+                raise CampaignError(f"cannot set below {part} of a list")
+            nxt = {}
+            node[part] = nxt
+        node = nxt
+        del index
+    if isinstance(node, list):
+        node[int(path[-1])] = copy.deepcopy(value)
+    elif isinstance(node, dict):
+        node[path[-1]] = copy.deepcopy(value)
+    else:  # pragma: no cover - guarded above
+        raise CampaignError(f"cannot set {'.'.join(map(str, path))}")
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any, origin: Origin, prov: Provenance) -> None:
+    """Assign ``value`` to every path ``dotted`` addresses, recording ``origin``."""
+    try:
+        paths = targets(data, dotted)
+    except CampaignError as exc:
+        raise CampaignError(f"{origin.describe()}: {exc}") from None
+    for path in paths:
+        assign(data, path, value)
+        prov.set(path, origin)
+
+
+def parse_set(text: str) -> tuple[str, Any]:
+    """``a.b.c=VALUE`` → (``a.b.c``, VALUE parsed as YAML)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise CampaignError(f"--set {text}: expected KEY=VALUE, e.g. --set load.concurrency=8")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise CampaignError(
+            f"--set {text}: the value is not valid YAML ({problem}) — quote it if it is text"
+        ) from None
+    return key.strip(), value
+
+
+def apply_presets(
+    data: dict[str, Any], names: list[str], prov: Provenance, file: str
+) -> list[str]:
+    """Apply the named presets in order; return every preset applied, ``extends`` included."""
+    presets = data.get("presets") or {}
+    if not isinstance(presets, dict):
+        raise CampaignError(f"{file}: presets must be a mapping of name to assignments")
+    applied: list[str] = []
+    for name in names:
+        _apply_one(data, presets, name, [], prov, applied, file)
+    return applied
+
+
+def _apply_one(
+    data: dict[str, Any],
+    presets: dict[str, Any],
+    name: str,
+    stack: list[str],
+    prov: Provenance,
+    applied: list[str],
+    file: str,
+) -> None:
+    if name in stack:
+        cycle = " → ".join([*stack[stack.index(name) :], name])
+        raise CampaignError(f"{file}: preset cycle {cycle} — remove one of these extends")
+    if name not in presets:
+        known = sorted(presets)
+        hint = difflib.get_close_matches(name, known, n=1)
+        suggestion = f" — did you mean '{hint[0]}'?" if hint else ""
+        listing = f" (known: {', '.join(known)})" if known else " (the file defines none)"
+        where = f"{file}: preset '{stack[-1]}' extends an" if stack else f"{file}:"
+        raise CampaignError(f"{where} unknown preset '{name}'{suggestion}{listing}")
+    body = presets[name]
+    if not isinstance(body, dict):
+        raise CampaignError(f"{file}: preset '{name}' must be a mapping of dotted keys to values")
+    for key, value in body.items():
+        if key == "extends":
+            parents = value if isinstance(value, list) else [value]
+            if value is None:
+                parents = []
+            for parent in parents:
+                _apply_one(data, presets, str(parent), [*stack, name], prov, applied, file)
+            continue
+        place = prov.keys.get(("presets", name, key))
+        origin = Origin(
+            f"preset {name}", file, place.line if place else 0, place.column if place else 0
+        )
+        set_dotted(data, str(key), value, origin, prov)
+    applied.append(name)
+
+
+def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
+    """Merge each deployment's ``extends`` parent under it (child values win, deeply)."""
+    deployments = data.get("deployments")
+    if not isinstance(deployments, list):
+        return
+    by_name = {d.get("name"): i for i, d in enumerate(deployments) if isinstance(d, dict)}
+    done: set[int] = set()
+
+    def resolve(index: int, stack: list[str]) -> None:
+        child = deployments[index]
+        parent_name = child.get("extends") if isinstance(child, dict) else None
+        if index in done or parent_name is None:
+            done.add(index)
+            return
+        if parent_name in stack:
+            raise CampaignError(f"{file}: deployment extends cycle {' → '.join([*stack, parent_name])}")
+        if parent_name not in by_name:
+            hint = difflib.get_close_matches(str(parent_name), [str(n) for n in by_name], n=1)
+            place = prov.nearest(("deployments", index, "extends"))
+            where = place.describe() if place else file
+            tip = f" — did you mean '{hint[0]}'?" if hint else ""
+            raise CampaignError(f"{where}: extends unknown deployment '{parent_name}'{tip}")
+        parent_index = by_name[parent_name]
+        if parent_index == index:
+            raise CampaignError(f"{file}: deployment '{parent_name}' extends itself — remove it")
+        resolve(parent_index, [*stack, str(child.get("name"))])
+        parent = {k: v for k, v in deployments[parent_index].items() if k not in ("name", "extends")}
+        deployments[index] = _deep_merge(parent, child)
+        prov.copy_tree(("deployments", parent_index), ("deployments", index))
+        done.add(index)
+
+    for i in range(len(deployments)):
+        resolve(i, [])
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged

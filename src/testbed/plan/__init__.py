@@ -1,0 +1,1 @@
+"""Expanding a campaign into a plan: matrix points, treatments, workers, capacity checks."""

@@ -1,0 +1,106 @@
+"""The plan's data: workers (one provisioned deployment each) and treatments.
+
+Plain slotted dataclasses, not pydantic models: a plan may hold 100,000 treatments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from testbed.core.secrets import redact
+
+ProbeName = Literal["correctness", "load", "ab", "scale"]
+PROBES: tuple[ProbeName, ...] = ("correctness", "load", "ab", "scale")
+
+
+@dataclass(slots=True)
+class Worker:
+    """One server: treatments whose deployment resolves identically share it."""
+
+    id: str
+    deployment: str  # the deployment's name
+    server: str  # sim, hf, vllm, tgi, tgis, external
+    config: dict[str, Any]  # the resolved deployment (JSON-able)
+    params: dict[str, Any] = field(default_factory=dict)  # deployment factor values
+    settings: dict[str, Any] = field(default_factory=dict)  # params set explicitly (shown)
+
+
+@dataclass(slots=True)
+class Treatment:
+    """One resolved point: a probe against one worker (two for ab, none for scale)."""
+
+    index: int
+    id: str  # short hash of the fully resolved configuration
+    slug: str  # readable: deployment and factor values
+    probe: ProbeName
+    workers: tuple[str, ...]
+    probe_key: str  # key of the resolved probe section in Plan.probe_configs
+    params: dict[str, Any]  # factor values that shaped this treatment
+    status: Literal["planned", "skipped"] = "planned"
+    reason: str = ""
+
+    @property
+    def dirname(self) -> str:
+        """``NNN__slug__hash``: ordered, readable, and unique."""
+        return f"{self.index:03d}__{self.slug}__{self.id}"
+
+
+@dataclass
+class Plan:
+    """The expansion of one campaign."""
+
+    campaign: str
+    workers: dict[str, Worker]
+    treatments: list[Treatment]
+    probe_configs: dict[str, dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+    def planned(self) -> list[Treatment]:
+        return [t for t in self.treatments if t.status == "planned"]
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as a JSON document (``plan.json``, ``testbed plan --json``); secrets masked."""
+        return _redacted(
+            {
+                "campaign": self.campaign,
+                "treatments": [
+                    {
+                        "index": t.index,
+                        "id": t.id,
+                        "dir": t.dirname,
+                        "slug": t.slug,
+                        "probe": t.probe,
+                        "worker": t.workers[0] if len(t.workers) == 1 else None,
+                        "workers": list(t.workers),
+                        "status": t.status,
+                        "reason": t.reason,
+                        "params": t.params,
+                        "config": self.probe_configs[t.probe_key],
+                    }
+                    for t in self.treatments
+                ],
+                "workers": [
+                    {
+                        "id": w.id,
+                        "deployment": w.deployment,
+                        "server": w.server,
+                        "params": w.params,
+                        "settings": w.settings,
+                        "config": w.config,
+                    }
+                    for w in self.workers.values()
+                ],
+                "notes": self.notes,
+            }
+        )
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value

@@ -1,0 +1,1 @@
+"""Reports: the terminal tables, HTML, JUnit XML, and comparisons between runs."""

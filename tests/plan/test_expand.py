@@ -1,0 +1,124 @@
+"""Plan expansion: pure, deterministic, unique ids, shared workers, capacity, rules."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from testbed.config.loader import load_campaign_text
+from testbed.core.errors import CampaignError
+from testbed.plan.expand import expand
+
+CAMPAIGN = textwrap.dedent(
+    """\
+    name: sweep
+    deployments:
+      - name: ref
+        server: hf
+        model: bundled:smollm2-135m
+      - name: sim
+        server: sim
+    matrix:
+      factors:
+        deployments.ref.params.dtype: [float32, bfloat16]
+        load.concurrency: [1, 4, 16]
+        load.rate: [null, 5, 10]
+      zip: [[load.concurrency, load.rate]]
+      exclude:
+        - {deployments.ref.params.dtype: bfloat16, load.concurrency: 16}
+    load:
+      concurrency: 1
+    correctness:
+      cases: [c.yaml]
+    """
+)
+
+
+def plan_of(text: str = CAMPAIGN, **kwargs: object):  # type: ignore[no-untyped-def]
+    return expand(load_campaign_text(text, "p.yaml", **kwargs))
+
+
+def test_same_campaign_same_plan() -> None:
+    assert plan_of().to_json() == plan_of().to_json()
+
+
+def test_zip_exclude_and_worker_sharing() -> None:
+    plan = plan_of()
+    loads = [t for t in plan.treatments if t.probe == "load"]
+    # ref float32 × 3 zipped levels, ref bfloat16 × 2 (one excluded), sim × 3 (deduplicated
+    # across the dtype factor, which does not touch it).
+    assert len(loads) == 3 + 2 + 3
+    pairs = {(t.params["load.concurrency"], t.params["load.rate"]) for t in loads}
+    assert pairs == {(1, None), (4, 5), (16, 10)}
+    # Correctness does not depend on load factors: once per worker.
+    correctness = [t for t in plan.treatments if t.probe == "correctness"]
+    assert len(correctness) == len(plan.workers) == 3
+    # Treatments that share a deployment share a worker.
+    assert {t.workers for t in loads} == {(w,) for w in plan.workers}
+
+
+def test_ids_and_dirs_unique() -> None:
+    plan = plan_of()
+    assert len({t.id for t in plan.treatments}) == len(plan.treatments)
+    assert len({t.dirname for t in plan.treatments}) == len(plan.treatments)
+    assert [t.index for t in plan.treatments] == list(range(1, len(plan.treatments) + 1))
+
+
+def test_any_field_change_changes_the_id() -> None:
+    base = {t.slug: t.id for t in plan_of().treatments}
+    changed = {t.slug: t.id for t in plan_of(sets=["load.timeout_s=33"]).treatments}
+    load_slugs = [s for s in base if "-load-" in s]
+    assert load_slugs
+    assert all(base[s] != changed[s] for s in load_slugs)
+    assert all(base[s] == changed[s] for s in base if "-correctness" in s)
+
+
+def test_capacity_planner_skips_with_numbers() -> None:
+    plan = plan_of(sets=["deployments.ref.resources.memory_gb=0.1"])
+    skipped = [t for t in plan.treatments if t.status == "skipped"]
+    assert skipped
+    assert all("needs" in t.reason and "GiB" in t.reason for t in skipped)
+    assert all(t.workers[0].startswith("ref-") for t in skipped)
+
+
+def test_adapter_rule_names_the_combination() -> None:
+    text = CAMPAIGN.replace("[float32, bfloat16]", "[float32, float16]").replace(
+        "bfloat16, load", "float16, load"
+    )
+    with pytest.raises(CampaignError) as err:
+        plan_of(text)
+    assert "deployments.ref.params.dtype=float16" in str(err.value)
+    assert "set params.dtype: float32" in str(err.value)
+
+
+def test_unknown_unroll_factor() -> None:
+    with pytest.raises(CampaignError, match="unroll names 'load.x'"):
+        plan_of(sets=["execution.unroll=[load.x]"])
+
+
+def test_factor_on_absent_section() -> None:
+    text = CAMPAIGN.replace("    load.rate: [null, 5, 10]\n", "    ab.requests: [1]\n")
+    text = text.replace("  zip: [[load.concurrency, load.rate]]\n", "")
+    with pytest.raises(CampaignError, match="varies `ab:`"):
+        plan_of(text)
+
+
+def test_plan_json_shape_and_secret_masking() -> None:
+    text = textwrap.dedent(
+        """\
+        name: ext
+        backend: external
+        deployments:
+          - name: prod
+            server: external
+            url: http://127.0.0.1:9
+            api_key: ${env:SECRET_TOKEN}
+        load: {}
+        """
+    )
+    document = plan_of(text).to_json()
+    treatment = document["treatments"][0]
+    assert set(treatment) >= {"id", "worker", "status", "reason", "params"}
+    assert treatment["status"] == "planned"
+    assert document["workers"][0]["config"]["api_key"] == "***"
