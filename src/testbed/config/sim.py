@@ -1,0 +1,168 @@
+"""Parameters of the built-in inference simulator (``server: sim``, ``testbed serve sim``).
+
+Every knob of the simulator is a field here, documented with its unit, so a campaign can sweep
+any of them in a matrix (``deployment.params.itl_ms``) and the simulator's ground truth is
+known exactly. The generic server fields (dtype, max_model_len, max_batch_size,
+tensor_parallel) exist so that a matrix written for real servers also runs on the simulator.
+
+Tokenization rule (the simulator has no real tokenizer; ``/tokenize`` and ``usage`` agree):
+
+- ``whitespace`` (default): one token per whitespace-separated word of the prompt;
+- ``chars4``: one token per started group of 4 characters (``ceil(len(text) / 4)``).
+
+Generated tokens are always one space plus three lowercase letters (`` bax``), so a generated
+text of N tokens counts as N tokens under either rule. Chat prompts count the tokens of every
+message's content, nothing for roles or templates.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Jitter(_Strict):
+    """Random variation added to every time to first token and inter-token gap.
+
+    ``fixed`` adds nothing. ``normal`` adds N(0, scale); ``uniform`` adds U(-scale, +scale);
+    ``exponential`` adds Exp with mean ``scale`` (a right tail, like real servers). A delay
+    never goes below zero. Draws come from the simulator's seeded generator.
+    """
+
+    distribution: Literal["fixed", "normal", "uniform", "exponential"] = "fixed"
+    ttft_scale_ms: float = Field(default=0.0, ge=0, description="Scale for TTFT draws (ms).")
+    itl_scale_ms: float = Field(default=0.0, ge=0, description="Scale for each ITL draw (ms).")
+
+
+class Faults(_Strict):
+    """Fault injection; each rate is the probability (0..1) that one request suffers it."""
+
+    error_rate: float = Field(
+        default=0.0, ge=0, le=1, description="Answer with ``error_status`` instead of serving."
+    )
+    error_status: int = Field(default=500, ge=400, le=599, description="HTTP status for errors.")
+    disconnect_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Close the connection half-way through a streamed response (no [DONE]).",
+    )
+    malformed_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Replace one streamed event with a truncated, unparsable JSON chunk.",
+    )
+    corrupt_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Return a different (wrong but well-formed) text of the same length.",
+    )
+    slow_start_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Seconds after start during which /health and inference answer 503.",
+    )
+
+
+class SimParams(_Strict):
+    """Every knob of the simulator; the defaults answer instantly and never fail."""
+
+    # -- identity and output
+    model_name: str = Field(default="sim-model", min_length=1, description="Served model name.")
+    seed: int = Field(default=0, description="Seeds output text, jitter and fault draws.")
+    default_output_tokens: int = Field(
+        default=64, ge=1, description="Tokens generated when a request gives no max_tokens."
+    )
+    eos_rate: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Fraction of prompts (chosen deterministically from seed and prompt) that"
+        " stop early at a deterministic position with finish_reason 'stop', unless the request"
+        " sets ignore_eos.",
+    )
+    tokenizer: Literal["whitespace", "chars4"] = Field(
+        default="whitespace", description="Token counting rule (see the module docstring)."
+    )
+    vocab_size: int = Field(
+        default=2000,
+        ge=10,
+        le=2205,
+        description="Distinct generated tokens (consonant-vowel-consonant words, at most 2205).",
+    )
+
+    # -- latency model (ground truth the probes measure against)
+    ttft_ms: float = Field(default=0.0, ge=0, description="Base time to first token (ms).")
+    itl_ms: float = Field(default=0.0, ge=0, description="Base inter-token latency (ms).")
+    ttft_per_prompt_token_ms: float = Field(
+        default=0.0, ge=0, description="Added to TTFT per prompt token (ms/token)."
+    )
+    ttft_per_running_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="Added to TTFT per other request running when this one starts (ms/request).",
+    )
+    itl_per_running_ms: float = Field(
+        default=0.0,
+        ge=0,
+        description="Added to each ITL per other request running at that token (ms/request).",
+    )
+    jitter: Jitter = Field(default_factory=Jitter)
+
+    # -- admission
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="Requests served at once; None means unlimited."
+    )
+    max_waiting: int | None = Field(
+        default=None,
+        ge=0,
+        description="Requests queued beyond max_concurrency (None: unlimited); more get 503.",
+    )
+
+    faults: Faults = Field(default_factory=Faults)
+
+    # -- generic server fields, accepted so a matrix over real servers also runs here
+    dtype: str = Field(default="float32", description="Reported only; changes nothing.")
+    max_model_len: int | None = Field(
+        default=None,
+        ge=1,
+        description="Prompt + max_tokens above this is rejected with 400, as vLLM does.",
+    )
+    max_batch_size: int | None = Field(
+        default=None, ge=1, description="Acts as a cap on max_concurrency (requests)."
+    )
+    tensor_parallel: int = Field(default=1, ge=1, description="Reported only; changes nothing.")
+
+    @model_validator(mode="after")
+    def _queue_needs_limit(self) -> SimParams:
+        if self.max_waiting is not None and self.effective_concurrency is None:
+            raise ValueError("max_waiting needs max_concurrency (or max_batch_size) to be set")
+        return self
+
+    @property
+    def effective_concurrency(self) -> int | None:
+        """Requests served at once: the smaller of max_concurrency and max_batch_size."""
+        limits = [v for v in (self.max_concurrency, self.max_batch_size) if v is not None]
+        return min(limits) if limits else None
+
+    @property
+    def instant(self) -> bool:
+        """True when every delay is zero: responses are written in one go."""
+        return (
+            self.ttft_ms == 0
+            and self.itl_ms == 0
+            and self.ttft_per_prompt_token_ms == 0
+            and self.ttft_per_running_ms == 0
+            and self.itl_per_running_ms == 0
+            and (
+                self.jitter.distribution == "fixed"
+                or self.jitter.ttft_scale_ms == self.jitter.itl_scale_ms == 0
+            )
+        )

@@ -1,0 +1,292 @@
+"""The simulator application: routes, admission (max concurrency and a waiting queue), faults.
+
+Routes: OpenAI ``/v1/completions``, ``/v1/chat/completions``, ``/v1/models``; TGI
+``/generate``, ``/generate_stream``, ``/info``; ``/tokenize``, ``/health``, ``/metrics``.
+Everything runs on one event loop thread, so state is plain attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+
+from testbed.config.sim import SimParams
+from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
+from testbed.servers.sim.faults import FaultInjector
+from testbed.servers.sim.http import Connection, Request
+from testbed.servers.sim.job import Job
+from testbed.servers.sim.latency import LatencyModel
+from testbed.servers.sim.metrics import SimMetrics
+from testbed.servers.sim.openai import (
+    ChatRequest,
+    CompletionRequest,
+    chat_prompt,
+    chat_prompt_tokens,
+    content_text,
+)
+from testbed.servers.sim.text import Generation, count_tokens, generate, tokenize
+from testbed.servers.sim.tgi import TgiRequest
+
+_Route = Callable[[Request, Connection], None]
+
+
+class SimApp:
+    """The simulator's state and request handling, bound to one event loop."""
+
+    def __init__(self, params: SimParams, loop: asyncio.AbstractEventLoop) -> None:
+        self.params = params
+        self.loop = loop
+        self.metrics = SimMetrics(params.model_name)
+        self.latency = LatencyModel(params)
+        self.connections: set[Connection] = set()
+        self._faults = FaultInjector(params.faults, params.seed)
+        self._limit = params.effective_concurrency
+        self._max_waiting = params.max_waiting
+        self._queue: deque[Job] = deque()
+        self._ready_at = loop.time() + params.faults.slow_start_s
+        self._ids = itertools.count(1)
+        self._instant = params.instant
+        self._model_json = json.dumps(params.model_name)
+        self._routes: dict[tuple[str, str], _Route] = {
+            ("POST", "/v1/completions"): self._completions,
+            ("POST", "/v1/chat/completions"): self._chat,
+            ("POST", "/generate"): self._generate,
+            ("POST", "/generate_stream"): self._generate_stream,
+            ("POST", "/tokenize"): self._tokenize,
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/health"): self._health,
+            ("GET", "/metrics"): self._metrics,
+            ("GET", "/info"): self._info,
+        }
+        self._paths = {path for _, path in self._routes}
+
+    # -- entry point from the HTTP layer
+    def handle(self, request: Request, conn: Connection) -> None:
+        route = self._routes.get((request.method, request.path))
+        if route is not None:
+            route(request, conn)
+        elif request.path in self._paths:
+            conn.respond(405, GenerationRequest.error_body(405, "method not allowed"))
+        else:
+            message = f"no route {request.method} {request.path}"
+            conn.respond(404, GenerationRequest.error_body(404, message))
+
+    @property
+    def ready(self) -> bool:
+        return self.loop.time() >= self._ready_at
+
+    # -- generation
+    def _completions(self, request: Request, conn: Connection) -> None:
+        parse = CompletionRequest.parse
+        self._serve(request, conn, CompletionRequest, lambda: parse(request.body, self.params))
+
+    def _chat(self, request: Request, conn: Connection) -> None:
+        parse = ChatRequest.parse
+        self._serve(request, conn, ChatRequest, lambda: parse(request.body, self.params))
+
+    def _generate(self, request: Request, conn: Connection) -> None:
+        parse = TgiRequest.parse
+        self._serve(
+            request, conn, TgiRequest, lambda: parse(request.body, self.params, stream=False)
+        )
+
+    def _generate_stream(self, request: Request, conn: Connection) -> None:
+        parse = TgiRequest.parse
+        self._serve(
+            request, conn, TgiRequest, lambda: parse(request.body, self.params, stream=True)
+        )
+
+    def _serve(
+        self,
+        request: Request,
+        conn: Connection,
+        dialect: type[GenerationRequest],
+        parse: Callable[[], GenerationRequest],
+    ) -> None:
+        try:
+            req = parse()
+            self._check(req)
+        except BadRequest as exc:
+            conn.respond(exc.status, dialect.error_body(exc.status, exc.message, exc.param))
+            return
+        faults = self._faults.draw()
+        metrics = self.metrics
+        if faults.error:
+            metrics.faults["error"] += 1
+            status = self.params.faults.error_status
+            conn.respond(status, req.error_body(status, "injected fault: error_rate"))
+            return
+        for kind in faults.kinds():
+            metrics.faults[kind] += 1
+        prefix = "chatcmpl-" if isinstance(req, ChatRequest) else "cmpl-"
+        req.rid = f"{prefix}{next(self._ids):x}"
+        req.created = int(time.time())  # a label, not an interval
+        gen = generate(
+            self.params,
+            req.prompt,
+            max_tokens=req.max_tokens,
+            ignore_eos=req.ignore_eos,
+            request_seed=req.seed,
+            stop=req.stop,
+            corrupt=faults.corrupt,
+        )
+        metrics.prompt_tokens += req.prompt_tokens
+        metrics.request_prompt_tokens.observe(req.prompt_tokens)
+        limit = self._limit
+        if self._instant and not faults.any_stream_fault and (
+            limit is None or metrics.running < limit
+        ):
+            self._answer_now(req, gen, conn)
+            return
+        job = Job(self, conn, req, gen, faults, request.arrival)
+        self._admit(job)
+
+    def _check(self, req: GenerationRequest) -> None:
+        if not self.ready:
+            raise BadRequest("the server is starting (slow_start_s)", status=503)
+        if req.model is not None and req.model != self.params.model_name:
+            raise BadRequest(f"The model `{req.model}` does not exist.", "model", status=404)
+        limit = self.params.max_model_len
+        if limit is not None and req.prompt_tokens + req.max_tokens > limit:
+            raise BadRequest(
+                f"This model's maximum context length is {limit} tokens. However, you"
+                f" requested {req.prompt_tokens + req.max_tokens} tokens"
+                f" ({req.prompt_tokens} in the messages, {req.max_tokens} in the completion).",
+                "max_tokens",
+            )
+
+    def _answer_now(self, req: GenerationRequest, gen: Generation, conn: Connection) -> None:
+        """Zero latency, no fault, a free slot: the whole answer in one write."""
+        if req.stream:
+            body = ("".join(req.events(gen)) + req.tail(gen)).encode()
+            conn.start_stream(req.content_type, body, last=True)
+        else:
+            conn.respond(200, req.whole(gen))
+        self._account(gen, ttft=0.0, e2e=0.0)
+
+    def _account(self, gen: Generation, *, ttft: float, e2e: float) -> None:
+        metrics = self.metrics
+        n = len(gen.ids)
+        metrics.generation_tokens += n
+        metrics.request_generation_tokens.observe(n)
+        metrics.finished["length" if gen.finish_reason == "length" else "stop"] += 1
+        metrics.ttft.observe(ttft)
+        metrics.e2e.observe(e2e)
+        if self._instant and n > 1:
+            metrics.itl.observe(0.0, n - 1)
+
+    # -- admission
+    def _admit(self, job: Job) -> None:
+        metrics = self.metrics
+        limit = self._limit
+        if limit is None or metrics.running < limit:
+            metrics.running += 1
+            job.start(self.loop.time(), queued=False)
+        elif self._max_waiting is None or metrics.waiting < self._max_waiting:
+            job.waiting = True
+            metrics.waiting += 1
+            self._queue.append(job)
+        else:
+            metrics.rejected += 1
+            job.reject()
+
+    def finished(self, job: Job, aborted: bool = False) -> None:
+        """Called by a job once: done, or its client left (also while it waited)."""
+        metrics = self.metrics
+        if job.waiting:
+            job.waiting = False
+            metrics.waiting -= 1
+            metrics.aborted += 1
+            return  # left in the queue; skipped when popped
+        metrics.running -= 1
+        if aborted:
+            metrics.aborted += 1
+        else:
+            now = self.loop.time()
+            self._account(job.generation, ttft=job.first_token_at - job.base, e2e=now - job.base)
+        self._admit_waiting()
+
+    def _admit_waiting(self) -> None:
+        queue, metrics, limit = self._queue, self.metrics, self._limit
+        while queue and (limit is None or metrics.running < limit):
+            job = queue.popleft()
+            if not job.waiting:
+                continue  # its client left while it waited
+            job.waiting = False
+            metrics.waiting -= 1
+            metrics.running += 1
+            job.start(self.loop.time(), queued=True)
+
+    # -- everything else
+    def _tokenize(self, request: Request, conn: Connection) -> None:
+        try:
+            data = load_json(request.body)
+            if "inputs" in data:  # TGI's shape: a list of tokens with offsets
+                text = data["inputs"]
+                if not isinstance(text, str):
+                    raise BadRequest("'inputs' must be a string", "inputs")
+                ids = tokenize(text, self.params)
+                conn.respond(200, json.dumps([{"id": i} for i in ids]).encode())
+                return
+            if "messages" in data:
+                chat_prompt(data["messages"])  # validates
+                ids = [
+                    token
+                    for m in data["messages"]
+                    for token in tokenize(content_text(m.get("content")), self.params)
+                ]
+                count = chat_prompt_tokens(data["messages"], self.params)
+            else:
+                text = data.get("prompt")
+                if not isinstance(text, str):
+                    raise BadRequest("'prompt' (or 'messages') must be given", "prompt")
+                ids = tokenize(text, self.params)
+                count = count_tokens(text, self.params.tokenizer)
+        except BadRequest as exc:
+            conn.respond(exc.status, GenerationRequest.error_body(exc.status, exc.message))
+            return
+        body = {"count": count, "max_model_len": self._max_model_len(), "tokens": ids}
+        conn.respond(200, json.dumps(body).encode())
+
+    def _max_model_len(self) -> int:
+        return self.params.max_model_len or 8192
+
+    def _models(self, request: Request, conn: Connection) -> None:
+        name = self.params.model_name
+        card = {
+            "id": name,
+            "object": "model",
+            "created": int(time.time()),
+            "owned_by": "testbed-sim",
+            "root": name,
+            "parent": None,
+            "max_model_len": self._max_model_len(),
+        }
+        conn.respond(200, json.dumps({"object": "list", "data": [card]}).encode())
+
+    def _health(self, request: Request, conn: Connection) -> None:
+        if self.ready:
+            conn.respond(200, b"")
+        else:
+            conn.respond(503, b'{"status":"starting"}')
+
+    def _metrics(self, request: Request, conn: Connection) -> None:
+        body = self.metrics.render().encode()
+        conn.respond(200, body, b"text/plain; version=0.0.4; charset=utf-8")
+
+    def _info(self, request: Request, conn: Connection) -> None:
+        p = self.params
+        info = {
+            "model_id": p.model_name,
+            "model_dtype": p.dtype,
+            "max_input_tokens": self._max_model_len() - 1,
+            "max_total_tokens": self._max_model_len(),
+            "max_concurrent_requests": p.effective_concurrency,
+            "version": "testbed-sim",
+        }
+        conn.respond(200, json.dumps(info).encode())
+

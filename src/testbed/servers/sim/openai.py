@@ -1,0 +1,211 @@
+"""OpenAI dialects: ``/v1/completions`` and ``/v1/chat/completions``, shaped like vLLM's.
+
+Streamed chunks are built from pre-encoded fragments (the token texts are JSON-encoded once,
+at import), so a 64-token stream costs a few microseconds of string joins, not 64 json.dumps.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from testbed.config.sim import SimParams
+from testbed.servers.sim.dialect import (
+    BadRequest,
+    GenerationRequest,
+    load_json,
+    opt_bool,
+    opt_int,
+    stop_list,
+)
+from testbed.servers.sim.text import VOCABULARY_JSON, Generation, count_tokens
+
+_DONE = "data: [DONE]\n\n"
+
+
+def _finish(gen: Generation) -> str:
+    return "length" if gen.finish_reason == "length" else "stop"
+
+
+def _common(data: dict[str, Any], stream_default: bool = False) -> dict[str, Any]:
+    """Options both OpenAI endpoints share."""
+    if opt_int(data, "n", 1) not in (None, 1):
+        raise BadRequest("the simulator serves n=1 only", "n")
+    stream = opt_bool(data, "stream") if "stream" in data else stream_default
+    options = data.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise BadRequest("'stream_options' must be an object", "stream_options")
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise BadRequest(f"'seed' must be an integer, got {seed!r}", "seed")
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise BadRequest("'model' must be a string", "model")
+    return {
+        "stream": stream,
+        "include_usage": stream and opt_bool(options, "include_usage"),
+        "ignore_eos": opt_bool(data, "ignore_eos"),
+        "stop": stop_list(data.get("stop")),
+        "seed": seed,
+        "model": model,
+    }
+
+
+class _OpenAIRequest(GenerationRequest):
+    object_chunk: ClassVar[str]
+
+    def tail(self, gen: Generation) -> str:
+        if not self.include_usage:
+            return _DONE
+        usage = json.dumps(self.usage(gen), separators=(",", ":"))
+        return (
+            f'data: {{"id":"{self.rid}","object":"{self.object_chunk}","created":{self.created},'
+            f'"model":{json.dumps(self.model_name)},"choices":[],"usage":{usage}}}\n\n' + _DONE
+        )
+
+    def _head(self) -> str:
+        return (
+            f'data: {{"id":"{self.rid}","object":"{self.object_chunk}","created":{self.created},'
+            f'"model":{json.dumps(self.model_name)},"choices":[{{"index":0,'
+        )
+
+    def _token_jsons(self, gen: Generation) -> list[str]:
+        if all(len(t) == 4 for t in gen.texts):  # whole vocabulary tokens: pre-encoded
+            return [VOCABULARY_JSON[i] for i in gen.ids]
+        return [json.dumps(t) for t in gen.texts]
+
+
+class CompletionRequest(_OpenAIRequest):
+    """``POST /v1/completions``."""
+
+    object_chunk = "text_completion"
+
+    @classmethod
+    def parse(cls, body: bytes, params: SimParams) -> CompletionRequest:
+        data = load_json(body)
+        prompt = data.get("prompt")
+        prompt_tokens = None
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt = prompt[0]
+        if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
+            prompt_tokens = len(prompt)  # token ids: counted as given, keyed by their text
+            prompt = " ".join(map(str, prompt))
+        if not isinstance(prompt, str):
+            raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
+        return cls(
+            params,
+            prompt=prompt,
+            prompt_tokens=prompt_tokens,
+            max_tokens=opt_int(data, "max_tokens", 1),
+            **_common(data),
+        )
+
+    def events(self, gen: Generation) -> list[str]:
+        head = self._head() + '"text":'
+        mid = ',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
+        out = [head + tok + mid for tok in self._token_jsons(gen)]
+        if out:
+            out[-1] = out[-1].replace(
+                '"finish_reason":null', f'"finish_reason":"{_finish(gen)}"', 1
+            )
+        return out
+
+    def whole(self, gen: Generation) -> bytes:
+        choice = {
+            "index": 0,
+            "text": gen.text,
+            "logprobs": None,
+            "finish_reason": _finish(gen),
+            "stop_reason": None,
+        }
+        return json.dumps(
+            {
+                "id": self.rid,
+                "object": "text_completion",
+                "created": self.created,
+                "model": self.model_name,
+                "choices": [choice],
+                "usage": self.usage(gen),
+            }
+        ).encode()
+
+
+class ChatRequest(_OpenAIRequest):
+    """``POST /v1/chat/completions``: the prompt is every message's content, in order."""
+
+    object_chunk = "chat.completion.chunk"
+
+    @classmethod
+    def parse(cls, body: bytes, params: SimParams) -> ChatRequest:
+        data = load_json(body)
+        prompt = chat_prompt(data.get("messages"))
+        max_tokens = opt_int(data, "max_completion_tokens", 1)
+        if max_tokens is None:
+            max_tokens = opt_int(data, "max_tokens", 1)
+        return cls(
+            params,
+            prompt=prompt,
+            prompt_tokens=chat_prompt_tokens(data["messages"], params),
+            max_tokens=max_tokens,
+            **_common(data),
+        )
+
+    def events(self, gen: Generation) -> list[str]:
+        head = self._head() + '"delta":{"content":'
+        mid = '},"logprobs":null,"finish_reason":null}]}\n\n'
+        out = [head + tok + mid for tok in self._token_jsons(gen)]
+        if out:
+            # vLLM sends the role first, in its own chunk, with the first token.
+            role = self._head() + '"delta":{"role":"assistant","content":""' + mid
+            out[0] = role + out[0]
+            out[-1] = out[-1].replace(
+                '"finish_reason":null', f'"finish_reason":"{_finish(gen)}"', 1
+            )
+        return out
+
+    def whole(self, gen: Generation) -> bytes:
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": gen.text},
+            "logprobs": None,
+            "finish_reason": _finish(gen),
+        }
+        return json.dumps(
+            {
+                "id": self.rid,
+                "object": "chat.completion",
+                "created": self.created,
+                "model": self.model_name,
+                "choices": [choice],
+                "usage": self.usage(gen),
+            }
+        ).encode()
+
+
+def content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # [{"type": "text", "text": "..."}]
+        return " ".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    if content is None:
+        return ""
+    raise BadRequest("a message's 'content' must be a string or a list of parts", "messages")
+
+
+def chat_prompt(messages: Any) -> str:
+    """The text the simulator keys its output on: role and content of every message."""
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list", "messages")
+    parts = []
+    for message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise BadRequest("each message needs a string 'role'", "messages")
+        parts.append(f"{message['role']}\n{content_text(message.get('content'))}")
+    return "\n".join(parts)
+
+
+def chat_prompt_tokens(messages: list[dict[str, Any]], params: SimParams) -> int:
+    """Prompt tokens of a chat: the tokens of each message's content (roles are free)."""
+    return sum(count_tokens(content_text(m.get("content")), params.tokenizer) for m in messages)

@@ -1,0 +1,169 @@
+"""Starting and stopping the simulator: in the current loop, in a thread, or as the CLI's server.
+
+``async with running_sim(SimParams(...)) as url`` serves in the running loop (tests, the local
+backend's in-process use). :class:`SimServer` is the same with access to the app's metrics.
+``serve_in_thread`` runs one in a background thread with its own precise loop, for sync code.
+:func:`serve` is what ``testbed serve sim`` runs until asked to stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from types import TracebackType
+
+from testbed.config.sim import SimParams
+from testbed.core.errors import ServerStartError
+from testbed.servers.sim.app import SimApp
+from testbed.servers.sim.http import Connection
+from testbed.servers.sim.loop import precise_event_loop
+from testbed.servers.sim.metrics import SimMetrics
+
+
+def url_for(host: str, port: int) -> str:
+    """The URL a client on this machine uses for a server bound to ``host``."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+class SimServer:
+    """A simulator listening on ``host:port`` (port 0: a free one) in the current loop."""
+
+    def __init__(
+        self, params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
+        self.params = params or SimParams()
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+        self._app: SimApp | None = None
+
+    @property
+    def url(self) -> str:
+        return url_for(self.host, self.port)
+
+    @property
+    def metrics(self) -> SimMetrics:
+        """Live counters (read them from the loop's thread)."""
+        assert self._app is not None, "the server is not started"
+        return self._app.metrics
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        app = SimApp(self.params, loop)
+        try:
+            server = await loop.create_server(
+                lambda: Connection(app, loop), self.host, self.port, reuse_address=True
+            )
+        except OSError as exc:
+            raise ServerStartError(
+                f"the simulator cannot listen on {self.host}:{self.port}: {exc.strerror}"
+                " (choose another --port, or 0 for a free one)"
+            ) from exc
+        self._app, self._server = app, server
+        self.port = server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        """Stop listening, reset open connections, let their jobs cancel their timers."""
+        server, app = self._server, self._app
+        if server is None or app is None:
+            return
+        self._server = None
+        server.close()
+        for conn in list(app.connections):
+            conn.abort()
+        await server.wait_closed()
+        for _ in range(3):  # connection_lost callbacks run on the next loop iterations
+            if not app.connections:
+                break
+            await asyncio.sleep(0)
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+@contextlib.asynccontextmanager
+async def running_sim(
+    params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """Serve the simulator in the running loop; yields its base URL (no trailing slash)."""
+    async with SimServer(params, host=host, port=port) as server:
+        yield server.url
+
+
+@contextlib.contextmanager
+def serve_in_thread(
+    params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[str]:
+    """Serve the simulator from a background thread with a precise loop; yields its URL."""
+    loop = precise_event_loop()
+    started = threading.Event()
+    server = SimServer(params, host=host, port=port)
+    stop = asyncio.Event()
+    failure: list[BaseException] = []
+
+    async def main() -> None:
+        try:
+            await server.start()
+        except BaseException as exc:
+            failure.append(exc)
+            raise
+        finally:
+            started.set()
+        try:
+            await stop.wait()
+        finally:
+            await server.stop()
+
+    thread = threading.Thread(
+        target=lambda: _run_quietly(loop, main()), name="testbed-sim", daemon=True
+    )
+    thread.start()
+    started.wait()
+    if failure:
+        thread.join()
+        raise failure[0]
+    try:
+        yield server.url
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join()
+
+
+def _run_quietly(loop: asyncio.AbstractEventLoop, main: object) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        with contextlib.suppress(Exception):
+            loop.run_until_complete(main)  # type: ignore[arg-type]
+    finally:
+        loop.close()
+
+
+async def serve(
+    params: SimParams,
+    *,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    on_listening: Callable[[str], None],
+) -> None:
+    """Serve until ``stop`` is set; ``on_listening(url)`` is called once the port is open."""
+    async with SimServer(params, host=host, port=port) as server:
+        on_listening(server.url)
+        await stop.wait()
