@@ -1,0 +1,236 @@
+"""The ``load:`` section of a campaign: what traffic the load probe sends and what it expects.
+
+One :class:`LoadProbe` describes one load test. Matrix factors address its fields by dotted
+path (``load.concurrency``, ``load.rate``, ``load.dataset.input_tokens``). Every field says
+its unit. Lengths are in tokens of the model's tokenizer; rates in requests per second;
+times in seconds unless the name ends in ``_ms``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# -- token length distributions -------------------------------------------------------------
+
+
+class FixedLength(_Strict):
+    """Every request has exactly ``value`` tokens."""
+
+    kind: Literal["fixed"] = "fixed"
+    value: int = Field(ge=1, description="Tokens.")
+
+
+class UniformLength(_Strict):
+    """A length drawn uniformly from ``[min, max]`` (inclusive)."""
+
+    kind: Literal["uniform"]
+    min: int = Field(ge=1, description="Smallest length (tokens).")
+    max: int = Field(ge=1, description="Largest length (tokens).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UniformLength:
+        if self.max < self.min:
+            raise ValueError(f"uniform length: max ({self.max}) is below min ({self.min})")
+        return self
+
+
+class NormalLength(_Strict):
+    """A length drawn from N(mean, std), rounded, clipped to ``[min, max]``."""
+
+    kind: Literal["normal"]
+    mean: float = Field(gt=0, description="Mean length (tokens).")
+    std: float = Field(ge=0, description="Standard deviation (tokens).")
+    min: int = Field(1, ge=1, description="Clip below at this length (tokens).")
+    max: int | None = Field(None, ge=1, description="Clip above at this length (tokens).")
+
+
+class ListLength(_Strict):
+    """A length drawn uniformly from the given ``values``."""
+
+    kind: Literal["list"]
+    values: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="Lengths (tokens).")
+
+
+Length = Annotated[
+    FixedLength | UniformLength | NormalLength | ListLength, Field(discriminator="kind")
+]
+
+
+def _length(value: Any) -> Any:
+    """A bare integer means a fixed length; a list of integers means ``kind: list``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"kind": "fixed", "value": value}
+    if isinstance(value, list):
+        return {"kind": "list", "values": value}
+    return value
+
+
+# -- datasets -------------------------------------------------------------------------------
+
+
+class SyntheticDataset(_Strict):
+    """Generated prompts with exact token lengths (measured with the model's tokenizer, or
+    the simulator's rule), optionally sharing a prefix within groups."""
+
+    kind: Literal["synthetic"] = "synthetic"
+    input_tokens: Length = Field(
+        default_factory=lambda: FixedLength(value=128),
+        description="Prompt length (tokens); an integer means fixed.",
+    )
+    output_tokens: Length = Field(
+        default_factory=lambda: FixedLength(value=64),
+        description="Requested output length, sent as max_tokens (tokens).",
+    )
+    prefix_tokens: int = Field(
+        0, ge=0, description="Shared prefix length at the start of each prompt (tokens)."
+    )
+    prefix_groups: int = Field(
+        1, ge=1, description="Distinct shared prefixes; prompts cycle through the groups."
+    )
+    samples: int = Field(
+        1000, ge=1, description="Distinct prompts generated; requests cycle through them."
+    )
+
+    @field_validator("input_tokens", "output_tokens", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return _length(value)
+
+
+class FileDataset(_Strict):
+    """Prompts from a local file: JSON lines with a ``prompt`` field (optionally
+    ``output_tokens``), or ShareGPT-style conversations (first human turn is the prompt, the
+    first model turn's length is the output length)."""
+
+    kind: Literal["file"]
+    path: str = Field(description="Path of the file (relative to the working directory).")
+    format: Literal["jsonl", "sharegpt"] = Field("jsonl", description="File format.")
+    output_tokens: Length | None = Field(
+        None, description="Override the output length of every prompt (tokens)."
+    )
+    limit: int | None = Field(None, ge=1, description="Use at most this many prompts.")
+    shuffle: bool = Field(True, description="Shuffle the prompts with the probe's seed.")
+
+    @field_validator("output_tokens", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return _length(value)
+
+
+Dataset = Annotated[SyntheticDataset | FileDataset, Field(discriminator="kind")]
+
+
+# -- profiles -------------------------------------------------------------------------------
+
+
+class SweepSettings(_Strict):
+    """Sweep: a synchronous stage, a saturation stage (``max_concurrency`` in flight), then
+    ``rates`` open-loop stages evenly spaced strictly between the two throughputs."""
+
+    rates: int = Field(6, ge=1, description="Rate stages between synchronous and saturation.")
+    max_concurrency: int = Field(
+        64, ge=1, description="Requests in flight in the saturation stage."
+    )
+
+
+class RampSettings(_Strict):
+    """Ramp: the arrival rate goes linearly from ``start_rate`` to ``end_rate`` over the
+    stage's duration (open loop)."""
+
+    start_rate: float = Field(1.0, gt=0, description="Rate at the start (requests/s).")
+    end_rate: float = Field(10.0, gt=0, description="Rate at the end (requests/s).")
+
+
+class Slo(_Strict):
+    """Service-level objectives. Percentile fields judge the whole steady-state window
+    (verdict); a request counts toward goodput when its own TTFT, ITLs, TPOT and e2e are
+    each within the same thresholds."""
+
+    ttft_p99_ms: float | None = Field(None, gt=0, description="TTFT p99 bound (ms).")
+    itl_p99_ms: float | None = Field(None, gt=0, description="ITL p99 bound (ms).")
+    tpot_p99_ms: float | None = Field(None, gt=0, description="TPOT p99 bound (ms).")
+    e2e_p99_ms: float | None = Field(None, gt=0, description="End-to-end p99 bound (ms).")
+    min_success_ratio: float = Field(
+        1.0, ge=0, le=1, description="Fraction of requests that must succeed (0..1)."
+    )
+
+
+class SelfCheck(_Strict):
+    """When the harness's own numbers make a run untrustworthy (verdict INCONCLUSIVE)."""
+
+    max_lag_p99_ms: float = Field(
+        5.0, gt=0, description="Schedule lag p99 above this is harness overload (ms)."
+    )
+    min_rate_ratio: float = Field(
+        0.95, gt=0, le=1, description="Achieved/requested rate below this is a shortfall."
+    )
+    max_cpu_fraction: float = Field(
+        0.9, gt=0, le=1, description="Generator CPU / wall time above this is saturation."
+    )
+
+
+class LoadProbe(_Strict):
+    """A load test against one endpoint."""
+
+    profile: Literal["synchronous", "concurrency", "rate", "sweep", "ramp"] = Field(
+        "concurrency",
+        description="synchronous: one at a time; concurrency: N in flight (closed loop);"
+        " rate: open-loop arrivals; sweep: synchronous, saturation and rates between;"
+        " ramp: open-loop rate rising linearly.",
+    )
+    concurrency: int = Field(1, ge=1, description="Requests in flight (closed loop).")
+    rate: float | None = Field(None, gt=0, description="Mean arrival rate (requests/s).")
+    arrival: Literal["constant", "poisson", "gamma"] = Field(
+        "poisson", description="Open-loop inter-arrival distribution."
+    )
+    gamma_shape: float = Field(
+        1.0,
+        gt=0,
+        description="Shape k of gamma inter-arrivals (coefficient of variation 1/sqrt(k)).",
+    )
+    sweep: SweepSettings = Field(default_factory=SweepSettings)
+    ramp: RampSettings = Field(default_factory=RampSettings)
+    duration_s: float | None = Field(
+        10.0, gt=0, description="Issue requests for this long, per stage (s)."
+    )
+    requests: int | None = Field(None, ge=1, description="Issue at most this many, per stage.")
+    warmup_s: float = Field(0.0, ge=0, description="Excluded from statistics at start (s).")
+    cooldown_s: float = Field(0.0, ge=0, description="Excluded from statistics at end (s).")
+    timeout_s: float = Field(60.0, gt=0, description="Per-request timeout (s).")
+    max_in_flight: int = Field(
+        1024, ge=1, description="Cap on requests in flight in open loop (requests)."
+    )
+    api: Literal["completions", "chat", "tgi"] = Field("completions", description="Protocol.")
+    stream: bool = Field(True, description="Stream responses (needed for TTFT and ITL).")
+    ignore_eos: bool = Field(
+        True, description="Ask the server to ignore EOS so outputs have the requested length."
+    )
+    dataset: Dataset = Field(default_factory=SyntheticDataset)
+    slo: Slo | None = Field(None, description="Objectives; None means no SLO verdict.")
+    selfcheck: SelfCheck = Field(default_factory=SelfCheck)
+    processes: int = Field(1, ge=1, description="Load processes, each with its own event loop.")
+    seed: int | None = Field(None, description="Seed for prompts and arrivals (default: run's).")
+    model: str | None = Field(None, description="Model name to send (default: discovered).")
+    keep_text: bool = Field(False, description="Keep each output text in the records.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LoadProbe:
+        if self.profile == "rate" and self.rate is None:
+            raise ValueError("profile 'rate' needs `rate` (requests/s), e.g. rate: 50")
+        if self.duration_s is None and self.requests is None:
+            raise ValueError("set `duration_s` or `requests` (or both) to bound each stage")
+        if self.profile in ("sweep", "ramp") and self.duration_s is None:
+            raise ValueError(f"profile {self.profile!r} needs `duration_s` (per stage)")
+        if self.warmup_s + self.cooldown_s >= (self.duration_s or float("inf")):
+            raise ValueError(
+                f"warmup_s + cooldown_s ({self.warmup_s + self.cooldown_s}) must be shorter"
+                f" than duration_s ({self.duration_s})"
+            )
+        return self
