@@ -1,0 +1,114 @@
+"""The OpenAI-compatible protocol: ``/v1/completions`` and ``/v1/chat/completions``.
+
+Requests are plain dicts (the OpenAI body); :func:`complete` sends one and returns a
+:class:`~testbed.clients.response.Response`. Streamed requests ask for
+``stream_options.include_usage`` so the server's token counts arrive in the last chunk.
+:func:`list_models` and :func:`discover_model` read ``GET /v1/models``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from testbed.clients.http import ConnectionPool
+from testbed.clients.response import BodySinkJson, Response, Sink, StreamSink
+
+Api = Literal["completions", "chat"]
+
+PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
+
+
+def decode_chunk(response: Response, obj: Any, t_ns: int) -> None:
+    """Read one completions or chat object (a stream chunk or a whole body) into
+    ``response``: content text, finish reason, usage, error."""
+    if not isinstance(obj, dict):
+        return
+    choices = obj.get("choices")
+    if choices:
+        choice = choices[0]
+        text = choice.get("text")
+        if text is None:
+            message = choice.get("delta") or choice.get("message")
+            if message:
+                text = message.get("content")
+        if text:
+            response.chunks.append((t_ns, text))
+        reason = choice.get("finish_reason")
+        if reason:
+            response.finish_reason = reason
+    usage = obj.get("usage")
+    if usage:
+        response.usage = usage
+    error = obj.get("error")
+    if error:
+        response.error = str(error.get("message", error) if isinstance(error, dict) else error)
+
+
+def body_for(api: Api, request: dict[str, Any], *, stream: bool) -> dict[str, Any]:
+    """``request`` with the stream flags set (usage included in the stream)."""
+    body = dict(request)
+    body["stream"] = stream
+    if stream:
+        options = dict(body.get("stream_options") or {})
+        options.setdefault("include_usage", True)
+        body["stream_options"] = options
+    else:
+        body.pop("stream_options", None)
+    return body
+
+
+def encode(pool: ConnectionPool, api: Api, request: dict[str, Any], *, stream: bool) -> bytes:
+    """The wire bytes of one request (build once, send many times in a load test)."""
+    body = json.dumps(body_for(api, request, stream=stream), separators=(",", ":"))
+    return pool.encode("POST", PATHS[api], body.encode())
+
+
+def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
+    """A fresh sink that decodes an OpenAI response (streamed or not)."""
+    if stream:
+        return StreamSink(decode_chunk, keep_raw=keep_raw)
+    return BodySinkJson(decode_chunk, keep_raw=True)
+
+
+async def complete(
+    pool: ConnectionPool,
+    request: dict[str, Any],
+    *,
+    api: Api = "completions",
+    stream: bool = True,
+    keep_raw: bool = False,
+    timeout_s: float | None = None,
+) -> Response:
+    """Send one completions (or chat) request and return what came back.
+
+    ``keep_raw`` keeps every parsed JSON chunk in ``Response.raw`` (logprobs live there).
+    Connection failures raise :class:`~testbed.clients.http.HttpClientError`; an HTTP error
+    status is returned as ``Response.error``.
+    """
+    target = sink(stream=stream, keep_raw=keep_raw)
+    response = target.response
+    await pool.send(encode(pool, api, request, stream=stream), target, timeout_s)
+    return response
+
+
+async def get_json(pool: ConnectionPool, path: str, timeout_s: float = 10.0) -> Any:
+    """``GET path`` and the parsed JSON body (None on a non-2xx status)."""
+    target = BodySinkJson(lambda _r, _o, _t: None, keep_raw=True)
+    await pool.send(pool.encode("GET", path), target, timeout_s)
+    response = target.response
+    return response.raw[0] if response.ok and response.raw else None
+
+
+async def list_models(pool: ConnectionPool, timeout_s: float = 10.0) -> list[str]:
+    """The model ids the server lists at ``GET /v1/models`` (empty if it lists none)."""
+    body = await get_json(pool, "/v1/models", timeout_s)
+    if not isinstance(body, dict):
+        return []
+    return [str(item["id"]) for item in body.get("data", []) if isinstance(item, dict)]
+
+
+async def discover_model(pool: ConnectionPool, timeout_s: float = 10.0) -> str | None:
+    """The first model the server lists, or None."""
+    models = await list_models(pool, timeout_s)
+    return models[0] if models else None

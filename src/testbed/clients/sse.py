@@ -1,0 +1,75 @@
+"""An incremental parser of server-sent events (the ``text/event-stream`` format).
+
+Bytes arrive split anywhere (inside a line, between ``\\r`` and ``\\n``); :meth:`SseParser.feed`
+returns the events completed so far and keeps the rest. Only what streaming model servers
+use is kept: ``data`` (multi-line joined by ``\\n``) and ``event``; comments, ``id`` and
+``retry`` are skipped. The common case, one ``data: …`` line per event, takes a fast path:
+this runs once per streamed token.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class SseEvent(NamedTuple):
+    """One event: its ``event`` name ("" when unnamed) and its ``data`` bytes."""
+
+    event: str
+    data: bytes
+
+
+class SseParser:
+    """Feed bytes in, get complete events' data out."""
+
+    __slots__ = ("_buf",)
+
+    def __init__(self) -> None:
+        self._buf = b""  # the incomplete last event, line ends already normalised to \n
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The ``data`` payloads of the events completed by ``data`` (events with no data
+        field, such as keep-alive comments, give nothing). This is the hot path."""
+        out = []
+        for block in self._blocks(data):
+            if block.startswith(b"data: ") and b"\n" not in block:
+                out.append(block[6:])
+            elif block:
+                event = _parse_block(block)
+                if event is not None and (event.data or event.event):
+                    out.append(event.data)
+        return out
+
+    def feed_events(self, data: bytes) -> list[SseEvent]:
+        """The events completed by ``data``, with their names."""
+        events = [_parse_block(block) for block in self._blocks(data) if block]
+        return [event for event in events if event is not None]
+
+    def _blocks(self, data: bytes) -> list[bytes]:
+        buf = self._buf + data if self._buf else data
+        tail = b""
+        if b"\r" in buf:
+            if buf.endswith(b"\r"):  # its \n may come in the next read
+                buf, tail = buf[:-1], b"\r"
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        blocks = buf.split(b"\n\n")
+        self._buf = blocks.pop() + tail
+        return blocks
+
+
+def _parse_block(block: bytes) -> SseEvent | None:
+    name = ""
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if field == b"data":
+            data.append(value)
+        elif field == b"event":
+            name = value.decode("utf-8", "replace")
+    if not data and not name:
+        return None
+    return SseEvent(name, b"\n".join(data))

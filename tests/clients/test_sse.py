@@ -1,0 +1,45 @@
+"""The SSE parser: events survive any split of the byte stream."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from testbed.clients.sse import SseEvent, SseParser
+
+STREAM = (
+    b'data: {"a":1}\n\n: keep-alive comment\n\nevent: done\ndata: x\ndata: y\n\ndata: [DONE]\n\n'
+)
+
+
+def test_whole_stream() -> None:
+    parser = SseParser()
+    assert parser.feed(STREAM) == [b'{"a":1}', b"x\ny", b"[DONE]"]
+
+
+def test_event_names() -> None:
+    events = SseParser().feed_events(STREAM)
+    assert SseEvent("done", b"x\ny") in events
+
+
+def test_incomplete_event_waits_for_the_blank_line() -> None:
+    parser = SseParser()
+    assert parser.feed(b"data: 1\n") == []
+    assert parser.feed(b"\n") == [b"1"]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_any_split_gives_the_same_events(cuts: list[int]) -> None:
+    for stream in (STREAM, STREAM.replace(b"\n", b"\r\n")):
+        points = sorted({min(c, len(stream)) for c in cuts})
+        parser = SseParser()
+        out: list[bytes] = []
+        start = 0
+        for point in [*points, len(stream)]:
+            out += parser.feed(stream[start:point])
+            start = point
+        assert out == [b'{"a":1}', b"x\ny", b"[DONE]"]
+
+
+def test_data_without_space_and_lone_cr() -> None:
+    assert SseParser().feed(b"data:abc\r\rdata: d\r\n\r\n") == [b"abc", b"d"]
