@@ -11,6 +11,7 @@ cached, which keeps 100,000 treatments within a couple of seconds.
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -21,10 +22,10 @@ from testbed.config.diagnostics import dotted
 from testbed.config.loader import LoadedCampaign
 from testbed.config.overrides import assign, targets
 from testbed.core.errors import CampaignError
-from testbed.core.ids import canonical_json, short_hash, slugify
+from testbed.core.ids import short_hash, slugify
 from testbed.plan.capacity import estimate
 from testbed.plan.model import PROBES, Plan, ProbeName, Treatment, Worker
-from testbed.plan.points import Point, matrix_points
+from testbed.plan.points import Level, Point, matrix_points
 
 _DEPLOYMENT = TypeAdapter(Deployment)
 _SECTIONS = ("deployments", *PROBES)
@@ -47,7 +48,9 @@ class _Expander:
         self.probe_configs: dict[str, dict[str, Any]] = {}
         self.seen: set[str] = set()
         self._deployment_cache: dict[tuple[str, ...], list[Worker]] = {}
-        self._probe_cache: dict[tuple[str, tuple[str, ...]], tuple[str, dict[str, Any]]] = {}
+        self._probe_cache: dict[tuple[str, tuple[str, ...]], str] = {}
+        self.worker_slugs: dict[str, tuple[str, list[str]]] = {}
+        self.slug = slugify(self.campaign.name, 30)
         self._capacity: dict[str, str] = {}
         self._check_factors()
 
@@ -84,8 +87,7 @@ class _Expander:
 
     def run(self) -> Plan:
         for point in matrix_points(self.campaign.matrix):
-            keyed = [(f, v, canonical_json(v)) for f, v in point]
-            self._add_point(keyed)
+            self._add_point(point)
         notes = sorted(set(self._capacity.values()) - {""})
         # Worker-major order reads best and matches execution (a worker serves its
         # treatments one after the other); indices are assigned after sorting.
@@ -95,31 +97,40 @@ class _Expander:
             treatment.index = number
         return Plan(self.campaign.name, self.workers, self.treatments, self.probe_configs, notes)
 
-    def _add_point(self, keyed: list[tuple[str, Any, str]]) -> None:
-        dep = [(f, v, k) for f, v, k in keyed if f.startswith("deployments.")]
+    def _add_point(self, point: Point) -> None:
+        dep = [lv for lv in point if lv.factor.startswith("deployments.")]
         workers = self._resolve_deployments(dep)
         for probe in self.active:
-            mine = [(f, v, k) for f, v, k in keyed if f.split(".", 1)[0] == probe]
-            probe_hash, params = self._resolve_probe(probe, mine)
+            mine = [lv for lv in point if lv.factor.split(".", 1)[0] == probe]
+            probe_hash = self._resolve_probe(probe, mine)
             if probe in ("correctness", "load"):
                 for worker in workers:
-                    self._add(probe, (worker,), probe_hash, {**worker.params, **params})
+                    self._add(probe, (worker,), probe_hash, mine)
             elif probe == "ab":
                 by_name = {w.deployment: w for w in workers}
                 pair = (by_name[self.base["ab"]["stable"]], by_name[self.base["ab"]["canary"]])
-                self._add(probe, pair, probe_hash, {**pair[0].params, **pair[1].params, **params})
+                self._add(probe, pair, probe_hash, mine)
             else:
-                self._add(probe, (), probe_hash, params)
+                self._add(probe, (), probe_hash, mine)
 
     def _add(
-        self, probe: ProbeName, workers: tuple[Worker, ...], probe_hash: str, params: dict[str, Any]
+        self, probe: ProbeName, workers: tuple[Worker, ...], probe_hash: str, mine: list[Level]
     ) -> None:
-        tid = short_hash([probe, probe_hash, [w.id for w in workers]])
+        ids = ",".join(w.id for w in workers)
+        tid = hashlib.sha256(f"{probe}|{probe_hash}|{ids}".encode()).hexdigest()[:10]
         if tid in self.seen:
             return
         self.seen.add(tid)
-        label = "-vs-".join(w.deployment for w in workers) or self.campaign.name
-        slug = slugify("-".join([label, probe, *(f"{f.rsplit('.', 1)[-1]}-{v}" for f, v in params.items())]))
+        params: dict[str, Any] = {}
+        names = [self.worker_slugs[w.id] for w in workers]
+        parts = ["-vs-".join(n for n, _ in names) or self.slug, probe]
+        for worker, (_, slugs) in zip(workers, names, strict=True):
+            params.update(worker.params)
+            parts.extend(slugs)
+        for lv in mine:
+            params[lv.factor] = lv.value
+            parts.append(lv.slug)
+        slug = "-".join(parts)[:60].rstrip("-")
         reason = next((self._capacity[w.id] for w in workers if self._capacity.get(w.id)), "")
         self.treatments.append(
             Treatment(
@@ -135,24 +146,25 @@ class _Expander:
             )
         )
 
-    def _resolve_deployments(self, dep: list[tuple[str, Any, str]]) -> list[Worker]:
-        key = tuple(k for _, _, k in dep)
+    def _resolve_deployments(self, dep: list[Level]) -> list[Worker]:
+        key = tuple(lv.key for lv in dep)
         cached = self._deployment_cache.get(key)
         if cached is not None:
             return cached
         doc = {"deployments": copy.deepcopy(self.base["deployments"])}
-        touched: dict[int, dict[str, Any]] = {}
-        for factor, value, _ in dep:
-            for path in targets(doc, factor):
-                assign(doc, path, value)
-                touched.setdefault(int(path[1]), {})[factor] = value
+        touched: dict[int, list[Level]] = {}
+        for lv in dep:
+            for path in targets(doc, lv.factor):
+                assign(doc, path, lv.value)
+                touched.setdefault(int(path[1]), []).append(lv)
         workers = []
         for index, raw in enumerate(doc["deployments"]):
-            workers.append(self._worker(index, raw, touched.get(index, {})))
+            workers.append(self._worker(index, raw, touched.get(index, [])))
         self._deployment_cache[key] = workers
         return workers
 
-    def _worker(self, index: int, raw: dict[str, Any], params: dict[str, Any]) -> Worker:
+    def _worker(self, index: int, raw: dict[str, Any], levels: list[Level]) -> Worker:
+        params = {lv.factor: lv.value for lv in levels}
         try:
             model = _DEPLOYMENT.validate_python(raw)
         except ValidationError as exc:
@@ -173,37 +185,31 @@ class _Expander:
             factors = {f.rsplit(".", 1)[-1]: v for f, v in params.items() if ".params." in f}
             settings = {**written, **factors}
             self.workers[wid] = Worker(wid, model.name, model.server, config, params, settings)
+            self.worker_slugs[wid] = (slugify(model.name, 30), [lv.slug for lv in levels])
             fit = estimate(config)
             self._capacity[wid] = "" if fit is None or fit.fits else fit.reason()
         return self.workers[wid]
 
-    def _resolve_probe(
-        self, probe: ProbeName, mine: list[tuple[str, Any, str]]
-    ) -> tuple[str, dict[str, Any]]:
-        key = (probe, tuple(k for _, _, k in mine))
+    def _resolve_probe(self, probe: ProbeName, mine: list[Level]) -> str:
+        key = (probe, tuple(lv.key for lv in mine))
         cached = self._probe_cache.get(key)
         if cached is None:
             doc = {probe: copy.deepcopy(self.base[probe])}
-            for factor, value, _ in mine:
-                for path in targets(doc, factor):
-                    assign(doc, path, value)
+            for lv in mine:
+                for path in targets(doc, lv.factor):
+                    assign(doc, path, lv.value)
             section = self._validate_probe(probe, doc[probe], mine)
-            probe_hash = short_hash(section)
-            self.probe_configs[f"{probe}:{probe_hash}"] = section
-            cached = self._probe_cache[key] = (probe_hash, section)
-        return cached[0], {f: v for f, v, _ in mine}
+            cached = self._probe_cache[key] = short_hash(section)
+            self.probe_configs[f"{probe}:{cached}"] = section
+        return cached
 
-    def _validate_probe(
-        self, probe: ProbeName, raw: dict[str, Any], mine: list[tuple[str, Any, str]]
-    ) -> dict[str, Any]:
+    def _validate_probe(self, probe: ProbeName, raw: dict[str, Any], mine: list[Level]) -> dict[str, Any]:
         model_type = type(getattr(self.campaign, probe))
         try:
             return model_type.model_validate(raw).model_dump(mode="json")  # type: ignore[no-any-return]
         except ValidationError as exc:
-            combo = ", ".join(f"{f}={v}" for f, v, _ in mine)
+            combo = ", ".join(f"{lv.factor}={lv.value}" for lv in mine)
             problems = "; ".join(
                 f"{probe}.{dotted(tuple(e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
             )
-            raise CampaignError(
-                f"{self._where(('matrix', 'factors'))}: with {combo}: {problems}"
-            ) from None
+            raise CampaignError(f"{self._where(('matrix', 'factors'))}: with {combo}: {problems}") from None
