@@ -63,7 +63,10 @@ def test_cli_exit_code_two_and_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(GOOD.replace("dtype: float32", "dtpye: float32"))
     result = subprocess.run(
-        [sys.executable, "-m", "testbed", "validate", str(bad)], capture_output=True, text=True
+        [sys.executable, "-m", "testbed", "validate", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr

@@ -93,7 +93,7 @@ def test_adapter_rule_names_the_combination() -> None:
 
 
 def test_unknown_unroll_factor() -> None:
-    with pytest.raises(CampaignError, match="unroll names 'load.x'"):
+    with pytest.raises(CampaignError, match=r"unroll names 'load\.x'"):
         plan_of(sets=["execution.unroll=[load.x]"])
 
 

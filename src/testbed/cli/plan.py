@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 
-def add_campaign_arguments(parser: argparse.ArgumentParser) -> None:
+def add_campaign_arguments(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
     """FILE, --preset and --set: shared by every command that loads a campaign."""
-    parser.add_argument("file", metavar="FILE", help="campaign YAML file")
+    parser.add_argument("file", metavar="FILE", nargs=nargs, help="campaign YAML file")
     parser.add_argument(
         "--preset", action="append", default=[], metavar="NAME", help="apply a preset (repeatable)"
     )

@@ -83,13 +83,17 @@ class Campaign(Strict):
         if dupes:
             raise ValueError(f"deployment names must be unique; repeated: {', '.join(dupes)}")
         if not any((self.correctness, self.load, self.ab, self.scale)):
-            raise ValueError("no probe configured — add a correctness:, load:, ab: or scale: section")
+            raise ValueError(
+                "no probe configured — add a correctness:, load:, ab: or scale: section"
+            )
         if (self.correctness or self.load or self.ab) and not self.deployments:
             raise ValueError("probes need deployments — add a `deployments:` list")
         for role in ("stable", "canary"):
             name = getattr(self.ab, role) if self.ab else None
             if name is not None and name not in names:
-                raise ValueError(f"ab.{role} '{name}' is not a deployment; known: {', '.join(names)}")
+                raise ValueError(
+                    f"ab.{role} '{name}' is not a deployment; known: {', '.join(names)}"
+                )
         ref = self.correctness.reference if self.correctness else None
         if ref is not None and ref not in names:
             raise ValueError(f"correctness.reference '{ref}' is not a deployment; known: {names}")

@@ -19,7 +19,9 @@ class Tolerance(Strict):
 class CorrectnessProbe(Strict):
     """Run case files against each deployment and compare with expected outputs."""
 
-    cases: list[str] = Field(min_length=1, description="case files (YAML), relative to the campaign")
+    cases: list[str] = Field(
+        min_length=1, description="case files (YAML), relative to the campaign"
+    )
     protocol: Literal["openai", "tgi", "both"] = "openai"
     streaming_twins: bool = Field(True, description="check a streaming twin of each unary case")
     concurrency: int = Field(4, gt=0, description="cases in flight at once")

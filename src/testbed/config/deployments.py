@@ -79,7 +79,9 @@ class _Deployment(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="unique name")
     extends: str | None = Field(None, description="another deployment this one starts from")
-    model: str = Field("", description="bundled:NAME, a local folder, s3://bucket/prefix, or a hub id")
+    model: str = Field(
+        "", description="bundled:NAME, a local folder, s3://bucket/prefix, or a hub id"
+    )
     image: str | None = Field(None, description="container image (Kubernetes backend)")
     resources: Resources = Field(default_factory=Resources)
     startup_timeout_s: float = Field(300.0, gt=0, description="seconds to become ready")

@@ -32,7 +32,9 @@ def describe_errors(
         origin = prov.nearest(path, key=unknown) if path else None
         where = origin.describe() if origin else file
         field = dotted(path) or "(top level)"
-        lines.append(f"{where}: {field}: {_explain(error, loc, path, root)}{_overrides(prov, path)}")
+        lines.append(
+            f"{where}: {field}: {_explain(error, loc, path, root)}{_overrides(prov, path)}"
+        )
     return "\n".join(dict.fromkeys(lines))
 
 
@@ -54,26 +56,33 @@ def data_path(loc: tuple[Any, ...], data: Any) -> Path:
     path: list[str | int] = []
     node = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
+        inside_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if (isinstance(node, dict) and part in node) or inside_list:
             path.append(part)
             node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        elif (
+            isinstance(node, dict)
+            and isinstance(part, str)
+            and part == loc[-1]
+            and not _looks_like_tag(part)
+        ):
+            # A missing field (kept); union tags and validator names are skipped.
             path.append(part)
-            node = node[part]
-        elif isinstance(node, dict) and isinstance(part, str) and part not in node:
-            # Either a union tag / validator name (skip) or a missing/extra field (keep, last).
-            if part == loc[-1] and not _looks_like_tag(part):
-                path.append(part)
     return tuple(path)
 
 
 def _looks_like_tag(part: str) -> bool:
-    return "[" in part or part in {"sim", "hf", "vllm", "tgi", "tgis", "external"} or part in {
-        "local",
-        "kubernetes",
-        "synthetic",
-        "file",
-    }
+    return (
+        "[" in part
+        or part in {"sim", "hf", "vllm", "tgi", "tgis", "external"}
+        or part
+        in {
+            "local",
+            "kubernetes",
+            "synthetic",
+            "file",
+        }
+    )
 
 
 def dotted(path: Path) -> str:
@@ -84,7 +93,7 @@ def dotted(path: Path) -> str:
 
 
 def _explain(error: Any, loc: tuple[Any, ...], path: Path, root: type[BaseModel]) -> str:
-    kind, msg, given = error["type"], error["msg"], error.get("input")
+    kind, msg, given = str(error["type"]), str(error["msg"]), error.get("input")
     if kind == "extra_forbidden":
         name = str(path[-1]) if path else str(loc[-1])
         known = field_names(root, loc[:-1])

@@ -75,7 +75,7 @@ class LoadedCampaign:
 
 def _get(data: Any, path: tuple[str | int, ...]) -> Any:
     for part in path:
-        data = data[part] if isinstance(data, list) else (data or {}).get(part)
+        data = data[int(part)] if isinstance(data, list) else (data or {}).get(part)
     return data
 
 

@@ -30,7 +30,9 @@ class Matrix(Strict):
             lengths = set()
             for path in group:
                 if path not in self.factors:
-                    raise ValueError(f"zip names '{path}', which is not a factor — add it to factors")
+                    raise ValueError(
+                        f"zip names '{path}', which is not a factor — add it to factors"
+                    )
                 if path in seen:
                     raise ValueError(f"factor '{path}' is in two zip groups — keep it in one")
                 seen.add(path)

@@ -22,7 +22,7 @@ from testbed.core.errors import CampaignError
 
 def targets(data: dict[str, Any], dotted: str) -> list[Path]:
     """Every concrete path that the dotted key ``dotted`` addresses in ``data``."""
-    parts = [p for p in dotted.split(".")]
+    parts = dotted.split(".")
     if not dotted or any(not p for p in parts):
         raise CampaignError(f"'{dotted}' is not a dotted key — write it like load.concurrency")
     return _expand(data, parts, ())
@@ -51,15 +51,14 @@ def _expand(node: Any, parts: list[str], prefix: Path) -> list[Path]:
 def assign(data: dict[str, Any], path: Path, value: Any) -> None:
     """Set ``path`` in ``data`` to a copy of ``value``, creating mappings on the way."""
     node: Any = data
-    for index, part in enumerate(path[:-1]):
-        nxt = node[part] if isinstance(node, list) else node.get(part)
+    for part in path[:-1]:
+        nxt = node[int(part)] if isinstance(node, list) else node.get(part)
         if not isinstance(nxt, dict | list):
             if isinstance(node, list):
                 raise CampaignError(f"cannot set below {part} of a list")
             nxt = {}
             node[part] = nxt
         node = nxt
-        del index
     if isinstance(node, list):
         node[int(path[-1])] = copy.deepcopy(value)
     elif isinstance(node, dict):
@@ -68,7 +67,9 @@ def assign(data: dict[str, Any], path: Path, value: Any) -> None:
         raise CampaignError(f"cannot set {'.'.join(map(str, path))}")
 
 
-def set_dotted(data: dict[str, Any], dotted: str, value: Any, origin: Origin, prov: Provenance) -> None:
+def set_dotted(
+    data: dict[str, Any], dotted: str, value: Any, origin: Origin, prov: Provenance
+) -> None:
     """Assign ``value`` to every path ``dotted`` addresses, recording ``origin``."""
     try:
         paths = targets(data, dotted)
@@ -94,9 +95,7 @@ def parse_set(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def apply_presets(
-    data: dict[str, Any], names: list[str], prov: Provenance, file: str
-) -> list[str]:
+def apply_presets(data: dict[str, Any], names: list[str], prov: Provenance, file: str) -> list[str]:
     """Apply the named presets in order; return every preset applied, ``extends`` included."""
     presets = data.get("presets") or {}
     if not isinstance(presets, dict):
@@ -160,7 +159,9 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
             done.add(index)
             return
         if parent_name in stack:
-            raise CampaignError(f"{file}: deployment extends cycle {' → '.join([*stack, parent_name])}")
+            raise CampaignError(
+                f"{file}: deployment extends cycle {' → '.join([*stack, parent_name])}"
+            )
         if parent_name not in by_name:
             hint = difflib.get_close_matches(str(parent_name), [str(n) for n in by_name], n=1)
             place = prov.nearest(("deployments", index, "extends"))
@@ -171,7 +172,9 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
         if parent_index == index:
             raise CampaignError(f"{file}: deployment '{parent_name}' extends itself — remove it")
         resolve(parent_index, [*stack, str(child.get("name"))])
-        parent = {k: v for k, v in deployments[parent_index].items() if k not in ("name", "extends")}
+        parent = {
+            k: v for k, v in deployments[parent_index].items() if k not in ("name", "extends")
+        }
         deployments[index] = _deep_merge(parent, child)
         prov.copy_tree(("deployments", parent_index), ("deployments", index))
         done.add(index)

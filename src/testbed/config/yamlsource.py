@@ -38,7 +38,9 @@ def parse_yaml(text: str, name: str) -> tuple[Any, Provenance]:
             if started
             else ""
         )
-        raise CampaignError(f"{where}: invalid YAML: {exc.problem or exc.context}{context}") from None
+        raise CampaignError(
+            f"{where}: invalid YAML: {exc.problem or exc.context}{context}"
+        ) from None
     except yaml.YAMLError as exc:
         raise CampaignError(f"{name}: invalid YAML: {exc}") from None
     finally:
@@ -50,7 +52,9 @@ def _origin(name: str, node: yaml.Node) -> Origin:
     return Origin(name, name, node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path, prov: Provenance, name: str) -> Any:
+def _build(
+    loader: yaml.SafeLoader, node: yaml.Node, path: Path, prov: Provenance, name: str
+) -> Any:
     prov.values[path] = _origin(name, node)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)  # YAML merge keys (<<)

@@ -85,6 +85,8 @@ def estimate(deployment: dict[str, Any]) -> Estimate | None:
         kv = 2 * shape.layers * shape.kv_heads * shape.head_dim * width * context * batch
         kv_text = f"KV {kv / GIB:.1f} GiB for {context} tokens × {batch} seqs"
     gpus = int(res.get("gpu") or 0)
-    available = gpus * float(res.get("gpu_memory_gb", 80)) if gpus else float(res.get("memory_gb", 8))
+    available = (
+        gpus * float(res.get("gpu_memory_gb", 80)) if gpus else float(res.get("memory_gb", 8))
+    )
     detail = f"weights {weights / GIB:.2f} GiB {params.get('dtype', 'float32')} + {kv_text} + 10 %"
     return Estimate((weights + kv) * _OVERHEAD / GIB, available, detail)

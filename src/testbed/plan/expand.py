@@ -194,7 +194,7 @@ class _Expander:
         key = (probe, tuple(lv.key for lv in mine))
         cached = self._probe_cache.get(key)
         if cached is None:
-            doc = {probe: copy.deepcopy(self.base[probe])}
+            doc: dict[str, Any] = {probe: copy.deepcopy(self.base[probe])}
             for lv in mine:
                 for path in targets(doc, lv.factor):
                     assign(doc, path, lv.value)
@@ -203,13 +203,18 @@ class _Expander:
             self.probe_configs[f"{probe}:{cached}"] = section
         return cached
 
-    def _validate_probe(self, probe: ProbeName, raw: dict[str, Any], mine: list[Level]) -> dict[str, Any]:
+    def _validate_probe(
+        self, probe: ProbeName, raw: dict[str, Any], mine: list[Level]
+    ) -> dict[str, Any]:
         model_type = type(getattr(self.campaign, probe))
         try:
             return model_type.model_validate(raw).model_dump(mode="json")  # type: ignore[no-any-return]
         except ValidationError as exc:
             combo = ", ".join(f"{lv.factor}={lv.value}" for lv in mine)
             problems = "; ".join(
-                f"{probe}.{dotted(tuple(e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+                f"{probe}.{dotted(tuple(e['loc']))}: {e['msg']}"
+                for e in exc.errors(include_url=False)
             )
-            raise CampaignError(f"{self._where(('matrix', 'factors'))}: with {combo}: {problems}") from None
+            raise CampaignError(
+                f"{self._where(('matrix', 'factors'))}: with {combo}: {problems}"
+            ) from None

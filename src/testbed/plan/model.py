@@ -61,7 +61,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The plan as a JSON document (``plan.json``, ``testbed plan --json``); secrets masked."""
-        return _redacted(
+        document: dict[str, Any] = _redacted(
             {
                 "campaign": self.campaign,
                 "treatments": [
@@ -94,6 +94,7 @@ class Plan:
                 "notes": self.notes,
             }
         )
+        return document
 
 
 def _redacted(value: Any) -> Any:

@@ -25,7 +25,9 @@ class Level(NamedTuple):
 
 
 def make_level(factor: str, value: Any) -> Level:
-    return Level(factor, value, canonical_json(value), slugify(f"{factor.rsplit('.', 1)[-1]}-{value}"))
+    return Level(
+        factor, value, canonical_json(value), slugify(f"{factor.rsplit('.', 1)[-1]}-{value}")
+    )
 
 
 Point = tuple[Level, ...]
@@ -37,9 +39,7 @@ def matrix_points(matrix: Matrix | None) -> Iterator[Point]:
         yield ()
         return
     groups = _groups(matrix)
-    excludes = [
-        {k: canonical_json(v) for k, v in entry.items()} for entry in matrix.exclude
-    ]
+    excludes = [{k: canonical_json(v) for k, v in entry.items()} for entry in matrix.exclude]
     levels = {f: [make_level(f, v) for v in values] for f, values in matrix.factors.items()}
     order = list(matrix.factors)
     for combo in itertools.product(*[range(n) for _, n in groups]):

@@ -30,6 +30,7 @@ class ProbeContext:
     seed: int = 0
     params: Mapping[str, Any] = field(default_factory=dict)  # the treatment's factor values
     deployment: Mapping[str, Any] = field(default_factory=dict)  # resolved deployment config
+    base_dir: Path = Path()  # relative paths of the campaign (case files, datasets) start here
     progress: Callable[[str], None] = lambda _msg: None  # one-line status for the live display
 
 

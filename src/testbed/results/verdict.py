@@ -12,7 +12,7 @@ class Status(enum.StrEnum):
     """PASS and FAIL judge the product; ERROR blames the infrastructure; INCONCLUSIVE means
     not enough (or not trustworthy enough) data; SKIPPED was never run, with the reason."""
 
-    PASS = "PASS"
+    PASS = "PASS"  # noqa: S105 - a verdict, not a password
     FAIL = "FAIL"
     ERROR = "ERROR"
     INCONCLUSIVE = "INCONCLUSIVE"

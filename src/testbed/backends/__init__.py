@@ -1,0 +1,1 @@
+"""Backends provision deployments and hand out endpoints: local, kubernetes, external."""

@@ -1,0 +1,52 @@
+"""The backend seam: what the execution pipeline asks of every backend.
+
+A backend provisions one worker at a time as an async context manager: entering gives a
+:class:`Handle` with the endpoint; leaving releases everything, also on error, Ctrl-C or
+SIGTERM. ``Handle.died`` completes when the server dies, so the pipeline can tell an
+infrastructure ERROR from a product FAIL.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.clients.endpoint import Endpoint
+
+
+@dataclass
+class Handle:
+    """A provisioned worker."""
+
+    endpoint: Endpoint
+    #: Set with the reason (and log tail) when the server dies while provisioned.
+    died: asyncio.Future[str] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    info: dict[str, Any] = field(default_factory=dict)  # server version, flags, pid …
+
+
+class Backend(abc.ABC):
+    """Provisions workers. One instance serves one run."""
+
+    name: str = ""
+
+    async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
+        """End what an earlier interrupted run in ``run_dir`` left behind; say what."""
+        del run_dir
+        return []
+
+    async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
+        """Prepare models (and images) before any worker starts; say what was done."""
+        del deployments
+        return []
+
+    @abc.abstractmethod
+    def provision(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AbstractAsyncContextManager[Handle]:
+        """Start the worker's server; yield its handle once ready; release on exit."""

@@ -1,0 +1,125 @@
+"""The local backend: each worker's server is a child process on 127.0.0.1 on a free port.
+
+Readiness is awaited with the deployment's timeout; the server's output goes to
+``server.log`` in the worker's directory; a server that exits at any moment resolves the
+handle's ``died`` future with the tail of its log, which the pipeline reports as an
+infrastructure ERROR. Leaving :meth:`provision` always stops the whole process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from testbed.backends.base import Backend, Handle
+from testbed.backends.external import external_endpoint
+from testbed.backends.local import process
+from testbed.backends.local.ports import free_port
+from testbed.backends.local.readiness import wait_ready
+from testbed.clients.endpoint import Endpoint
+from testbed.core.errors import ServerStartError
+from testbed.servers.adapters import adapter_for
+from testbed.servers.models import parse_source, resolve_model
+
+HOST = "127.0.0.1"
+PID_DIR = "pids"
+
+
+class LocalBackend(Backend):
+    """Servers as child processes of this machine."""
+
+    name = "local"
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
+        ended = []
+        for pid_file in sorted((run_dir / PID_DIR).glob("*.json")):
+            message = process.kill_leftover(pid_file)
+            if message:
+                ended.append(message)
+        return ended
+
+    async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
+        done = []
+        seen: set[str] = set()
+        for deployment in deployments:
+            model = str(deployment.get("model") or "")
+            if deployment["server"] not in ("hf", "vllm") or model in seen:
+                continue
+            seen.add(model)
+            folder = await asyncio.to_thread(
+                resolve_model, model, endpoint_url=deployment.get("s3_endpoint_url")
+            )
+            done.append(f"model {model} ready in {folder}")
+        return done
+
+    @contextlib.asynccontextmanager
+    async def provision(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AsyncIterator[Handle]:
+        if deployment["server"] == "external":
+            yield Handle(external_endpoint(deployment))
+            return
+        adapter = adapter_for(deployment["server"])
+        port = free_port(HOST)
+        model_path = _model_path(deployment)
+        params = deployment.get("params") or {}
+        argv = adapter.command(params, model_path, HOST, port)
+        env = {**os.environ, **adapter.env(params), **(params.get("env") or {})}
+        server = await process.start(
+            argv, env, work_dir / "server.log", self.run_dir / PID_DIR / f"{worker_id}.json"
+        )
+        exited = asyncio.ensure_future(server.process.wait())
+        try:
+            problem = await wait_ready(
+                HOST, port, adapter.readiness_path, deployment["startup_timeout_s"], exited
+            )
+            if problem:
+                raise ServerStartError(
+                    f"{deployment['name']} ({deployment['server']}) {problem}; log"
+                    f" {server.log_path}:\n{server.log_tail()}"
+                )
+            handle = Handle(
+                Endpoint(
+                    base_url=f"http://{HOST}:{port}",
+                    protocols=tuple(adapter.protocols),
+                    model=adapter.served_model_name(deployment),
+                    server_kind=deployment["server"],
+                    tokenizer=str(model_path) if model_path else None,
+                    metrics_path=adapter.metrics_path,
+                ),
+                info={"pid": server.pid, "argv": argv, "port": port},
+            )
+            exited.add_done_callback(
+                lambda task: (
+                    handle.died.done()
+                    or handle.died.set_result(
+                        f"{deployment['name']} exited with code {task.result()} while serving;"
+                        f" log {server.log_path}:\n{server.log_tail()}"
+                    )
+                )
+            )
+            yield handle
+        finally:
+            await process.stop(server)
+            exited.cancel()
+
+
+def _model_path(deployment: dict[str, Any]) -> Path | None:
+    """The local folder of a real server's model (prepared in the prepare phase)."""
+    if deployment["server"] not in ("hf", "vllm"):
+        return None
+    source = parse_source(str(deployment["model"]))
+    if source.kind == "hub":
+        return None
+    return resolve_model(
+        str(deployment["model"]),
+        endpoint_url=deployment.get("s3_endpoint_url"),
+        prepare_bundled=False,
+    )

@@ -1,0 +1,130 @@
+"""Child server processes: started in their own process group, stopped politely then surely.
+
+Each server runs in a new session (its own process group) so that a shutdown reaches the
+processes it spawned too (vLLM starts engine processes). On Linux the child also asks the
+kernel to send it SIGTERM should testbed die without cleaning up (PR_SET_PDEATHSIG), and a
+pid file in the run directory lets the next ``--resume`` or ``testbed cleanup`` end the
+group if even that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from testbed.core.clock import monotonic_ns
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+@dataclass
+class ServerProcess:
+    """A started server and where its output goes."""
+
+    process: asyncio.subprocess.Process
+    log_path: Path
+    pid_file: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The last ``lines`` lines of the server's output."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+async def start(
+    argv: Sequence[str], env: Mapping[str, str], log_path: Path, pid_file: Path
+) -> ServerProcess:
+    """Start ``argv`` in a new process group, output appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(json.dumps({"pid": process.pid, "start": _start_time(process.pid)}))
+    return ServerProcess(process, log_path, pid_file)
+
+
+async def stop(server: ServerProcess, grace_s: float = 5.0) -> int | None:
+    """Interrupt → wait → terminate → wait → kill the whole group; return the exit code."""
+    process = server.process
+    for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        if process.returncode is not None and not _group_alive(process.pid):
+            break
+        _signal_group(process.pid, sig)
+        deadline = monotonic_ns() + int(wait_s * 1e9)
+        while monotonic_ns() < deadline:
+            if process.returncode is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(process.wait(), 0.05)
+            if process.returncode is not None and not _group_alive(process.pid):
+                break
+            if process.returncode is not None:
+                await asyncio.sleep(0.05)  # the leader exited; its group is going
+    server.pid_file.unlink(missing_ok=True)
+    return process.returncode
+
+
+def kill_leftover(pid_file: Path) -> str | None:
+    """End the process group recorded in ``pid_file`` if that very process still runs."""
+    try:
+        recorded = json.loads(pid_file.read_text())
+        pid, started = int(recorded["pid"]), recorded.get("start")
+    except (OSError, ValueError, KeyError):
+        pid_file.unlink(missing_ok=True)
+        return None
+    message = None
+    if _group_alive(pid) and (started is None or _start_time(pid) in (started, None)):
+        _signal_group(pid, signal.SIGKILL)
+        message = f"ended leftover server process group {pid} ({pid_file.name})"
+    pid_file.unlink(missing_ok=True)
+    return message
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot: tells a reused pid apart."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19]

@@ -1,0 +1,58 @@
+"""``testbed run FILE``: execute a campaign; ``--resume DIR`` finishes an interrupted run."""
+
+from __future__ import annotations
+
+import argparse
+
+from testbed.cli.plan import add_campaign_arguments
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("run", help="execute a campaign (or --resume a run directory)")
+    add_campaign_arguments(parser, nargs="?")
+    parser.add_argument("--out", metavar="DIR", help="the run directory (default: runs/<id>)")
+    parser.add_argument(
+        "--resume", metavar="DIR", help="finish that run: keep finished treatments, redo the rest"
+    )
+    parser.add_argument(
+        "--skip-phase",
+        action="append",
+        default=[],
+        choices=("cleanup", "prepare", "test", "final_cleanup"),
+        help="skip a phase (repeatable)",
+    )
+    parser.add_argument("--cpu-budget", type=float, help="cores for workers (default: all)")
+    parser.add_argument("--upload", metavar="S3_URL", help="copy the run directory to S3")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    import asyncio
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from testbed.config.loader import load_campaign
+    from testbed.core.errors import InputError
+    from testbed.execution.pipeline import RunOptions, execute, open_new, open_resume
+    from testbed.report.live import LiveDisplay
+    from testbed.report.run_summary import finish_run
+
+    console = Console(stderr=False)
+    if args.resume:
+        if args.preset or args.sets:
+            raise InputError("--resume reuses the run's own resolved campaign; drop --preset/--set")
+        loaded, run_dir, plan = open_resume(Path(args.resume))
+    else:
+        if not args.file:
+            raise InputError("give a campaign FILE, or --resume DIR")
+        loaded = load_campaign(args.file, args.preset, args.sets)
+        run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
+    console.print(f"run directory: [bold]{run_dir.path}[/bold]")
+    with LiveDisplay(console, len(plan.treatments)) as display:
+        options = RunOptions(
+            skip_phases=args.skip_phase, observer=display, cpu_budget=args.cpu_budget
+        )
+        outcome = asyncio.run(execute(loaded, run_dir, plan, options))
+    del outcome
+    return finish_run(run_dir, console, upload=args.upload or loaded.campaign.results.upload)

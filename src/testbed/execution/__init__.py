@@ -1,0 +1,1 @@
+"""Executing a plan: the pipeline as named steps, strategies, workers and treatments."""

@@ -1,0 +1,104 @@
+"""Running one job: provision its workers together, run its treatments one after the
+other, release the workers — always. Infrastructure errors are retried on fresh workers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from testbed.backends.base import Backend, Handle
+from testbed.core.errors import InfrastructureError
+from testbed.execution.events import Observer
+from testbed.execution.jobs import Job
+from testbed.execution.treatment import Setting, run_treatment
+from testbed.plan.model import Treatment
+from testbed.results.ledger import Ledger
+from testbed.results.rundir import RunDir
+from testbed.results.verdict import Status, Verdict
+
+
+@dataclass
+class JobRunner:
+    """Everything a job needs, shared by all jobs of a run."""
+
+    setting: Setting
+    backend: Backend
+    run_dir: RunDir
+    ledger: Ledger
+    observer: Observer
+    retries: int
+    fail_fast: bool
+    stop: asyncio.Event
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+
+    async def __call__(self, job: Job) -> None:
+        remaining = list(job.treatments)
+        failures = 0  # infrastructure failures of this job, against the retry budget
+        while remaining and not self.stop.is_set():
+            try:
+                async with self._provision(job) as handles:
+                    failures = await self._serve(remaining, handles, failures)
+            except InfrastructureError as exc:  # the workers did not start
+                failures += 1
+                if failures > self.retries:
+                    for treatment in remaining:
+                        self._finish(treatment, Verdict(status=Status.ERROR, reason=str(exc)))
+                    return
+
+    async def _serve(
+        self, remaining: list[Treatment], handles: dict[str, Handle], failures: int
+    ) -> int:
+        """Run treatments until done, or until a server died (the caller re-provisions)."""
+        logs = {w: self.run_dir.worker(w) / "server.log" for w in handles}
+        while remaining and not self.stop.is_set():
+            treatment = remaining[0]
+            attempt = self.ledger.start(treatment.id)
+            self.run_dir.reset_treatment(treatment.dirname, attempt - 1)
+            self.observer.started(treatment, attempt)
+            verdict = await run_treatment(
+                self.setting,
+                treatment,
+                handles,
+                self.run_dir.treatment(treatment.dirname),
+                attempt,
+                {w: logs[w] for w in treatment.workers},
+                self._progress(treatment),
+            )
+            died = any(h.died.done() for h in handles.values())
+            if verdict.status == Status.ERROR and failures < self.retries:
+                failures += 1
+                self.observer.progress(treatment, f"ERROR, retrying: {verdict.reason[:200]}")
+                if died:
+                    return failures
+                continue
+            remaining.pop(0)
+            self._finish(treatment, verdict)
+            if died:
+                return failures
+        return failures
+
+    def _finish(self, treatment: Treatment, verdict: Verdict) -> None:
+        self.ledger.finish(treatment.id, verdict.status.value, verdict.reason)
+        self.verdicts[treatment.id] = verdict
+        self.observer.finished(treatment, verdict)
+        if self.fail_fast and verdict.status in (Status.FAIL, Status.ERROR):
+            self.stop.set()
+
+    def _progress(self, treatment: Treatment) -> Callable[[str], None]:
+        return lambda message: self.observer.progress(treatment, message)
+
+    @contextlib.asynccontextmanager
+    async def _provision(self, job: Job):  # type: ignore[no-untyped-def]
+        async with contextlib.AsyncExitStack() as stack:
+            handles: dict[str, Handle] = {}
+            for worker_id in job.workers:
+                worker = self.setting.plan.workers[worker_id]
+                self.observer.worker(worker_id, "starting")
+                stack.callback(self.observer.worker, worker_id, "stopped")
+                handles[worker_id] = await stack.enter_async_context(
+                    self.backend.provision(worker_id, worker.config, self.run_dir.worker(worker_id))
+                )
+                self.observer.worker(worker_id, f"ready at {handles[worker_id].endpoint.base_url}")
+            yield handles

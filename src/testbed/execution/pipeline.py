@@ -1,0 +1,188 @@
+"""The run pipeline as named steps (TOPSAIL's phases): open the run directory, plan,
+cleanup → prepare → test → cleanup, each skippable. ``--resume`` reopens a run directory
+and runs only what its ledger says is unfinished or failed for infrastructure reasons."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from testbed import __version__
+from testbed.backends.base import Backend
+from testbed.config.loader import LoadedCampaign, load_campaign
+from testbed.core.clock import wall_label
+from testbed.core.errors import InputError, Interrupted
+from testbed.core.ids import short_hash
+from testbed.execution.events import Observer, Silent
+from testbed.execution.job import JobRunner
+from testbed.execution.jobs import Job, make_jobs
+from testbed.execution.strategy import run_jobs
+from testbed.execution.treatment import Setting
+from testbed.plan.expand import expand
+from testbed.plan.model import Plan
+from testbed.results.ledger import Ledger
+from testbed.results.rundir import LEDGER, RESOLVED, RunDir
+from testbed.results.verdict import Verdict
+
+PHASES = ("cleanup", "prepare", "test", "final_cleanup")
+
+
+@dataclass
+class RunOptions:
+    runs_dir: Path | None = None  # parent of new run directories (default: campaign's)
+    out: Path | None = None  # an explicit run directory
+    skip_phases: Iterable[str] = ()
+    observer: Observer = field(default_factory=Silent)
+    cpu_budget: float | None = None
+
+
+@dataclass
+class RunOutcome:
+    run_dir: RunDir
+    plan: Plan
+    verdicts: dict[str, Verdict]
+    ledger_states: dict[str, tuple[str, str | None, str | None, int]]
+
+
+def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
+    """Step 1 of a new run: plan it and write the run directory's metadata."""
+    plan = expand(loaded)
+    parent = options.runs_dir or Path(loaded.campaign.results.dir)
+    run_dir = RunDir.create(parent, loaded.campaign.name, options.out)
+    meta = {
+        "run_id": run_dir.run_id,
+        "campaign": loaded.campaign.name,
+        "campaign_file": loaded.file,
+        "campaign_hash": short_hash(loaded.document, 16),
+        "base_dir": str(loaded.base_dir.resolve()),
+        "presets": loaded.presets,
+        "sets": loaded.sets,
+        "started": wall_label(),
+        "testbed_version": __version__,
+    }
+    run_dir.write_metadata(meta, loaded.document, plan.to_json())
+    return run_dir, plan
+
+
+def open_resume(path: Path) -> tuple[LoadedCampaign, RunDir, Plan]:
+    """Reopen a run directory: its resolved campaign gives the very same plan."""
+    run_dir = RunDir.existing(path)
+    meta = run_dir.metadata()
+    loaded = load_campaign(run_dir.path / RESOLVED)
+    loaded.base_dir = Path(meta.get("base_dir", "."))
+    loaded.file = str(meta.get("campaign_file", loaded.file))
+    plan = expand(loaded)
+    return loaded, run_dir, plan
+
+
+async def execute(
+    loaded: LoadedCampaign, run_dir: RunDir, plan: Plan, options: RunOptions
+) -> RunOutcome:
+    """Run the phases; on Ctrl-C or SIGTERM release everything and raise Interrupted."""
+    skip = set(options.skip_phases) | {
+        p for p in PHASES if not getattr(loaded.campaign.execution.phases, p)
+    }
+    unknown = skip - set(PHASES)
+    if unknown:
+        raise InputError(
+            f"--skip-phase {', '.join(sorted(unknown))}: phases are {', '.join(PHASES)}"
+        )
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    interrupted: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        interrupted.append(signum)
+        task.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        with Ledger(run_dir.path / LEDGER) as ledger:
+            return await _phases(loaded, run_dir, plan, options, ledger, skip)
+    except asyncio.CancelledError:
+        if interrupted:
+            name = signal.Signals(interrupted[0]).name
+            raise Interrupted(
+                f"{name}: stopped; records so far are in {run_dir.path}; finish with"
+                f" `testbed run --resume {run_dir.path}`"
+            ) from None
+        raise
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+async def _phases(
+    loaded: LoadedCampaign,
+    run_dir: RunDir,
+    plan: Plan,
+    options: RunOptions,
+    ledger: Ledger,
+    skip: set[str],
+) -> RunOutcome:
+    observer = options.observer
+    ledger.register(
+        (t.id, t.dirname, "SKIPPED" if t.status == "skipped" else "", t.reason)
+        for t in plan.treatments
+    )
+    backend = make_backend(loaded, run_dir)
+    runner = JobRunner(
+        Setting(plan, loaded.campaign.execution.seed, loaded.base_dir),
+        backend,
+        run_dir,
+        ledger,
+        observer,
+        loaded.campaign.execution.retries,
+        loaded.campaign.execution.fail_fast,
+        asyncio.Event(),
+    )
+    if "cleanup" not in skip:
+        observer.phase("cleanup")
+        for line in await backend.cleanup_leftovers(run_dir.path):
+            observer.phase("cleanup", line)
+    todo = [t for t in plan.planned() if t.id in ledger.to_run()]
+    used = {w for t in todo for w in t.workers}
+    if "prepare" not in skip:
+        observer.phase("prepare")
+        configs = [plan.workers[w].config for w in plan.workers if w in used]
+        for line in await backend.prepare(configs):
+            observer.phase("prepare", line)
+    try:
+        if "test" not in skip and todo:
+            observer.phase("test", f"{len(todo)} treatment(s)")
+            execution = loaded.campaign.execution
+            jobs = make_jobs(plan, todo, execution.unroll)
+            budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
+            await run_jobs(jobs, execution, budget, _cost(plan), runner, runner.stop)
+    finally:
+        if "final_cleanup" not in skip:
+            observer.phase("final cleanup")
+            await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
+    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
+
+
+def _cost(plan: Plan):  # type: ignore[no-untyped-def]
+    def cost(job: Job) -> float:
+        return sum(float(plan.workers[w].config["resources"]["cpu"]) for w in job.workers) or 0.5
+
+    return cost
+
+
+def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
+    """The backend the campaign names."""
+    kind = loaded.campaign.backend.kind
+    if kind == "local":
+        from testbed.backends.local import LocalBackend
+
+        return LocalBackend(run_dir.path)
+    if kind == "external":
+        from testbed.backends.external import ExternalBackend
+
+        return ExternalBackend()
+    raise InputError(f"backend {kind!r} is not available in this build; use local or external")

@@ -1,0 +1,80 @@
+"""Parallelism strategies (Tekton seed) within a CPU budget.
+
+``parallel`` starts every job at once, ``sequential`` one at a time, ``sliding`` keeps
+``max_parallel`` running and starts the next when one ends, ``barrier`` runs waves of
+``max_parallel`` that all end before the next wave starts. Every strategy also respects the
+CPU budget: the sum of running jobs' ``resources.cpu`` stays within it (a job larger than
+the whole budget runs alone). Unroll groups run one after the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from testbed.config.execution import Execution
+from testbed.execution.jobs import Job, unroll_groups
+
+
+class Budget:
+    """A weighted semaphore: a slot count and a CPU total."""
+
+    def __init__(self, slots: int, cpus: float) -> None:
+        self.slots, self.cpus = slots, cpus
+        self._used_slots, self._used_cpus = 0, 0.0
+        self._changed = asyncio.Condition()
+
+    async def acquire(self, cost: float) -> float:
+        cost = min(cost, self.cpus)  # a job larger than the budget runs alone
+        async with self._changed:
+            await self._changed.wait_for(
+                lambda: self._used_slots < self.slots and self._used_cpus + cost <= self.cpus + 1e-9
+            )
+            self._used_slots += 1
+            self._used_cpus += cost
+        return cost
+
+    async def release(self, cost: float) -> None:
+        async with self._changed:
+            self._used_slots -= 1
+            self._used_cpus -= cost
+            self._changed.notify_all()
+
+
+async def run_jobs(
+    jobs: list[Job],
+    execution: Execution,
+    cpu_budget: float,
+    cost: Callable[[Job], float],
+    run_job: Callable[[Job], Awaitable[None]],
+    stop: asyncio.Event,
+) -> None:
+    """Run ``jobs`` as the strategy says; stop starting new ones once ``stop`` is set."""
+    width = {
+        "sequential": 1,
+        "parallel": execution.max_parallel or max(len(jobs), 1),
+        "sliding": execution.max_parallel or 1,
+        "barrier": execution.max_parallel or 1,
+    }[execution.strategy]
+    for group in unroll_groups(jobs):
+        waves = (
+            [group[i : i + width] for i in range(0, len(group), width)]
+            if execution.strategy == "barrier"
+            else [group]
+        )
+        for wave in waves:
+            if stop.is_set():
+                return
+            budget = Budget(width, cpu_budget)
+
+            async def guarded(job: Job, budget: Budget = budget) -> None:
+                taken = await budget.acquire(cost(job))
+                try:
+                    if not stop.is_set():
+                        await run_job(job)
+                finally:
+                    await budget.release(taken)
+
+            async with asyncio.TaskGroup() as tasks:
+                for job in wave:
+                    tasks.create_task(guarded(job))

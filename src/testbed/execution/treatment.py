@@ -1,0 +1,157 @@
+"""Running one treatment: its probe against provisioned endpoints, racing the servers' death.
+
+A probe that raises :class:`InfrastructureError`, or a server that dies while it runs, gives
+an ERROR with the cause (never a FAIL). The treatment's records stream to disk as the probe
+emits them; its summary is written atomically at the end; the server output produced
+during the treatment is copied beside them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.backends.base import Handle
+from testbed.config.ab import AbProbe
+from testbed.config.correctness import CorrectnessProbe
+from testbed.config.load import LoadProbe
+from testbed.config.scale import ScaleProbe
+from testbed.core.clock import monotonic_ns, wall_label
+from testbed.core.errors import InfrastructureError
+from testbed.plan.model import Plan, Treatment
+from testbed.probes.base import ProbeContext, ProbeOutcome
+from testbed.results.files import RecordWriter, write_json
+from testbed.results.rundir import RECORDS, SUMMARY
+from testbed.results.verdict import Status, Verdict
+
+SUMMARY_VERSION = 1
+_SECTIONS: dict[str, Any] = {
+    "correctness": CorrectnessProbe,
+    "load": LoadProbe,
+    "ab": AbProbe,
+    "scale": ScaleProbe,
+}
+
+
+@dataclass
+class Setting:
+    """What every treatment of a run shares."""
+
+    plan: Plan
+    seed: int
+    base_dir: Path  # relative paths of the campaign start here
+
+
+async def run_treatment(
+    setting: Setting,
+    treatment: Treatment,
+    handles: Mapping[str, Handle],
+    out_dir: Path,
+    attempt: int,
+    logs: Mapping[str, Path],
+    progress: Any,
+) -> Verdict:
+    """Run ``treatment``; write records and summary into ``out_dir``; return the verdict."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    workers = [setting.plan.workers[w] for w in treatment.workers]
+    offsets = {w: _size(p) for w, p in logs.items()}
+    config = _SECTIONS[treatment.probe].model_validate(
+        setting.plan.probe_configs[treatment.probe_key]
+    )
+    started_label, started = wall_label(), monotonic_ns()
+    outcome: ProbeOutcome | None = None
+    with RecordWriter(out_dir / RECORDS) as records:
+        ctx = ProbeContext(
+            endpoints={w.deployment: handles[w.id].endpoint for w in workers},
+            config=config,
+            out_dir=out_dir,
+            records=records,
+            seed=setting.seed,
+            params=treatment.params,
+            deployment=workers[0].config if workers else {},
+            progress=progress,
+            base_dir=setting.base_dir,
+        )
+        try:
+            outcome = await _race(_probe(treatment.probe, ctx), [handles[w.id] for w in workers])
+            verdict = outcome.verdict
+        except InfrastructureError as exc:
+            verdict = Verdict(status=Status.ERROR, reason=str(exc))
+        except Exception as exc:  # a probe bug must not take the run down with it
+            (out_dir / "error.txt").write_text(traceback.format_exc())
+            verdict = Verdict(status=Status.ERROR, reason=f"probe crashed: {exc!r} (see error.txt)")
+        finally:
+            _copy_log_slices(logs, offsets, out_dir)
+    write_json(
+        out_dir / SUMMARY,
+        {
+            "schema_version": SUMMARY_VERSION,
+            "id": treatment.id,
+            "dir": treatment.dirname,
+            "probe": treatment.probe,
+            "params": treatment.params,
+            "workers": [
+                {"id": w.id, "deployment": w.deployment, "server": w.server, **handles[w.id].info}
+                for w in workers
+            ],
+            "attempt": attempt,
+            "started": started_label,
+            "duration_s": round((monotonic_ns() - started) / 1e9, 3),
+            "records": records.count,
+            "verdict": verdict.model_dump(mode="json"),
+            **(outcome.summary if outcome is not None else {}),
+        },
+    )
+    return verdict
+
+
+async def _probe(name: str, ctx: ProbeContext) -> ProbeOutcome:
+    try:
+        module = importlib.import_module(f"testbed.probes.{name}")
+    except ModuleNotFoundError as exc:
+        raise InfrastructureError(f"the {name} probe is not available in this build") from exc
+    result: ProbeOutcome = await module.run(ctx)
+    return result
+
+
+async def _race(probe: Any, handles: list[Handle]) -> ProbeOutcome:
+    """The probe's outcome, unless a server dies first (then InfrastructureError)."""
+    task = asyncio.ensure_future(probe)
+    deaths = [h.died for h in handles]
+    try:
+        done, _ = await asyncio.wait([task, *deaths], return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        task.cancel()
+        raise
+    if task in done:
+        outcome: ProbeOutcome = task.result()
+        return outcome
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    reason = next(d.result() for d in deaths if d.done())
+    raise InfrastructureError(f"server died during the probe: {reason}")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _copy_log_slices(logs: Mapping[str, Path], offsets: Mapping[str, int], out_dir: Path) -> None:
+    """The server output written while this treatment ran, beside its records."""
+    for worker_id, path in logs.items():
+        try:
+            with path.open("rb") as handle:
+                handle.seek(offsets.get(worker_id, 0))
+                chunk = handle.read()
+        except OSError:
+            continue
+        name = "server.log" if len(logs) == 1 else f"server-{worker_id}.log"
+        (out_dir / name).write_bytes(chunk)
