@@ -96,15 +96,15 @@ class LocalBackend(Backend):
                 ),
                 info={"pid": server.pid, "argv": argv, "port": port},
             )
-            exited.add_done_callback(
-                lambda task: (
-                    handle.died.done()
-                    or handle.died.set_result(
+
+            def on_exit(task: asyncio.Future[int]) -> None:
+                if not handle.died.done() and not task.cancelled():
+                    handle.died.set_result(
                         f"{deployment['name']} exited with code {task.result()} while serving;"
                         f" log {server.log_path}:\n{server.log_tail()}"
                     )
-                )
-            )
+
+            exited.add_done_callback(on_exit)
             yield handle
         finally:
             await process.stop(server)
