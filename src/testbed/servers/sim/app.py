@@ -28,6 +28,7 @@ from testbed.servers.sim.openai import (
     chat_prompt_tokens,
     content_text,
 )
+from testbed.servers.sim.pacing import Pacer
 from testbed.servers.sim.text import Generation, count_tokens, generate, tokenize
 from testbed.servers.sim.tgi import TgiRequest
 
@@ -42,6 +43,7 @@ class SimApp:
         self.loop = loop
         self.metrics = SimMetrics(params.model_name)
         self.latency = LatencyModel(params)
+        self.pacer = Pacer(loop)
         self.connections: set[Connection] = set()
         self._faults = FaultInjector(params.faults, params.seed)
         self._limit = params.effective_concurrency

@@ -15,7 +15,7 @@ from testbed.config.sim import SimParams
 from testbed.servers.sim.text import Generation, count_tokens
 
 
-class BadRequest(Exception):  # noqa: N818  (an HTTP answer, not a testbed error)
+class BadRequest(Exception):
     """The client sent something the protocol rejects; becomes a 4xx with an error body."""
 
     def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:

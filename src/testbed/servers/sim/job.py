@@ -2,26 +2,24 @@
 
 Tokens are paced against absolute deadlines on the loop's monotonic clock — first token at
 ``start + ttft``, token *i* at the previous deadline plus one drawn gap — never by sleeping a
-gap after each write, so lateness does not accumulate. A timer fires ``TIMER_LEAD`` before the
-deadline (the measured wake-up latency of the precise loop, see :mod:`.loop`) and writes every
-event then due: events are coalesced into one write only when the server is late.
+gap after each write, so lateness does not accumulate. A timer fires ``pacer.lead`` before its
+deadline and writes every event then due; events are coalesced into one write only when the
+server is late. The :class:`~testbed.servers.sim.pacing.Pacer` learns the lead from the
+errors it observes so that the median write lands on its deadline.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from testbed.servers.sim.dialect import GenerationRequest
 from testbed.servers.sim.faults import FaultPlan
 from testbed.servers.sim.http import Connection
+from testbed.servers.sim.pacing import Entry
 from testbed.servers.sim.text import Generation
 
 if TYPE_CHECKING:
     from testbed.servers.sim.app import SimApp
-
-#: Seconds a timer is set ahead of its deadline, to absorb the loop's wake-up latency.
-TIMER_LEAD = 0.00008
 
 
 class Job:
@@ -31,6 +29,7 @@ class Job:
         "_app",
         "_base",
         "_conn",
+        "_constant",
         "_deadline",
         "_disconnect_at",
         "_events",
@@ -40,7 +39,6 @@ class Job:
         "_gen",
         "_handle",
         "_i",
-        "_others",
         "_req",
         "_tail",
         "waiting",
@@ -61,24 +59,25 @@ class Job:
         self._gen = gen
         self._base = arrival
         self._faults = faults
-        self._handle: asyncio.TimerHandle | None = None
-        self._events: list[str] = []
-        self._tail = ""
+        self._handle: Entry | None = None
+        self._events: list[bytes] = []
+        self._tail = b""
         self._disconnect_at = -1
         self._i = 0
         self._deadline = 0.0
         self._gap = 0.0
+        self._constant = app.latency.constant_itl
         self._first_at = 0.0
-        self._others = 0
         self.waiting = False
         if req.stream:
-            self._events = req.events(gen)
-            self._tail = req.tail(gen)
+            events = req.events(gen)
             if faults.malformed:
-                mid = len(self._events) // 2
-                self._events[mid] = req.malformed(self._events[mid])
+                mid = len(events) // 2
+                events[mid] = req.malformed(events[mid])
             if faults.disconnect:
-                self._disconnect_at = len(self._events) // 2
+                self._disconnect_at = len(events) // 2
+            self._events = [e.encode() for e in events]
+            self._tail = req.tail(gen).encode()
         elif faults.disconnect:
             self._disconnect_at = 0
         conn.on_lost = self.lost
@@ -90,13 +89,13 @@ class Job:
         if queued:
             self._base = now  # TTFT counts from admission (the queue time is on top)
         app.metrics.queue_time.observe(now - self._base if queued else 0.0)
-        self._others = app.metrics.running - 1
         model = app.latency
-        self._deadline = self._base + model.ttft(self._req.prompt_tokens, self._others)
-        if model.constant_itl:
+        others = app.metrics.running - 1
+        self._deadline = self._base + model.ttft(self._req.prompt_tokens, others)
+        if self._constant:
             self._gap = model.itl(0)
         if self._req.stream:
-            if self._deadline > now + TIMER_LEAD:
+            if self._deadline > now + app.pacer.lead:
                 self._conn.start_stream(self._req.content_type)  # headers go out at once
                 self._schedule()
             else:
@@ -104,10 +103,10 @@ class Job:
         else:
             n = len(self._gen.ids)
             self._first_at = self._deadline
-            if model.constant_itl:
+            if self._constant:
                 self._deadline += self._gap * (n - 1)
             else:
-                self._deadline += sum(model.itl(self._others) for _ in range(n - 1))
+                self._deadline += sum(model.itl(others) for _ in range(n - 1))
             self._schedule()
 
     def reject(self) -> None:
@@ -119,63 +118,73 @@ class Job:
     def lost(self) -> None:
         """The client went away: stop, free the slot."""
         if self._handle is not None:
-            self._handle.cancel()
+            self._app.pacer.cancel(self._handle)
         self._app.finished(self, aborted=True)
 
     # -- internals
     def _schedule(self) -> None:
-        loop = self._app.loop
+        app = self._app
         callback = self._tick if self._req.stream else self._answer
-        self._handle = loop.call_at(self._deadline - TIMER_LEAD, callback)
+        self._handle = app.pacer.at(self._deadline, callback)
 
     def _answer(self) -> None:
         """The non-streamed answer, at the time its last token would have been written."""
         self._handle = None
+        app = self._app
+        app.pacer.observe(app.loop.time() - self._deadline)
         if self._disconnect_at == 0:
             self._conn.drop()
-            self._app.finished(self, aborted=True)
+            app.finished(self, aborted=True)
             return
         body = self._req.whole(self._gen)
         if self._faults.malformed:
             body = body[: len(body) // 2]
         self._conn.respond(200, body)
-        self._app.finished(self)
+        app.finished(self)
 
     def _tick(self, head: bool = False) -> None:
         """Write every event whose deadline has come (coalesced only when late)."""
         self._handle = None
         app = self._app
-        now = app.loop.time() + TIMER_LEAD
-        events, n, i = self._events, len(self._events), self._i
+        now = app.loop.time()
+        app.pacer.observe(now - self._deadline)
+        horizon = now + app.pacer.lead
+        n, i = len(self._events), self._i
         if i == 0:
-            self._first_at = now - TIMER_LEAD
+            self._first_at = now
         start = i
-        itl_hist = app.metrics.itl
-        while i < n and self._deadline <= now:
-            i += 1
-            if i < n:
-                gap = self._gap if app.latency.constant_itl else self._next_gap()
-                self._deadline += gap
-                itl_hist.observe(gap)
+        if self._constant:
+            while i < n and self._deadline <= horizon:
+                i += 1
+                if i < n:
+                    self._deadline += self._gap
+            gaps = i - max(start, 1)  # every token but the stream's first follows a gap
+            if gaps > 0:
+                app.metrics.itl.observe(self._gap, gaps)
+        else:
+            while i < n and self._deadline <= horizon:
+                i += 1
+                if i < n:
+                    gap = app.latency.itl(max(0, app.metrics.running - 1))
+                    self._deadline += gap
+                    app.metrics.itl.observe(gap)
         self._i = i
         if 0 <= self._disconnect_at <= i:
-            self._write(events[start : self._disconnect_at], head, last=False)
+            self._write(self._events[start : self._disconnect_at], head, last=False)
             self._conn.drop()
             app.finished(self, aborted=True)
             return
         last = i == n
-        self._write(events[start:i], head, last)
+        self._write(self._events[start:i], head, last)
         if last:
             app.finished(self)
         else:
             self._schedule()
 
-    def _next_gap(self) -> float:
-        return self._app.latency.itl(max(0, self._app.metrics.running - 1))
-
-    def _write(self, events: list[str], head: bool, last: bool) -> None:
-        text = "".join(events) + self._tail if last else "".join(events)
-        data = text.encode()
+    def _write(self, events: list[bytes], head: bool, last: bool) -> None:
+        data = events[0] if len(events) == 1 else b"".join(events)
+        if last:
+            data += self._tail
         if head:
             self._conn.start_stream(self._req.content_type, data, last)
         else:
