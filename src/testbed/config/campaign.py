@@ -94,6 +94,13 @@ class Campaign(Strict):
                 raise ValueError(
                     f"ab.{role} '{name}' is not a deployment; known: {', '.join(names)}"
                 )
+        for section in (self.correctness, self.load):
+            unknown = sorted(set(section.deployments or []) - set(names)) if section else []
+            if unknown:
+                raise ValueError(
+                    f"probe deployments {', '.join(unknown)} are not deployments; known:"
+                    f" {', '.join(names)}"
+                )
         ref = self.correctness.reference if self.correctness else None
         if ref is not None and ref not in names:
             raise ValueError(f"correctness.reference '{ref}' is not a deployment; known: {names}")

@@ -179,6 +179,9 @@ class SelfCheck(_Strict):
 class LoadProbe(_Strict):
     """A load test against one endpoint."""
 
+    deployments: list[str] | None = Field(
+        None, description="Run only against these deployments (default: every one)."
+    )
     profile: Literal["synchronous", "concurrency", "rate", "sweep", "ramp"] = Field(
         "concurrency",
         description="synchronous: one at a time; concurrency: N in flight (closed loop);"

@@ -104,8 +104,10 @@ class _Expander:
             mine = [lv for lv in point if lv.factor.split(".", 1)[0] == probe]
             probe_hash = self._resolve_probe(probe, mine)
             if probe in ("correctness", "load"):
+                only = self.base[probe].get("deployments")
                 for worker in workers:
-                    self._add(probe, (worker,), probe_hash, mine)
+                    if only is None or worker.deployment in only:
+                        self._add(probe, (worker,), probe_hash, mine)
             elif probe == "ab":
                 by_name = {w.deployment: w for w in workers}
                 pair = (by_name[self.base["ab"]["stable"]], by_name[self.base["ab"]["canary"]])
