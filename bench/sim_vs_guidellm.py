@@ -168,9 +168,7 @@ def measure(kind: str, requests: int, concurrency: int, warmup: int) -> dict[str
         wait_ready(f"http://127.0.0.1:{port}", proc)
         asyncio.run(drive("127.0.0.1", port, "mock-model", warmup, concurrency))
         before = tree_cpu_seconds(proc.pid)
-        elapsed, tokens = asyncio.run(
-            drive("127.0.0.1", port, "mock-model", requests, concurrency)
-        )
+        elapsed, tokens = asyncio.run(drive("127.0.0.1", port, "mock-model", requests, concurrency))
         used = tree_cpu_seconds(proc.pid) - before
     finally:
         os.killpg(proc.pid, 15)
@@ -211,9 +209,9 @@ def main() -> int:
             f"{r['tokens_per_request']:>12.1f}"
         )
     if len(results) == 2:
-        ratio = results["guidellm"]["cpu_ms_per_request"] / results["testbed-sim"][
-            "cpu_ms_per_request"
-        ]
+        ratio = (
+            results["guidellm"]["cpu_ms_per_request"] / results["testbed-sim"]["cpu_ms_per_request"]
+        )
         print(f"guidellm mock-server uses {ratio:.1f}x the CPU of testbed-sim per request")
     return 0
 

@@ -112,7 +112,8 @@ def test_completion_non_stream_reports_usage(sim_url: str) -> None:
     assert reply.status == 200
     data = reply.json()
     choice = data["choices"][0]
-    assert data["object"] == "text_completion" and data["model"] == "sim-model"
+    assert data["object"] == "text_completion"
+    assert data["model"] == "sim-model"
     assert choice["finish_reason"] == "length"
     assert count_tokens(choice["text"], "whitespace") == 7
     assert data["usage"] == {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}
@@ -122,7 +123,8 @@ def test_completion_stream_matches_non_stream(sim_url: str) -> None:
     body = {"prompt": PROMPT, "max_tokens": 5}
     whole = post(sim_url, "/v1/completions", body).json()["choices"][0]["text"]
     reply = post(sim_url, "/v1/completions", {**body, "stream": True})
-    assert reply.status == 200 and reply.headers["content-type"] == "text/event-stream"
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "text/event-stream"
     events = reply.events()
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
@@ -174,7 +176,8 @@ def test_chat_stream_and_non_stream_agree(sim_url: str) -> None:
     assert chunks[0]["object"] == "chat.completion.chunk"
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     deltas = [c["choices"][0]["delta"].get("content", "") for c in chunks[1:]]
-    assert "".join(deltas) == text and len(deltas) == 6
+    assert "".join(deltas) == text
+    assert len(deltas) == 6
     assert chunks[-1]["choices"][0]["finish_reason"] == "length"
     assert json.loads(stream.events()[-2])["usage"]["completion_tokens"] == 6
 
@@ -202,7 +205,8 @@ def test_tgi_generate_and_stream_agree(sim_url: str) -> None:
 
 def test_tgi_validation_error_is_422(sim_url: str) -> None:
     reply = post(sim_url, "/generate", {"inputs": 3})
-    assert reply.status == 422 and reply.json()["error_type"] == "validation"
+    assert reply.status == 422
+    assert reply.json()["error_type"] == "validation"
 
 
 # -- tokenization agrees with usage ------------------------------------------------------------
@@ -282,7 +286,8 @@ def test_bad_requests_get_openai_errors(
     reply = post(sim_url, path, body)
     assert reply.status == status
     error = reply.json()["error"]
-    assert needle in error["message"] and error["code"] == status
+    assert needle in error["message"]
+    assert error["code"] == status
 
 
 def test_invalid_json_unknown_path_and_wrong_method(sim_url: str) -> None:
@@ -291,7 +296,8 @@ def test_invalid_json_unknown_path_and_wrong_method(sim_url: str) -> None:
         reader, writer = await asyncio.open_connection(host, int(port))
         writer.write(b"POST /v1/completions HTTP/1.1\r\ncontent-length: 3\r\n\r\n{x}")
         reply = await _read_reply(reader)
-        assert reply.status == 400 and "JSON" in reply.json()["error"]["message"]
+        assert reply.status == 400
+        assert "JSON" in reply.json()["error"]["message"]
         writer.close()
         assert (await call(sim_url, "GET", "/nope")).status == 404
         assert (await call(sim_url, "GET", "/v1/completions")).status == 405
@@ -302,7 +308,8 @@ def test_invalid_json_unknown_path_and_wrong_method(sim_url: str) -> None:
 def test_max_model_len_rejects_long_requests() -> None:
     async def scenario(url: str) -> None:
         reply = await call(url, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
-        assert reply.status == 400 and "maximum context length is 10" in reply.body.decode()
+        assert reply.status == 400
+        assert "maximum context length is 10" in reply.body.decode()
         ok = await call(url, "POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 1})
         assert ok.status == 200
 
@@ -344,7 +351,8 @@ def test_keep_alive_and_pipelining(sim_url: str) -> None:
             + _request_bytes("POST", "/v1/completions", second)
         )
         a, b = await _read_reply(reader), await _read_reply(reader)
-        assert a.events()[-1] == "[DONE]" and b.json()["usage"]["completion_tokens"] == 3
+        assert a.events()[-1] == "[DONE]"
+        assert b.json()["usage"]["completion_tokens"] == 3
         writer.write(_request_bytes("GET", "/health"))
         assert (await _read_reply(reader)).status == 200  # same connection, still open
         writer.close()
@@ -356,7 +364,8 @@ def test_keep_alive_and_pipelining(sim_url: str) -> None:
 def test_error_fault_answers_the_configured_status() -> None:
     async def scenario(url: str) -> None:
         reply = await call(url, "POST", "/v1/completions", {"prompt": "x"})
-        assert reply.status == 503 and "injected" in reply.json()["error"]["message"]
+        assert reply.status == 503
+        assert "injected" in reply.json()["error"]["message"]
 
     run(SimParams(faults={"error_rate": 1.0, "error_status": 503}), scenario)  # type: ignore[arg-type]
 
@@ -365,8 +374,10 @@ def test_disconnect_fault_cuts_the_stream() -> None:
     async def scenario(url: str) -> None:
         body = {"prompt": "x", "max_tokens": 10, "stream": True}
         reply = await call(url, "POST", "/v1/completions", body)
-        assert reply.status == 200 and not reply.complete
-        assert 0 < len(reply.events()) < 10 and "[DONE]" not in reply.events()
+        assert reply.status == 200
+        assert not reply.complete
+        assert 0 < len(reply.events()) < 10
+        assert "[DONE]" not in reply.events()
 
     run(SimParams(faults={"disconnect_rate": 1.0}), scenario)  # type: ignore[arg-type]
 
@@ -394,7 +405,8 @@ def test_corrupt_fault_changes_the_answer_not_its_shape(sim_url: str) -> None:
         body = {"prompt": PROMPT, "max_tokens": 12}
         data = (await call(url, "POST", "/v1/completions", body)).json()
         text = data["choices"][0]["text"]
-        assert text != clean and len(text) == len(clean)
+        assert text != clean
+        assert len(text) == len(clean)
         assert data["usage"]["completion_tokens"] == 12
 
     run(SimParams(faults={"corrupt_rate": 1.0}), scenario)  # type: ignore[arg-type]
@@ -414,8 +426,8 @@ def test_slow_start_holds_health_then_serves() -> None:
 
 
 # -- admission ------------------------------------------------------------------------------
-async def _poll_metrics(url: str, want: dict[str, float], timeout: float = 5.0) -> str:
-    deadline = time.monotonic() + timeout
+async def _poll_metrics(url: str, want: dict[str, float]) -> str:
+    deadline = time.monotonic() + 5.0
     while True:
         text = (await call(url, "GET", "/metrics")).body.decode()
         if all(metric(text, k) == v for k, v in want.items()):
@@ -428,9 +440,7 @@ def test_max_concurrency_queues_the_rest() -> None:
     async def scenario(url: str) -> None:
         body = {"prompt": "x", "max_tokens": 2, "stream": True}
         tasks = [asyncio.create_task(call(url, "POST", "/v1/completions", body)) for _ in range(5)]
-        await _poll_metrics(
-            url, {"vllm:num_requests_running": 2, "vllm:num_requests_waiting": 3}
-        )
+        await _poll_metrics(url, {"vllm:num_requests_running": 2, "vllm:num_requests_waiting": 3})
         replies = await asyncio.gather(*tasks)
         assert all(r.events()[-1] == "[DONE]" for r in replies)
         text = await _poll_metrics(
@@ -468,7 +478,8 @@ def test_client_leaving_frees_its_slot() -> None:
 def test_sim_server_exposes_metrics_and_url() -> None:
     async def scenario() -> None:
         async with SimServer(SimParams(model_name="m")) as server:
-            assert server.url.startswith("http://127.0.0.1:") and server.port > 0
+            assert server.url.startswith("http://127.0.0.1:")
+            assert server.port > 0
             await call(server.url, "POST", "/v1/completions", {"prompt": "a", "max_tokens": 3})
             assert server.metrics.generation_tokens == 3
 

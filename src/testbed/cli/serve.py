@@ -36,6 +36,8 @@ SIM_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--slow-start-s", "faults.slow_start_s", float, "seconds before /health is ready"),
 )
 KINDS = ("sim", "hf", "vllm")
+#: Where the other kinds live; each module has ``serve_main(args) -> int``.
+SERVER_MODULES = {"hf": "testbed.servers.reference", "vllm": "testbed.servers.adapters.vllm"}
 
 
 def register(subparsers: Any) -> None:
@@ -76,11 +78,16 @@ def handle(args: argparse.Namespace) -> int:
     given = [flag for flag, key, _, _ in SIM_FLAGS if getattr(args, _dest(key)) is not None]
     if given:
         raise InputError(f"{', '.join(given)} only apply to `testbed serve sim`")
-    if args.kind == "hf":
-        from testbed.servers.reference import serve_main
-    else:
-        from testbed.servers.adapters.vllm import serve_main
-    return int(serve_main(args))
+    import importlib
+
+    name = SERVER_MODULES[args.kind]
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        raise InputError(f"`testbed serve {args.kind}` is not available in this build") from None
+    return int(module.serve_main(args))
 
 
 def sim_params(args: argparse.Namespace) -> Any:
@@ -126,8 +133,7 @@ def sim_params(args: argparse.Namespace) -> Any:
             where = origin.get(key, f"--set {key}" if key else "the parameters")
             problems.append(f"{where}: {err['msg']}")
         raise InputError(
-            "invalid simulator parameter — " + "; ".join(problems)
-            + " (see `testbed serve --help`)"
+            "invalid simulator parameter — " + "; ".join(problems) + " (see `testbed serve --help`)"
         ) from None
 
 

@@ -139,8 +139,10 @@ class SimApp:
         metrics.prompt_tokens += req.prompt_tokens
         metrics.request_prompt_tokens.observe(req.prompt_tokens)
         limit = self._limit
-        if self._instant and not faults.any_stream_fault and (
-            limit is None or metrics.running < limit
+        if (
+            self._instant
+            and not faults.any_stream_fault
+            and (limit is None or metrics.running < limit)
         ):
             self._answer_now(req, gen, conn)
             return
@@ -291,4 +293,3 @@ class SimApp:
             "version": "testbed-sim",
         }
         conn.respond(200, json.dumps(info).encode())
-

@@ -46,9 +46,7 @@ class LatencyModel:
     def ttft(self, prompt_tokens: int, others_running: int) -> float:
         """Seconds from admission to the first token."""
         base = (
-            self._ttft
-            + self._per_prompt * prompt_tokens
-            + self._ttft_per_running * others_running
+            self._ttft + self._per_prompt * prompt_tokens + self._ttft_per_running * others_running
         )
         return max(0.0, base + self._ttft_jitter())
 

@@ -80,9 +80,7 @@ class SimMetrics:
         scalar("gauge", "vllm:num_requests_running", self.running, "Requests being served.")
         scalar("gauge", "vllm:num_requests_waiting", self.waiting, "Requests queued.")
         scalar("counter", "vllm:prompt_tokens_total", self.prompt_tokens, "Prompt tokens.")
-        scalar(
-            "counter", "vllm:generation_tokens_total", self.generation_tokens, "Output tokens."
-        )
+        scalar("counter", "vllm:generation_tokens_total", self.generation_tokens, "Output tokens.")
         lines.append("# TYPE vllm:request_success_total counter")
         for reason in sorted(self.finished):
             lines.append(
