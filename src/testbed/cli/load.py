@@ -1,0 +1,160 @@
+"""``testbed load URL``: an ad-hoc load test, no campaign file needed.
+
+Builds a ``load:`` section from the flags, runs the load probe against the URL, writes
+records.jsonl, summary.json and the plots into ``--out`` and prints a table. The model name
+and the simulator's tokenizer rule are discovered from the server where it tells them.
+Exit code 0 on PASS, 1 on FAIL or INCONCLUSIVE (the reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+PROFILES = ("synchronous", "concurrency", "rate", "sweep", "ramp")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "load",
+        help="an ad-hoc load test against a URL, no campaign file needed",
+        description="Run the load probe against URL, e.g. `testbed load http://127.0.0.1:8000"
+        " --profile rate --rate 50 --duration 10`.",
+    )
+    p.add_argument("url", help="base URL of the server, e.g. http://127.0.0.1:8000")
+    p.add_argument("--profile", choices=PROFILES, default="concurrency")
+    p.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
+    p.add_argument("--rate", type=float, help="arrival rate, requests/s (open loop)")
+    p.add_argument("--arrival", choices=("constant", "poisson", "gamma"))
+    p.add_argument("--gamma-shape", type=float, help="shape of gamma inter-arrivals")
+    p.add_argument("--duration", type=float, help="seconds per stage (default 10)")
+    p.add_argument("--requests", type=int, help="requests per stage")
+    p.add_argument("--warmup", type=float, help="seconds excluded at the start")
+    p.add_argument("--cooldown", type=float, help="seconds excluded at the end")
+    p.add_argument("--timeout", type=float, help="per-request timeout, s")
+    p.add_argument("--max-in-flight", type=int, help="cap on requests in flight")
+    p.add_argument("--api", choices=("completions", "chat", "tgi"))
+    p.add_argument("--no-stream", action="store_true", help="unary requests (no TTFT/ITL)")
+    p.add_argument("--input-tokens", type=int, help="prompt tokens (synthetic)")
+    p.add_argument("--output-tokens", type=int, help="output tokens (max_tokens)")
+    p.add_argument("--prefix-tokens", type=int, help="shared prefix tokens")
+    p.add_argument("--prefix-groups", type=int, help="distinct shared prefixes")
+    p.add_argument("--dataset", help="prompts file instead of synthetic prompts")
+    p.add_argument("--dataset-format", choices=("jsonl", "sharegpt"), default="jsonl")
+    p.add_argument("--sweep-rates", type=int, help="rate stages of a sweep")
+    p.add_argument("--sweep-max-concurrency", type=int, help="saturation stage concurrency")
+    p.add_argument("--ramp-start", type=float, help="ramp start rate, requests/s")
+    p.add_argument("--ramp-end", type=float, help="ramp end rate, requests/s")
+    p.add_argument("--slo-ttft-p99-ms", type=float, help="SLO: TTFT p99 bound, ms")
+    p.add_argument("--slo-itl-p99-ms", type=float, help="SLO: ITL p99 bound, ms")
+    p.add_argument("--slo-e2e-p99-ms", type=float, help="SLO: e2e p99 bound, ms")
+    p.add_argument("--processes", type=int, help="load processes (default 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", help="model name (default: discovered at /v1/models)")
+    p.add_argument("--tokenizer", help="local tokenizer folder for client-side counts")
+    p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument("--out", help="output directory (default runs/load-<stamp>)")
+    p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    p.set_defaults(handler=handle)
+
+
+_FLAT = {
+    "profile": "profile",
+    "concurrency": "concurrency",
+    "rate": "rate",
+    "arrival": "arrival",
+    "gamma_shape": "gamma_shape",
+    "duration": "duration_s",
+    "requests": "requests",
+    "warmup": "warmup_s",
+    "cooldown": "cooldown_s",
+    "timeout": "timeout_s",
+    "max_in_flight": "max_in_flight",
+    "api": "api",
+    "processes": "processes",
+    "model": "model",
+}
+
+
+def section(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``load:`` section the flags describe (unset flags keep the model's defaults)."""
+    out: dict[str, Any] = {
+        key: getattr(args, flag) for flag, key in _FLAT.items() if getattr(args, flag) is not None
+    }
+    if args.no_stream:
+        out["stream"] = False
+    if args.dataset:
+        data: dict[str, Any] = {"kind": "file", "path": args.dataset, "format": args.dataset_format}
+        if args.output_tokens:
+            data["output_tokens"] = args.output_tokens
+    else:
+        data = {"kind": "synthetic"}
+        for flag in ("input_tokens", "output_tokens", "prefix_tokens", "prefix_groups"):
+            if getattr(args, flag) is not None:
+                data[flag] = getattr(args, flag)
+    out["dataset"] = data
+    sweep = {"rates": args.sweep_rates, "max_concurrency": args.sweep_max_concurrency}
+    if any(v is not None for v in sweep.values()):
+        out["sweep"] = {k: v for k, v in sweep.items() if v is not None}
+    ramp = {"start_rate": args.ramp_start, "end_rate": args.ramp_end}
+    if any(v is not None for v in ramp.values()):
+        out["ramp"] = {k: v for k, v in ramp.items() if v is not None}
+    slo = {
+        "ttft_p99_ms": args.slo_ttft_p99_ms,
+        "itl_p99_ms": args.slo_itl_p99_ms,
+        "e2e_p99_ms": args.slo_e2e_p99_ms,
+    }
+    if any(v is not None for v in slo.values()):
+        out["slo"] = {k: v for k, v in slo.items() if v is not None}
+    return out
+
+
+def handle(args: argparse.Namespace) -> int:
+    import json
+    import sys
+    from pathlib import Path
+
+    from pydantic import ValidationError
+
+    from testbed.clients.endpoint import Endpoint
+    from testbed.config.load import LoadProbe
+    from testbed.core.clock import run_stamp
+    from testbed.core.errors import InputError
+    from testbed.probes.base import ProbeContext
+    from testbed.probes.load import run
+    from testbed.probes.load.loops import run_fast
+    from testbed.results.files import RecordWriter, write_json
+    from testbed.results.verdict import Status
+
+    try:
+        config = LoadProbe.model_validate(section(args))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InputError(f"bad load options: {problems}") from exc
+    out = Path(args.out or f"runs/load-{run_stamp()}")
+    endpoint = Endpoint(
+        base_url=args.url.rstrip("/"),
+        protocols=("tgi",) if config.api == "tgi" else ("openai",),
+        model=args.model or "",
+        tokenizer=args.tokenizer,
+        api_key=f"${{env:{args.api_key_env}}}" if args.api_key_env else None,
+    )
+    with RecordWriter(out / "records.jsonl") as records:
+        ctx = ProbeContext(
+            endpoints={"target": endpoint},
+            config=config,
+            out_dir=out,
+            records=records,
+            seed=args.seed,
+            progress=lambda msg: print(msg, file=sys.stderr),
+        )
+        outcome = run_fast(run(ctx))
+    summary = {**outcome.summary, "verdict": outcome.verdict.model_dump(mode="json")}
+    write_json(out / "summary.json", summary)
+    if args.json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        from testbed.probes.load.table import print_summary
+
+        print_summary(summary, out)
+    return 0 if outcome.verdict.status == Status.PASS else 1

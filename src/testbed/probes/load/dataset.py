@@ -1,0 +1,179 @@
+"""The prompts a load test sends: synthetic (exact token lengths, shared prefixes) or a file.
+
+:func:`build` turns a dataset section into :class:`Item` s — prompt text, its measured
+input token count and the output length to ask for — seeded, so the same seed gives the
+same prompts. :func:`encode` turns items into the wire bytes of one protocol, once, before
+the load starts (no JSON encoding in the hot path).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.clients import openai, tgi
+from testbed.clients.http import ConnectionPool
+from testbed.config.load import (
+    FileDataset,
+    FixedLength,
+    Length,
+    ListLength,
+    NormalLength,
+    SyntheticDataset,
+    UniformLength,
+)
+from testbed.core.errors import InputError
+from testbed.probes.load.tokens import TokenCounter
+
+_DEFAULT_OUTPUT = 64  # tokens, when a file gives no output length
+
+
+@dataclass(frozen=True)
+class Item:
+    """One prompt: text, its input tokens (client-counted) and the output tokens to ask."""
+
+    prompt: str
+    input_tokens: int
+    output_tokens: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def draw(length: Length, rng: random.Random) -> int:
+    """One length (tokens) from a length distribution."""
+    if isinstance(length, FixedLength):
+        return length.value
+    if isinstance(length, UniformLength):
+        return rng.randint(length.min, length.max)
+    if isinstance(length, NormalLength):
+        value = max(length.min, round(rng.gauss(length.mean, length.std)))
+        return min(value, length.max) if length.max is not None else value
+    assert isinstance(length, ListLength)
+    return rng.choice(length.values)
+
+
+def build(dataset: SyntheticDataset | FileDataset, counter: TokenCounter, seed: int) -> list[Item]:
+    """The items of ``dataset`` (deterministic for a given seed and counter)."""
+    rng = random.Random(seed)
+    if isinstance(dataset, SyntheticDataset):
+        return _synthetic(dataset, counter, rng)
+    return _from_file(dataset, counter, rng)
+
+
+def _synthetic(ds: SyntheticDataset, counter: TokenCounter, rng: random.Random) -> list[Item]:
+    prefixes = [counter.make_text(ds.prefix_tokens, rng) for _ in range(ds.prefix_groups)]
+    items = []
+    for i in range(ds.samples):
+        n_in, n_out = draw(ds.input_tokens, rng), draw(ds.output_tokens, rng)
+        if ds.prefix_tokens:
+            body = counter.make_text(max(1, n_in - ds.prefix_tokens), rng)
+            text = f"{prefixes[i % ds.prefix_groups]} {body}"
+        else:
+            text = counter.make_text(n_in, rng)
+        items.append(Item(text, counter.count(text), n_out))
+    return items
+
+
+def _from_file(ds: FileDataset, counter: TokenCounter, rng: random.Random) -> list[Item]:
+    path = Path(ds.path)
+    if not path.is_file():
+        raise InputError(f"dataset file {ds.path!r} does not exist (path from the cwd)")
+    rows = _read_rows(path)
+    pairs = _sharegpt_pairs(rows) if ds.format == "sharegpt" else _jsonl_pairs(rows, ds.path)
+    if ds.shuffle:
+        rng.shuffle(pairs)
+    if ds.limit is not None:
+        pairs = pairs[: ds.limit]
+    if not pairs:
+        raise InputError(f"dataset file {ds.path!r} has no usable prompts (format {ds.format})")
+    items = []
+    for prompt, reply_tokens in pairs:
+        if ds.output_tokens is not None:
+            n_out = draw(ds.output_tokens, rng)
+        elif isinstance(reply_tokens, str):
+            n_out = max(1, counter.count(reply_tokens))
+        else:
+            n_out = reply_tokens or _DEFAULT_OUTPUT
+        items.append(Item(prompt, counter.count(prompt), n_out))
+    return items
+
+
+def _read_rows(path: Path) -> list[Any]:
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        rows = json.loads(text)
+        return rows if isinstance(rows, list) else []
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+    return rows
+
+
+def _jsonl_pairs(rows: list[Any], name: str) -> list[tuple[str, int | str | None]]:
+    pairs: list[tuple[str, int | str | None]] = []
+    for number, row in enumerate(rows, 1):
+        prompt = row.get("prompt", row.get("text")) if isinstance(row, dict) else row
+        if not isinstance(prompt, str):
+            raise InputError(f"{name}: row {number} has no string 'prompt' field")
+        out = row.get("output_tokens", row.get("max_tokens")) if isinstance(row, dict) else None
+        pairs.append((prompt, int(out) if out else None))
+    return pairs
+
+
+def _sharegpt_pairs(rows: list[Any]) -> list[tuple[str, int | str | None]]:
+    """First human turn and the model's reply to it, from ShareGPT ``conversations``
+    (``from``/``value``) or ``messages`` (``role``/``content``)."""
+    pairs: list[tuple[str, int | str | None]] = []
+    for row in rows:
+        turns = row.get("conversations") or row.get("messages") if isinstance(row, dict) else None
+        if not isinstance(turns, list) or len(turns) < 2:
+            continue
+        texts = [(t.get("from", t.get("role")), t.get("value", t.get("content"))) for t in turns]
+        if texts[0][0] in ("human", "user") and isinstance(texts[0][1], str):
+            reply = texts[1][1] if isinstance(texts[1][1], str) else None
+            pairs.append((texts[0][1], reply))
+    return pairs
+
+
+def request_body(item: Item, api: str, model: str, *, ignore_eos: bool) -> dict[str, Any]:
+    """The protocol body for one item (stream flags are added by the client)."""
+    if api == "tgi":
+        return {"inputs": item.prompt, "parameters": {"max_new_tokens": item.output_tokens}}
+    body: dict[str, Any] = {"model": model, "max_tokens": item.output_tokens}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": item.prompt}]
+    else:
+        body["prompt"] = item.prompt
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return body
+
+
+def encode(
+    items: list[Item],
+    pool: ConnectionPool,
+    *,
+    api: str,
+    model: str,
+    stream: bool,
+    ignore_eos: bool,
+) -> list[bytes]:
+    """The wire bytes of every item for ``api``."""
+    out = []
+    for item in items:
+        body = request_body(item, api, model, ignore_eos=ignore_eos)
+        if api == "tgi":
+            out.append(tgi.encode(pool, body, stream=stream))
+        else:
+            out.append(
+                openai.encode(pool, "chat" if api == "chat" else "completions", body, stream=stream)
+            )
+    return out

@@ -1,0 +1,201 @@
+"""Several load processes for one stage, each with its own event loop; records merged exactly.
+
+One core runs out near a few thousand streamed requests per second. With ``processes: N``
+each stage starts N children (``python -m testbed.probes.load.multiprocess SPEC``). A child
+builds its pool and payloads, says ``ready``, waits for ``go T0``, and runs its share of the
+stage from the common origin T0: closed-loop workers are split between children, open-loop
+arrivals of the one seeded schedule are dealt round-robin. ``CLOCK_MONOTONIC`` is
+system-wide, so the children's raw timestamps share one time axis and their records merge
+by simple concatenation. Each child writes records to its own part file as they complete;
+the parent appends them to the treatment's records when the stage ends.
+
+The API key never goes into the spec file: a literal key is handed to the children in the
+``TESTBED_LOAD_API_KEY`` environment variable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from testbed.core.clock import monotonic_ns
+from testbed.core.errors import InfrastructureError
+from testbed.probes.load.runner import StageRun
+from testbed.results import metrics
+
+_KEY_ENV = "TESTBED_LOAD_API_KEY"
+_READY_TIMEOUT_S = 60.0
+_START_MARGIN_NS = 50_000_000  # children get the go 50 ms before T0
+
+
+async def run_stage(
+    base_spec: dict[str, Any],
+    stage_json: dict[str, Any],
+    *,
+    processes: int,
+    seed: int,
+    workdir: Path,
+    api_key: str | None,
+) -> tuple[StageRun, list[dict[str, Any]]]:
+    """Run one stage in ``processes`` children; the merged harness facts and records."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if api_key:
+        env[_KEY_ENV] = api_key
+    name = stage_json["name"]
+    files = [workdir / f".load-{name}-{p}" for p in range(processes)]
+    children: list[asyncio.subprocess.Process] = []
+    try:
+        for proc, stem in enumerate(files):
+            spec = {**base_spec, "stage": stage_json, "seed": seed, "proc": proc}
+            spec.update(procs=processes, part=f"{stem}.jsonl", run=f"{stem}.run.json")
+            stem.with_suffix(".spec.json").write_text(json.dumps(spec), encoding="utf-8")
+            with stem.with_suffix(".err").open("wb") as err:
+                children.append(
+                    await asyncio.create_subprocess_exec(
+                        sys.executable,
+                        "-m",
+                        "testbed.probes.load.multiprocess",
+                        str(stem.with_suffix(".spec.json")),
+                        stdin=asyncio.subprocess.PIPE,
+                        stdout=asyncio.subprocess.PIPE,
+                        stderr=err,
+                        env=env,
+                    )
+                )
+        for child, stem in zip(children, files, strict=True):
+            await _expect_ready(child, stem)
+        t0 = monotonic_ns() + _START_MARGIN_NS
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write(f"go {t0}\n".encode())
+            await child.stdin.drain()
+        for child, stem in zip(children, files, strict=True):
+            if await child.wait() != 0:
+                raise InfrastructureError(f"load process failed: {_tail(stem)}")
+    finally:
+        await _stop_all(children)
+    return _collect(files, processes)
+
+
+async def _expect_ready(child: asyncio.subprocess.Process, stem: Path) -> None:
+    assert child.stdout is not None
+    try:
+        async with asyncio.timeout(_READY_TIMEOUT_S):
+            line = await child.stdout.readline()
+    except TimeoutError:
+        line = b""
+    if line.strip() != b"ready":
+        await child.wait()
+        raise InfrastructureError(f"load process did not start: {_tail(stem)}")
+
+
+def _tail(stem: Path) -> str:
+    path = stem.with_suffix(".err")
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    return text.strip()[-800:] or "(no output)"
+
+
+async def _stop_all(children: list[asyncio.subprocess.Process]) -> None:
+    """Politely, then surely (STYLE.md habit 12)."""
+    for child in children:
+        if child.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.terminate()
+    for child in children:
+        if child.returncode is None:
+            try:
+                async with asyncio.timeout(3):
+                    await child.wait()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
+                await child.wait()
+
+
+def _collect(files: list[Path], processes: int) -> tuple[StageRun, list[dict[str, Any]]]:
+    runs = [StageRun(**json.loads(stem.with_suffix(".run.json").read_text())) for stem in files]
+    parts = []
+    for stem in files:
+        with stem.with_suffix(".jsonl").open(encoding="utf-8") as handle:
+            parts.append([json.loads(line) for line in handle if line.strip()])
+    for stem in files:
+        for suffix in (".jsonl", ".run.json", ".spec.json", ".err"):
+            stem.with_suffix(suffix).unlink(missing_ok=True)
+    merged = StageRun(
+        name=runs[0].name,
+        t_start_ns=min(r.t_start_ns for r in runs),
+        t_stop_ns=max(r.t_stop_ns for r in runs),
+        t_end_ns=max(r.t_end_ns for r in runs),
+        sent=sum(r.sent for r in runs),
+        cpu_s=sum(r.cpu_s for r in runs),
+        wall_s=max(r.wall_s for r in runs),
+        lags_ns=[lag for r in runs for lag in r.lags_ns],
+        capped=sum(r.capped for r in runs),
+        requested_rate=runs[0].requested_rate,
+        precise_timer=all(r.precise_timer for r in runs),
+        processes=processes,
+        cpu_fraction_max=max(r.cpu_fraction_max for r in runs),
+    )
+    return merged, metrics.merge(parts)  # type: ignore[return-value]
+
+
+# -- the child -----------------------------------------------------------------------------
+
+
+async def _child(spec: dict[str, Any]) -> None:
+    import orjson
+
+    from testbed.clients.http import ConnectionPool
+    from testbed.probes.load import dataset
+    from testbed.probes.load.runner import LoadGenerator, Options, Stage
+    from testbed.probes.load.tokens import counter_from_spec
+
+    key = os.environ.get(_KEY_ENV)
+    headers = {"Authorization": f"Bearer {key}"} if key else None
+    pool = ConnectionPool(spec["base_url"], headers=headers)
+    items = [dataset.Item(**item) for item in spec["items"]]
+    payloads = dataset.encode(
+        items,
+        pool,
+        api=spec["api"],
+        model=spec["model"],
+        stream=spec["stream"],
+        ignore_eos=spec["ignore_eos"],
+    )
+    options = Options(**spec["options"], proc=spec["proc"], procs=spec["procs"])
+    loop = asyncio.get_running_loop()
+    with open(spec["part"], "wb") as part:  # noqa: ASYNC230 - one open before the stage
+
+        def write(record: dict[str, Any]) -> None:
+            part.write(orjson.dumps(record) + b"\n")
+            part.flush()
+
+        generator = LoadGenerator(
+            pool, items, payloads, counter_from_spec(spec["counter"]), write, options
+        )
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        t0 = int(line.split()[1])
+        run = await generator.run(Stage.from_json(spec["stage"]), t0_ns=t0, seed=spec["seed"])
+    await pool.aclose()
+    Path(spec["run"]).write_text(json.dumps(asdict(run)), encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    from testbed.probes.load.loops import run_fast
+
+    run_fast(_child(spec))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

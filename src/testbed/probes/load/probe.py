@@ -1,0 +1,174 @@
+"""The load probe: prepare prompts, run the profile's stages, summarise, judge, plot.
+
+``run(ctx)`` follows the probe contract of :mod:`testbed.probes.base`: records go to
+``ctx.records`` as requests finish (through the load children's part files when
+``processes`` > 1), plots go to ``ctx.out_dir``, and an unreachable server raises
+:class:`~testbed.core.errors.InfrastructureError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from testbed.clients import openai
+from testbed.clients.endpoint import Endpoint
+from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
+from testbed.config.load import LoadProbe
+from testbed.core.errors import InfrastructureError, InputError
+from testbed.core.secrets import resolve
+from testbed.probes.base import ProbeContext, ProbeOutcome
+from testbed.probes.load import dataset, multiprocess, profiles
+from testbed.probes.load.loops import loop_name
+from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
+from testbed.probes.load.summary import probe_summary, stage_summary, verdict_of
+from testbed.probes.load.tokens import TokenCounter, counter_for
+
+
+@dataclass
+class Setup:
+    """Everything the stages share, built once."""
+
+    endpoint: Endpoint
+    pool: ConnectionPool
+    model: str
+    counter: TokenCounter
+    items: list[dataset.Item]
+    payloads: list[bytes]
+    options: Options
+
+
+async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
+    """Discover the model and tokenizer, build and encode the prompts."""
+    pool = pool_for(endpoint, max_connections=max(config.max_in_flight, config.concurrency) + 8)
+    try:
+        model = config.model or endpoint.model
+        if not model and config.api != "tgi":
+            model = await openai.discover_model(pool) or ""
+            if not model:
+                raise InputError(
+                    f"{endpoint.base_url} lists no model at /v1/models; give one with --model"
+                )
+        counter = await counter_for(endpoint.tokenizer, pool)
+    except HttpClientError as exc:
+        await pool.aclose()
+        raise InfrastructureError(f"server at {endpoint.base_url} is unreachable: {exc}") from exc
+    items = dataset.build(config.dataset, counter, seed)
+    payloads = dataset.encode(
+        items, pool, api=config.api, model=model, stream=config.stream, ignore_eos=config.ignore_eos
+    )
+    options = Options(
+        api=config.api,
+        stream=config.stream,
+        timeout_s=config.timeout_s,
+        max_in_flight=config.max_in_flight,
+        keep_text=config.keep_text,
+    )
+    return Setup(endpoint, pool, model, counter, items, payloads, options)
+
+
+async def run(ctx: ProbeContext) -> ProbeOutcome:
+    """Run the load probe of ``ctx.config`` against the (first) endpoint."""
+    config = (
+        ctx.config if isinstance(ctx.config, LoadProbe) else LoadProbe.model_validate(ctx.config)
+    )
+    if not ctx.endpoints:
+        raise InputError("the load probe needs an endpoint")
+    endpoint = next(iter(ctx.endpoints.values()))
+    seed = config.seed if config.seed is not None else ctx.seed
+    setup = await prepare(endpoint, config, seed)
+    stage_records: dict[str, list[dict[str, Any]]] = {}
+    summaries: list[dict[str, Any]] = []
+    try:
+        stages = profiles.first_stages(config)
+        while stages:
+            stage = stages.pop(0)
+            ctx.progress(f"load: {stage.name} ({len(summaries) + 1})")
+            run_, records = await _execute(stage, setup, config, ctx, seed + len(summaries))
+            _raise_if_down(records, endpoint)
+            stage_records[stage.name] = records
+            summaries.append(stage_summary(stage, run_, records, config))
+            if config.profile == "sweep" and len(summaries) == 2:
+                rates = profiles.sweep_rates(
+                    summaries[0]["throughput"]["requests_per_s"],
+                    summaries[1]["throughput"]["requests_per_s"],
+                    config.sweep.rates,
+                )
+                stages = profiles.rate_stages(config, rates)
+    finally:
+        await setup.pool.aclose()
+    summary = probe_summary(summaries, config)
+    summary["setup"] = {
+        "url": endpoint.base_url,
+        "model": setup.model,
+        "api": config.api,
+        "stream": config.stream,
+        "tokenizer": setup.counter.name,
+        "token_counts_exact": setup.counter.exact,
+        "prompts": len(setup.items),
+        "loop": loop_name() if config.processes == 1 else "uvloop/asyncio per process",
+        "seed": seed,
+    }
+    summary["plots"] = _plots(ctx, stage_records, summaries)
+    return ProbeOutcome(summary=summary, verdict=verdict_of(summaries, config))
+
+
+async def _execute(
+    stage: Stage, setup: Setup, config: LoadProbe, ctx: ProbeContext, seed: int
+) -> tuple[StageRun, list[dict[str, Any]]]:
+    if config.processes == 1:
+        records: list[dict[str, Any]] = []
+
+        def write(record: dict[str, Any]) -> None:
+            ctx.records.write(record)
+            records.append(record)
+
+        generator = LoadGenerator(
+            setup.pool, setup.items, setup.payloads, setup.counter, write, setup.options
+        )
+        return await generator.run(stage, seed=seed), records
+    options = asdict(setup.options)
+    del options["proc"], options["procs"]
+    base = {
+        "base_url": setup.endpoint.base_url,
+        "model": setup.model,
+        "api": config.api,
+        "stream": config.stream,
+        "ignore_eos": config.ignore_eos,
+        "counter": setup.counter.spec(),
+        "items": [item.to_json() for item in setup.items],
+        "options": options,
+    }
+    key = resolve(setup.endpoint.api_key) if setup.endpoint.api_key else None
+    run_, merged = await multiprocess.run_stage(
+        base,
+        stage.to_json(),
+        processes=config.processes,
+        seed=seed,
+        workdir=ctx.out_dir,
+        api_key=key,
+    )
+    for record in merged:
+        ctx.records.write(record)
+    return run_, merged
+
+
+def _raise_if_down(records: list[dict[str, Any]], endpoint: Endpoint) -> None:
+    """Every request failed to connect: the server is down, which is not the product's
+    fault but the infrastructure's (ERROR, not FAIL)."""
+    if records and all("cannot connect" in str(r.get("error")) for r in records):
+        raise InfrastructureError(
+            f"every request to {endpoint.base_url} failed to connect: {records[0]['error']}"
+        )
+
+
+def _plots(
+    ctx: ProbeContext, stage_records: dict[str, list[dict[str, Any]]], summaries: list[Any]
+) -> list[str]:
+    """Write the PNGs; a plotting failure is noted, never fatal."""
+    try:
+        from testbed.probes.load import plots
+
+        return plots.write_all(ctx.out_dir, stage_records, summaries)
+    except Exception as exc:
+        return [f"plots failed: {exc}"]

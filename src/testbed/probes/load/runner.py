@@ -1,0 +1,263 @@
+"""The load generator: runs one stage (closed or open loop) and writes one record per request.
+
+Hot-path rules, because the harness must cost about a millisecond of CPU per streamed
+request or less: request bytes are encoded before the stage starts; a response is parsed
+as it arrives by the protocol sink (one JSON decode per event, one clock read per network
+read); the record is a flat dict written the moment the request ends; nothing is computed
+from records until the stage is over.
+
+Lag is measured for every request: in open loop ``sent − scheduled − queued`` (queued =
+time spent waiting for a ``max_in_flight`` slot, which is the server's doing, not the
+harness's); in closed loop ``sent − the moment the worker became free``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from testbed.clients import openai, tgi
+from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.response import Response, Sink
+from testbed.core.clock import monotonic_ns
+from testbed.probes.load.dataset import Item
+from testbed.probes.load.schedule import Arrivals, PreciseTimer, offsets_ns
+from testbed.probes.load.tokens import TokenCounter
+
+RecordSink = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One load level. ``concurrency`` is used in closed loop; ``arrivals`` in open loop."""
+
+    name: str
+    concurrency: int | None = None
+    arrivals: Arrivals | None = None
+    duration_s: float | None = 10.0
+    max_requests: int | None = None
+    warmup_s: float = 0.0
+    cooldown_s: float = 0.0
+
+    @property
+    def open_loop(self) -> bool:
+        return self.arrivals is not None
+
+    def to_json(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "arrivals"}
+        out["arrivals"] = self.arrivals.__dict__ if self.arrivals else None
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Stage:
+        arrivals = Arrivals(**data["arrivals"]) if data.get("arrivals") else None
+        return cls(**{**data, "arrivals": arrivals})
+
+
+@dataclass
+class StageRun:
+    """What running a stage measured about the harness (metrics come from the records)."""
+
+    name: str
+    t_start_ns: int = 0  # the stage's time origin
+    t_stop_ns: int = 0  # when issuing stopped (planned end or last scheduled send)
+    t_end_ns: int = 0  # when the last request finished
+    sent: int = 0
+    cpu_s: float = 0.0  # process CPU time over the stage (all load processes summed)
+    wall_s: float = 0.0
+    lags_ns: list[int] = field(default_factory=list)
+    capped: int = 0  # open-loop requests that waited for a max_in_flight slot
+    requested_rate: float | None = None
+    precise_timer: bool = True
+    processes: int = 1
+    cpu_fraction_max: float = 0.0  # the busiest load process's CPU / wall
+
+
+@dataclass
+class Options:
+    """How requests are sent (the same for every stage)."""
+
+    api: str = "completions"
+    stream: bool = True
+    timeout_s: float = 60.0
+    max_in_flight: int = 1024
+    keep_text: bool = False
+    proc: int = 0  # this load process's index …
+    procs: int = 1  # … of this many
+
+
+class LoadGenerator:
+    """Sends the prepared requests of one process and writes a record for each."""
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        items: list[Item],
+        payloads: list[bytes],
+        counter: TokenCounter,
+        write: RecordSink,
+        options: Options,
+    ) -> None:
+        self._pool, self._items, self._payloads = pool, items, payloads
+        self._counter, self._write, self._opt = counter, write, options
+        self._make_sink = _sink_factory(options.api, options.stream, options.keep_text)
+        self._next = options.proc  # global request number; processes interleave
+        self.lags: list[int] = []
+        self.capped = 0
+
+    async def run(self, stage: Stage, t0_ns: int | None = None, seed: int = 0) -> StageRun:
+        """Run ``stage``; all processes of one stage share ``t0_ns`` (monotonic clocks are
+        system-wide on Linux, so their records merge exactly)."""
+        self.lags, self.capped = [], 0
+        t0 = t0_ns if t0_ns is not None else monotonic_ns()
+        cpu0, wall0 = time.process_time(), monotonic_ns()
+        run = StageRun(stage.name, t_start_ns=t0, processes=self._opt.procs)
+        if stage.open_loop:
+            await self._open_loop(stage, t0, seed, run)
+        else:
+            await self._closed_loop(stage, t0, run)
+        run.t_end_ns = monotonic_ns()
+        run.cpu_s = time.process_time() - cpu0
+        run.wall_s = (run.t_end_ns - wall0) / 1e9
+        run.cpu_fraction_max = run.cpu_s / run.wall_s if run.wall_s > 0 else 0.0
+        run.lags_ns, run.capped = self.lags, self.capped
+        return run
+
+    # -- closed loop ------------------------------------------------------------------------
+    async def _closed_loop(self, stage: Stage, t0: int, run: StageRun) -> None:
+        total = stage.concurrency or 1
+        mine = total // self._opt.procs + (1 if self._opt.proc < total % self._opt.procs else 0)
+        stop_ns = t0 + round(stage.duration_s * 1e9) if stage.duration_s else None
+        budget = _share(stage.max_requests, self._opt.proc, self._opt.procs)
+        left = [budget if budget is not None else -1]
+        now = monotonic_ns()
+        if now < t0:
+            await asyncio.sleep((t0 - now) / 1e9)
+
+        async def worker() -> None:
+            free_since = max(t0, monotonic_ns())
+            while left[0] != 0 and (stop_ns is None or monotonic_ns() < stop_ns):
+                left[0] -= 1
+                await self._one(stage.name, free_since, 0)
+                free_since = monotonic_ns()
+
+        async with asyncio.TaskGroup() as group:
+            for _ in range(mine):
+                group.create_task(worker())
+        run.sent = len(self.lags)
+        run.t_stop_ns = stop_ns if stop_ns is not None else monotonic_ns()
+
+    # -- open loop --------------------------------------------------------------------------
+    async def _open_loop(self, stage: Stage, t0: int, seed: int, run: StageRun) -> None:
+        assert stage.arrivals is not None
+        offsets = offsets_ns(stage.arrivals, stage.duration_s, stage.max_requests, seed)
+        mine = offsets[self._opt.proc :: self._opt.procs]
+        run.requested_rate = len(offsets) / stage.duration_s if stage.duration_s else None
+        if run.requested_rate is None and len(offsets) > 1:
+            run.requested_rate = (len(offsets) - 1) / (offsets[-1] / 1e9)
+        slots = asyncio.Semaphore(self._opt.max_in_flight)
+        timer = PreciseTimer()
+        run.precise_timer = timer.precise
+        try:
+            async with asyncio.TaskGroup() as group:
+                for offset in mine:
+                    due = t0 + offset
+                    if due > monotonic_ns():
+                        await timer.sleep_until(due)
+                    else:  # late: send now, but let responses in flight be read first
+                        await asyncio.sleep(0)
+                    group.create_task(self._slotted(stage.name, due, slots))
+        finally:
+            timer.close()
+        run.sent = len(mine)
+        planned = t0 + round(stage.duration_s * 1e9) if stage.duration_s else 0
+        run.t_stop_ns = max(planned, t0 + (offsets[-1] if offsets else 0))
+
+    async def _slotted(self, stage: str, due: int, slots: asyncio.Semaphore) -> None:
+        if slots.locked():
+            self.capped += 1
+            waited_from = monotonic_ns()
+            async with slots:
+                await self._one(stage, due, monotonic_ns() - waited_from)
+        else:
+            async with slots:
+                await self._one(stage, due, 0)
+
+    # -- one request ------------------------------------------------------------------------
+    async def _one(self, stage: str, scheduled: int, queued: int) -> None:
+        number = self._next
+        self._next += self._opt.procs
+        index = number % len(self._items)
+        sink = self._make_sink()
+        error = None
+        try:
+            await self._pool.send(self._payloads[index], sink, self._opt.timeout_s)
+        except TimeoutError:
+            error = f"timeout after {self._opt.timeout_s:g} s"
+        except (HttpClientError, OSError) as exc:
+            error = str(exc) or type(exc).__name__
+        response = sink.response
+        sent = response.t_sent_ns
+        if sent:
+            self.lags.append(sent - scheduled - queued)
+        self._write(self._record(stage, number, index, scheduled, queued, response, error))
+
+    def _record(
+        self,
+        stage: str,
+        number: int,
+        index: int,
+        scheduled: int,
+        queued: int,
+        response: Response,
+        error: str | None,
+    ) -> dict[str, Any]:
+        item = self._items[index]
+        usage = response.usage or {}
+        server_out = usage.get("completion_tokens")
+        client_out = self._counter.count(response.text) if response.chunks else 0
+        error = error or response.error
+        if error is None and not response.chunks:
+            error = "no content in the response"
+        record: dict[str, Any] = {
+            "stage": stage,
+            "n": number,
+            "proc": self._opt.proc,
+            "item": index,
+            "scheduled_ns": scheduled,
+            "queued_ns": queued,
+            "sent_ns": response.t_sent_ns or None,
+            "first_byte_ns": response.t_first_byte_ns or None,
+            "chunks_ns": [t for t, _ in response.chunks],
+            "done_ns": response.t_done_ns or None,
+            "failed_ns": monotonic_ns() if error and not response.t_done_ns else None,
+            "status": response.status,
+            "error": error,
+            "finish_reason": response.finish_reason,
+            "input_tokens": item.input_tokens,
+            "requested_output_tokens": item.output_tokens,
+            "usage_input_tokens": usage.get("prompt_tokens"),
+            "usage_output_tokens": server_out,
+            "client_output_tokens": client_out,
+            "output_tokens": server_out if server_out is not None else client_out,
+            "token_mismatch": server_out is not None
+            and self._counter.exact
+            and server_out != client_out,
+        }
+        if self._opt.keep_text:
+            record["text"] = response.text
+        return record
+
+
+def _share(total: int | None, proc: int, procs: int) -> int | None:
+    if total is None:
+        return None
+    return total // procs + (1 if proc < total % procs else 0)
+
+
+def _sink_factory(api: str, stream: bool, keep_raw: bool) -> Callable[[], Sink]:
+    module: Any = tgi if api == "tgi" else openai
+    return lambda: module.sink(stream=stream, keep_raw=False)

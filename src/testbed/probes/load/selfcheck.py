@@ -1,0 +1,87 @@
+"""The harness checks itself on every run: schedule lag, achieved vs requested rate, its CPU.
+
+A load generator that cannot keep up reports the server slower than it is (its own queue
+adds to every latency) and a rate it never sent. These checks turn such a run into
+INCONCLUSIVE with the reason, instead of a number nobody should trust:
+
+- **schedule lag** (sent − scheduled − time queued for a ``max_in_flight`` slot), p99 above
+  ``max_lag_p99_ms``;
+- **rate shortfall** in open loop: achieved send rate below ``min_rate_ratio`` × requested
+  while no request waited for a slot (waiting for a slot is the server's doing);
+- **CPU saturation**: a load process busy more than ``max_cpu_fraction`` of the wall time
+  (the event loop was the bottleneck; use more ``processes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from testbed.config.load import SelfCheck
+from testbed.probes.load.runner import StageRun
+from testbed.results.metrics import Record, Window
+
+
+@dataclass
+class Check:
+    """The harness block of a stage summary and the reasons it is untrustworthy."""
+
+    harness: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check(run: StageRun, records: Sequence[Record], win: Window, limits: SelfCheck) -> Check:
+    """The self-check of one stage."""
+    lags = np.asarray(run.lags_ns, dtype=float) / 1e6
+    lag_p50, lag_p99 = (
+        (float(np.percentile(lags, 50)), float(np.percentile(lags, 99))) if lags.size else (0, 0)
+    )
+    seconds = win.seconds
+    sent_in = sum(1 for r in records if r.get("sent_ns") in win)
+    achieved = sent_in / seconds if seconds > 0 else 0.0
+    completed = sum(1 for r in records if r.get("done_ns") is not None)
+    harness: dict[str, Any] = {
+        "schedule_lag_ms": {"p50": lag_p50, "p99": lag_p99},
+        "requested_rate": run.requested_rate,
+        "achieved_rate": achieved,
+        "cpu_ms_per_request": run.cpu_s * 1e3 / completed if completed else None,
+        "cpu_fraction": run.cpu_fraction_max,
+        "processes": run.processes,
+        "capped_requests": run.capped,
+        "precise_timer": run.precise_timer,
+    }
+    result = Check(harness)
+    if lag_p99 > limits.max_lag_p99_ms:
+        result.problems.append(
+            f"schedule lag p99 {lag_p99:.2f} ms > {limits.max_lag_p99_ms:g} ms: the generator"
+            " could not send on time (lower the rate or raise `processes`)"
+        )
+    if run.requested_rate and run.capped == 0:
+        ratio = achieved / run.requested_rate
+        if ratio < limits.min_rate_ratio:
+            result.problems.append(
+                f"achieved rate {achieved:.2f}/s is {ratio:.1%} of the requested"
+                f" {run.requested_rate:.2f}/s (below {limits.min_rate_ratio:.0%})"
+            )
+    if run.capped:
+        result.notes.append(
+            f"{run.capped} requests waited for one of max_in_flight slots: the server did not"
+            " keep up with the requested rate"
+        )
+    if run.cpu_fraction_max > limits.max_cpu_fraction:
+        result.problems.append(
+            f"a load process used {run.cpu_fraction_max:.0%} of a core (limit"
+            f" {limits.max_cpu_fraction:.0%}): its own queueing inflates latencies;"
+            " raise `processes`"
+        )
+    if not run.precise_timer:
+        result.notes.append("no precise timer on this platform: sends may lag up to ~1 ms")
+    return result

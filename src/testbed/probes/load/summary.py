@@ -1,0 +1,123 @@
+"""From records and stage runs to the summary.json of a load treatment, and its verdict.
+
+summary.json (a stage, or the headline stage of a sweep) has ``ttft_ms``, ``itl_ms``,
+``tpot_ms``, ``e2e_ms`` (each ``p50 p90 p95 p99 p999 mean std n``), ``throughput``
+(``requests_per_s``, ``output_tokens_per_s``, ``goodput_requests_per_s``), ``harness``
+(``schedule_lag_ms`` p50/p99, ``requested_rate``, ``achieved_rate``, ``cpu_ms_per_request``
+…), ``requests`` (counts) and ``window``. A sweep adds ``stages`` and
+``max_rate_meeting_slo``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from testbed.config.load import LoadProbe
+from testbed.probes.load.runner import Stage, StageRun
+from testbed.probes.load.selfcheck import check
+from testbed.results import metrics
+from testbed.results.metrics import Record
+from testbed.results.verdict import Status, Verdict
+
+
+def stage_summary(
+    stage: Stage, run: StageRun, records: Sequence[Record], config: LoadProbe
+) -> dict[str, Any]:
+    """The summary of one stage from its records (pure but for the harness facts in run)."""
+    win = metrics.window(run.t_start_ns, run.t_stop_ns, stage.warmup_s, stage.cooldown_s)
+    population = metrics.in_window(records, win)
+    slo = config.slo.model_dump() if config.slo else {}
+    total = len(records)
+    ok = sum(1 for r in records if metrics.is_ok(r))
+    errors = Counter(str(r["error"])[:120] for r in records if not metrics.is_ok(r))
+    self_check = check(run, records, win, config.selfcheck)
+    summary: dict[str, Any] = {
+        "stage": stage.name,
+        "load": {
+            "concurrency": stage.concurrency,
+            "rate": stage.arrivals.rate if stage.arrivals else None,
+            "arrival": stage.arrivals.arrival if stage.arrivals else None,
+        },
+        **metrics.latency(population),
+        "throughput": {
+            **metrics.throughput(records, win),
+            "goodput_requests_per_s": metrics.goodput(records, win, slo) if slo else None,
+        },
+        "harness": self_check.harness,
+        "requests": {
+            "total": total,
+            "ok": ok,
+            "errors": total - ok,
+            "in_window": len(population),
+            "success_ratio": ok / total if total else 0.0,
+            "token_mismatches": sum(1 for r in records if r.get("token_mismatch")),
+            "top_errors": dict(errors.most_common(3)),
+        },
+        "window": {"start_ns": win.start_ns, "end_ns": win.end_ns, "seconds": win.seconds},
+        "selfcheck": {"ok": self_check.ok, "problems": self_check.problems},
+        "notes": self_check.notes,
+    }
+    if slo:
+        summary["slo_violations"] = metrics.slo_violations(
+            summary, slo, summary["requests"]["success_ratio"]
+        )
+    return summary
+
+
+def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
+    """PASS / FAIL (an SLO missed) / INCONCLUSIVE (the harness or the data cannot tell).
+
+    For a sweep, the SLOs judge the lightest stage (synchronous) and the evidence carries
+    the highest rate meeting them; the saturation stage is allowed to overload the harness.
+    """
+    judged = stages[:1] if config.profile == "sweep" else stages
+    checked = [s for s in stages if s["stage"] != "saturation"]
+    problems = [f"{s['stage']}: {p}" for s in checked for p in s["selfcheck"]["problems"]]
+    evidence: dict[str, Any] = {
+        "method": "steady-state window percentiles vs SLO bounds; harness self-check",
+        "slo": config.slo.model_dump() if config.slo else None,
+    }
+    if config.profile == "sweep" and config.slo:
+        evidence["max_rate_meeting_slo"] = metrics.max_rate_meeting_slo(
+            stages, config.slo.model_dump()
+        )
+    if any(s["requests"]["in_window"] == 0 for s in judged):
+        return Verdict(
+            status=Status.INCONCLUSIVE,
+            reason="no successful request in the steady-state window",
+            evidence=evidence,
+        )
+    if problems:
+        return Verdict(status=Status.INCONCLUSIVE, reason="; ".join(problems), evidence=evidence)
+    violations = [f"{s['stage']}: {v}" for s in judged for v in s.get("slo_violations", [])]
+    if violations:
+        return Verdict(status=Status.FAIL, reason="; ".join(violations), evidence=evidence)
+    reason = "SLOs met" if config.slo else "no SLOs set; harness self-check ok"
+    return Verdict(status=Status.PASS, reason=reason, evidence=evidence)
+
+
+def probe_summary(stages: list[dict[str, Any]], config: LoadProbe) -> dict[str, Any]:
+    """summary.json: the headline stage's fields at the top, every stage under ``stages``
+    when there are several."""
+    if len(stages) == 1:
+        return {"profile": config.profile, **stages[0]}
+    headline = _headline(stages, config)
+    out = {"profile": config.profile, **headline, "stages": stages}
+    if config.slo:
+        out["max_rate_meeting_slo"] = metrics.max_rate_meeting_slo(stages, config.slo.model_dump())
+    return out
+
+
+def _headline(stages: list[dict[str, Any]], config: LoadProbe) -> dict[str, Any]:
+    """A sweep's headline: the fastest stage meeting the SLOs, else the saturation stage."""
+    if config.slo:
+        slo = config.slo.model_dump()
+        good = [
+            s for s in stages if not metrics.slo_violations(s, slo, s["requests"]["success_ratio"])
+        ]
+        if good:
+            return max(good, key=lambda s: s["throughput"]["requests_per_s"])
+    named = {s["stage"]: s for s in stages}
+    return named.get("saturation", stages[-1])
