@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -115,7 +116,8 @@ async def drive(
                 body = await _read_response(reader)
                 if not body.rstrip().endswith(b"data: [DONE]"):
                     raise RuntimeError("stream did not end with [DONE]")
-                tokens += body.count(b'"text"')
+                usage = body.rsplit(b'"completion_tokens":', 1)[1]
+                tokens += int(usage.split(b",")[0].split(b"}")[0])
         finally:
             writer.close()
 
@@ -186,9 +188,10 @@ def measure(kind: str, requests: int, concurrency: int, warmup: int) -> dict[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", choices=("testbed-sim", "guidellm"))
     args = parser.parse_args()
     kinds = ["testbed-sim", "guidellm"]
@@ -197,11 +200,22 @@ def main() -> int:
     elif not GUIDELLM.exists():
         print(f"{GUIDELLM} is missing (run `make bench-peers`); measuring testbed-sim alone")
         kinds = ["testbed-sim"]
-    results = {k: measure(k, args.requests, args.concurrency, args.warmup) for k in kinds}
+    rounds: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
+    for _ in range(args.rounds):  # alternate servers so background load hits both alike
+        for kind in kinds:
+            rounds[kind].append(measure(kind, args.requests, args.concurrency, args.warmup))
+    results = {
+        kind: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        for kind, runs in rounds.items()
+    }
     print(
-        f"{args.requests} streamed requests per server, concurrency {args.concurrency},"
-        f" 128-token prompt, 64 output tokens; load average {os.getloadavg()[0]:.2f}"
+        f"{args.requests} streamed requests per server and round, {args.rounds} rounds (median"
+        f" shown), concurrency {args.concurrency}, 128-token prompt, 64 output tokens;"
+        f" load average {os.getloadavg()[0]:.2f}"
     )
+    for kind, runs in rounds.items():
+        each = ", ".join(f"{r['cpu_ms_per_request']:.3f}" for r in runs)
+        print(f"  {kind} CPU ms/request per round: {each}")
     print(f"{'server':<14}{'CPU ms/request':>16}{'requests/s':>12}{'tokens/req':>12}")
     for kind, r in results.items():
         print(

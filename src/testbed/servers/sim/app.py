@@ -170,6 +170,7 @@ class SimApp:
             conn.start_stream(req.content_type, body, last=True)
         else:
             conn.respond(200, req.whole(gen))
+        self.metrics.queue_time.observe(0.0)
         self._account(gen, ttft=0.0, e2e=0.0)
 
     def _account(self, gen: Generation, *, ttft: float, e2e: float) -> None:

@@ -182,10 +182,10 @@ class Connection(asyncio.Protocol):
             return
         try:
             method, path, version, headers = _parse_head(buf[:end])
+            length = int(headers.get("content-length", "0") or "0")
         except ValueError:
             self._fail(400)
             return
-        length = int(headers.get("content-length", "0") or "0")
         if "chunked" in headers.get("transfer-encoding", ""):
             self._fail(411)
             return

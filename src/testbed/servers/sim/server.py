@@ -80,6 +80,7 @@ class SimServer:
         for conn in list(app.connections):
             conn.abort()
         await server.wait_closed()
+        app.pacer.close()
         for _ in range(3):  # connection_lost callbacks run on the next loop iterations
             if not app.connections:
                 break
