@@ -17,7 +17,8 @@ message's content, nothing for roles or templates.
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -166,3 +167,24 @@ class SimParams(_Strict):
                 or self.jitter.ttft_scale_ms == self.jitter.itl_scale_ms == 0
             )
         )
+
+    def cli_overrides(self) -> list[str]:
+        """``--set`` arguments for ``testbed serve sim`` that reproduce these parameters.
+
+        Only fields that differ from the defaults are listed (dotted keys for nested ones);
+        values are JSON, which the CLI reads as YAML.
+        """
+        out: list[str] = []
+        for key, value in _flatten(self.model_dump(exclude_defaults=True)):
+            out += ["--set", f"{key}={json.dumps(value)}"]
+        return out
+
+
+def _flatten(data: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, dict):
+            items += _flatten(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
