@@ -1,0 +1,317 @@
+"""Case files: a YAML list of cases, each a request, its expected answer (or error), rules.
+
+A case file is a list (or a mapping with ``cases:``) of::
+
+    - name: capital-of-france
+      request: {prompt: "The capital of France is", max_new_tokens: 8, logprobs: 2}
+      expected: {text: " Paris.", completion_tokens: 3, finish_reason: stop}
+      evaluate: [approx]            # the default; several evaluators must all pass
+      skip: [single_shard_only, {when: {dtype: bfloat16}}]
+      skip_check: false             # true: run it, check the stream, compare nothing
+
+``expected`` may also be a mapping by protocol (``{openai: …, tgi: …}``) where the two
+protocols answer differently (stop sequences, finish reason names). ``error`` instead of
+``expected`` says the server must refuse the request (``status``, ``message`` contained).
+Mistakes are reported with file:line like the campaign loader does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from testbed.config.deployments import Strict
+from testbed.config.diagnostics import describe_errors
+from testbed.config.yamlsource import load_yaml
+from testbed.core.errors import CampaignError
+
+ProtocolName = Literal["openai", "tgi"]
+PROTOCOLS: tuple[ProtocolName, ...] = ("openai", "tgi")
+
+
+class Message(Strict):
+    role: str
+    content: str
+
+
+class RequestSpec(Strict):
+    """A request in protocol-neutral terms; the runner maps it onto OpenAI or TGI bodies."""
+
+    prompt: str | None = Field(None, description="completion prompt (both protocols)")
+    messages: list[Message] | None = Field(None, description="chat messages (OpenAI only)")
+    max_new_tokens: int | None = Field(None, description="tokens to generate at most")
+    temperature: float = Field(0.0, description="0 is greedy decoding")
+    seed: int | None = Field(None, description="sampling seed (needed when temperature > 0)")
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: list[str] | None = Field(None, description="stop sequences")
+    logprobs: int | None = Field(
+        None, description="alternatives per token to return (0: the chosen token's only)"
+    )
+    ignore_eos: bool | None = None
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="sent verbatim: OpenAI top-level fields, TGI parameters (e.g. a bad one)",
+    )
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _one_stop(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _prompt_or_messages(self) -> RequestSpec:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("give exactly one of prompt: (completion) or messages: (chat)")
+        return self
+
+    @property
+    def chat(self) -> bool:
+        return self.messages is not None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+TopLogprobs = list[list[tuple[str, float]]]
+
+
+class Expected(Strict):
+    """What the answer must be; only the fields given are compared."""
+
+    text: str | None = None
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    token_texts: list[str] | None = None
+    logprobs: list[float] | None = Field(None, description="of each chosen token")
+    top_logprobs: TopLogprobs | None = Field(
+        None, description="per token: [text, logprob] pairs, most likely first"
+    )
+
+
+class ByProtocol(Strict):
+    """Expected answers that differ by protocol."""
+
+    openai: Expected | None = None
+    tgi: Expected | None = None
+
+
+class ExpectedError(Strict):
+    """The server must refuse the request."""
+
+    status: int | None = Field(None, ge=100, le=599, description="HTTP status")
+    message: str | None = Field(None, description="contained in the error message (any case)")
+    match: str | None = Field(None, description="regular expression searched in the message")
+
+
+# -- evaluators ------------------------------------------------------------------------------
+class ExactEval(Strict):
+    kind: Literal["exact"]
+    fields: list[str] | None = Field(None, description="expected fields compared (default all)")
+
+
+class ApproxEval(Strict):
+    kind: Literal["approx"]
+    fields: list[str] | None = None
+    rel: float | None = Field(None, ge=0, description="default: the probe's tolerance")
+    abs: float | None = Field(None, ge=0)
+
+
+class RegexEval(Strict):
+    kind: Literal["regex"]
+    pattern: str
+    fullmatch: bool = False
+
+
+class ContainsEval(Strict):
+    kind: Literal["contains"]
+    text: list[str] = Field(min_length=1)
+    ignore_case: bool = False
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _one(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class JsonEval(Strict):
+    kind: Literal["json"]
+    equals: Any = Field(None, description="the parsed value must equal this (optional)")
+
+
+class SimilarityEval(Strict):
+    kind: Literal["similarity"]
+    threshold: float | None = Field(None, ge=-1, le=1, description="default: the probe's")
+    to: str | None = Field(None, description="text compared with (default: expected text)")
+
+
+Evaluator = Annotated[
+    ExactEval | ApproxEval | RegexEval | ContainsEval | JsonEval | SimilarityEval,
+    Field(discriminator="kind"),
+]
+_SHORT_FIELD = {"regex": "pattern", "contains": "text", "similarity": "threshold", "json": "equals"}
+
+
+def _evaluator_shorthand(value: Any) -> Any:
+    """``approx`` → {kind: approx}; ``{contains: Paris}`` → {kind: contains, text: Paris}."""
+    if isinstance(value, str):
+        return {"kind": value}
+    if isinstance(value, dict) and len(value) == 1 and "kind" not in value:
+        ((kind, options),) = value.items()
+        if isinstance(options, dict):
+            return {"kind": kind, **options}
+        if options is None or options is True:
+            return {"kind": kind}
+        return {"kind": kind, _SHORT_FIELD.get(str(kind), "value"): options}
+    return value
+
+
+# -- skip rules ------------------------------------------------------------------------------
+class ShardRule(Strict):
+    rule: Literal["single_shard_only", "multi_shard_only"]
+
+
+class WhenRule(Strict):
+    """Skip when every key matches the deployment (a list of values matches any of them).
+    Keys are deployment params (``dtype``), top-level fields (``server``) or dotted paths."""
+
+    when: dict[str, Any] = Field(min_length=1)
+    reason: str = ""
+
+
+class UnlessRule(Strict):
+    """Skip unless every key matches the deployment."""
+
+    unless: dict[str, Any] = Field(min_length=1)
+    reason: str = ""
+
+
+SkipRule = ShardRule | WhenRule | UnlessRule
+
+
+class Case(Strict):
+    """One golden case."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    description: str = ""
+    protocol: Literal["openai", "tgi", "both"] | None = Field(
+        None, description="protocols this case runs on (default: the probe's)"
+    )
+    request: RequestSpec
+    expected: Expected | ByProtocol | None = None
+    error: ExpectedError | None = None
+    evaluate: list[Evaluator] | None = Field(None, description="default: [approx]")
+    skip: list[SkipRule] = Field(default_factory=list)
+    skip_check: bool = Field(False, description="run it (and check the stream), compare nothing")
+    stream_twin: bool = Field(True, description="also run it streamed and compare")
+
+    @field_validator("evaluate", mode="before")
+    @classmethod
+    def _evaluators(cls, value: Any) -> Any:
+        if isinstance(value, str | dict):
+            value = [value]
+        return [_evaluator_shorthand(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("skip", mode="before")
+    @classmethod
+    def _rules(cls, value: Any) -> Any:
+        if isinstance(value, str | dict):
+            value = [value]
+        if isinstance(value, list):
+            return [{"rule": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Case:
+        if self.expected is not None and self.error is not None:
+            raise ValueError("give expected: or error:, not both")
+        if self.request.chat and self.protocol == "tgi":
+            raise ValueError("a chat case (messages:) needs the OpenAI protocol, not tgi")
+        if not self.request.greedy and self.request.seed is None and not self.skip_check:
+            raise ValueError(
+                "temperature > 0 without seed: is not reproducible — add seed: N,"
+                " or skip_check: true"
+            )
+        return self
+
+    def expected_for(self, protocol: ProtocolName) -> Expected | None:
+        if isinstance(self.expected, ByProtocol):
+            return getattr(self.expected, protocol)  # type: ignore[no-any-return]
+        return self.expected
+
+    @property
+    def evaluators(self) -> list[Evaluator]:
+        return self.evaluate if self.evaluate is not None else [ApproxEval(kind="approx")]
+
+    def needs_expected(self) -> bool:
+        """True when an evaluator compares with a recorded answer."""
+        if self.skip_check or self.error is not None:
+            return False
+        return any(
+            isinstance(e, ExactEval | ApproxEval)
+            or (isinstance(e, SimilarityEval) and e.to is None)
+            for e in self.evaluators
+        )
+
+
+class CaseFileModel(Strict):
+    cases: list[Case] = Field(min_length=1)
+
+
+@dataclass
+class CaseFile:
+    """A loaded case file."""
+
+    path: Path
+    cases: list[Case]
+
+
+def load_case_file(path: Path, *, require_expected: bool = True) -> CaseFile:
+    """Read and validate one case file; a CampaignError (exit 2) names file:line and fix."""
+    data, prov = load_yaml(path)
+    if isinstance(data, list):
+        prov.copy_tree((), ("cases",))
+        data = {"cases": data}
+    if not isinstance(data, dict):
+        raise CampaignError(f"{path}: a case file is a list of cases (- name: …, request: …)")
+    try:
+        model = CaseFileModel.model_validate(data)
+    except ValidationError as exc:
+        raise CampaignError(describe_errors(exc, data, prov, CaseFileModel, str(path))) from None
+    problems = []
+    seen: set[str] = set()
+    for index, case in enumerate(model.cases):
+        origin = prov.nearest(("cases", index))
+        where = origin.place() if origin else str(path)
+        if case.name in seen:
+            problems.append(f"{where}: case name '{case.name}' is repeated — names must be unique")
+        seen.add(case.name)
+        if require_expected and case.needs_expected() and case.expected is None:
+            problems.append(
+                f"{where}: case '{case.name}' has no expected: answer — record one with"
+                " `testbed record`, or evaluate it with regex/contains/json only"
+            )
+    if problems:
+        raise CampaignError("\n".join(problems))
+    return CaseFile(path, model.cases)
+
+
+def load_case_files(paths: Iterable[Path], *, require_expected: bool = True) -> list[CaseFile]:
+    """Several case files; case names must be unique across them."""
+    files = [load_case_file(p, require_expected=require_expected) for p in paths]
+    owner: dict[str, Path] = {}
+    for case_file in files:
+        for case in case_file.cases:
+            if case.name in owner and owner[case.name] != case_file.path:
+                raise CampaignError(
+                    f"{case_file.path}: case '{case.name}' is also in {owner[case.name]}"
+                    " — rename one of them"
+                )
+            owner[case.name] = case_file.path
+    return files
