@@ -37,7 +37,9 @@ class HttpClientError(InfrastructureError):
 
 class BodySink(Protocol):
     """Receives one response as it arrives; ``t_ns`` is when the bytes were read (or, for
-    ``on_sent``, just before the request was written)."""
+    ``on_sent``, just before the request was written). A sink may also have
+    ``on_connect(connect_ns)``, called before ``on_sent`` when a new connection had to be
+    opened for the request (the time that took)."""
 
     def on_sent(self, t_ns: int) -> None: ...
 
@@ -80,7 +82,9 @@ class _Connection(asyncio.Protocol):
         self._left = 0
         self._keep_alive = True
         self.got_bytes = False
-        self.was_reused = False
+        self.was_reused = False  # the current request runs on a connection used before
+        self.used = False
+        self.fresh = False  # opened for the request about to be sent (not warmed, not reused)
 
     # asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -271,14 +275,20 @@ class ConnectionPool:
     async def send(self, payload: bytes, sink: BodySink, timeout_s: float | None = None) -> int:
         """Send encoded ``payload``; feed the response to ``sink``; return the send time (ns).
 
-        A reused connection that turns out closed before any byte came back is retried once
-        on a fresh one (the server may close idle keep-alive connections at any moment).
+        A connection that turns out closed before any byte came back is retried once on a
+        fresh one (the server may close idle keep-alive connections at any moment).
         """
         async with self._slots:
             for attempt in (0, 1):
+                t_acquire = monotonic_ns()
                 conn = await self._acquire()
                 done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 t_sent = monotonic_ns()
+                if conn.fresh:
+                    conn.fresh = False
+                    on_connect = getattr(sink, "on_connect", None)
+                    if on_connect is not None:
+                        on_connect(t_sent - t_acquire)
                 sink.on_sent(t_sent)
                 conn.start(payload, sink, done)
                 try:
@@ -286,7 +296,7 @@ class ConnectionPool:
                         await done
                 except HttpClientError:
                     self._drop(conn)
-                    if attempt == 0 and not conn.got_bytes and conn.was_reused:
+                    if attempt == 0 and not conn.got_bytes:
                         continue
                     raise
                 except BaseException:
@@ -297,16 +307,30 @@ class ConnectionPool:
                 return t_sent
         raise AssertionError("unreachable")
 
+    async def warm(self, connections: int) -> None:
+        """Open connections ahead of a load stage so that its first requests do not pay
+        for the TCP handshake; they wait idle in the pool."""
+        missing = connections - len(self._open)
+        if missing <= 0:
+            return
+        fresh = await asyncio.gather(*(self._connector(_Connection) for _ in range(missing)))
+        for _, protocol in fresh:
+            assert isinstance(protocol, _Connection)
+            protocol.was_reused = False
+            self._open.add(protocol)
+            self._idle.append(protocol)
+
     async def _acquire(self) -> _Connection:
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed:
-                conn.was_reused = True
+                conn.was_reused = conn.used
+                conn.used = True
                 return conn
             self._open.discard(conn)
         _, protocol = await self._connector(_Connection)
         assert isinstance(protocol, _Connection)
-        protocol.was_reused = False
+        protocol.was_reused, protocol.used, protocol.fresh = False, True, True
         self._open.add(protocol)
         return protocol
 

@@ -37,6 +37,7 @@ class Response:
     t_sent_ns: int = 0
     t_first_byte_ns: int = 0
     t_done_ns: int = 0
+    connect_ns: int = 0  # time spent opening a new connection before sending (0: reused)
     events: int = 0  # stream events received (content or not)
 
     @property
@@ -59,6 +60,9 @@ class _Sink:
         self._decode = decode
         self.keep_raw = keep_raw
         self._error_body: list[bytes] | None = None
+
+    def on_connect(self, connect_ns: int) -> None:
+        self.response.connect_ns = connect_ns
 
     def on_sent(self, t_ns: int) -> None:
         self.response.t_sent_ns = t_ns

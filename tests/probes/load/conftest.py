@@ -1,0 +1,80 @@
+"""The simulator as a child process (its own core and event loop, as in a real test), and a
+ProbeContext factory for running the load probe in tests."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.clients.endpoint import Endpoint
+from testbed.config.load import LoadProbe
+from testbed.probes.base import ProbeContext
+from testbed.results.files import RecordWriter
+
+
+@contextlib.contextmanager
+def sim_process(*flags: str) -> Iterator[str]:
+    """``testbed serve sim --port 0 FLAGS`` as a child; yields its URL; stops it after."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "serve", "sim", "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        deadline = time.monotonic() + 30
+        line = ""
+        while time.monotonic() < deadline and "listening on" not in line:
+            line = child.stdout.readline()
+            if not line and child.poll() is not None:
+                break
+        assert "listening on" in line, f"the simulator did not start: {line!r}"
+        yield line.rsplit(" ", 1)[-1].strip()
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """A simulator with TTFT 10 ms and ITL 2 ms, shared by a test module."""
+    with sim_process("--ttft-ms", "10", "--itl-ms", "2") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def instant_url() -> Iterator[str]:
+    """A simulator answering at once."""
+    with sim_process() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def probe_context(url: str, out: Path, **config: Any) -> Iterator[ProbeContext]:
+    with RecordWriter(out / "records.jsonl") as records:
+        yield ProbeContext(
+            endpoints={"sim": Endpoint(base_url=url)},
+            config=LoadProbe.model_validate(config),
+            out_dir=out,
+            records=records,
+            seed=7,
+        )
+
+
+@pytest.fixture
+def context() -> Any:
+    return probe_context
