@@ -1,0 +1,108 @@
+"""The adapter seam: how one server kind turns generic deployment parameters into a process.
+
+Each kind (``sim``, ``hf``, ``vllm``, ``tgi``, ``tgis``) has one adapter that knows its
+flags, environment, container image, readiness URL, protocols and metrics path. Backends
+ask the adapter and never branch on the kind themselves: the local backend calls
+:meth:`ServerAdapter.command` and :meth:`ServerAdapter.env` for a child process, the
+Kubernetes backend :meth:`ServerAdapter.container` for a pod's container.
+
+Adapters read plain data: ``params`` is the deployment's ``params`` section as a mapping
+(``dtype``, ``max_model_len``, ``max_batch_size``, ``tensor_parallel``, ``extra_args``,
+``env`` and the kind's own fields); ``deployment`` the whole resolved deployment.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from testbed.servers.models import parse_source
+
+#: The HTTP protocols testbed's clients speak (``clients.endpoint.Protocol``).
+ServerProtocol = Literal["openai", "tgi"]
+Params = Mapping[str, Any]
+
+
+class ServerAdapter(abc.ABC):
+    """One server kind. Subclasses set the class attributes and build the command line."""
+
+    kind: ClassVar[str]
+    #: GET this path until it answers 200 to know the server is ready.
+    readiness_path: ClassVar[str] = "/health"
+    #: Inference protocols the server speaks over HTTP.
+    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai",)
+    #: Prometheus metrics, or None when the server has none.
+    metrics_path: ClassVar[str | None] = "/metrics"
+    #: The port the server listens on inside its container image.
+    container_port: ClassVar[int] = 8000
+    #: Image used when the deployment names none (``repository:tag``).
+    default_image: ClassVar[str] = ""
+
+    @abc.abstractmethod
+    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+        """The server's own arguments (no interpreter, no host) for ``model`` on ``port``."""
+
+    def command(self, params: Params, model_path: Path | None, host: str, port: int) -> list[str]:
+        """The argv of a local child process serving on ``host:port``."""
+        raise NotImplementedError(f"{self.kind} servers run only in a cluster")
+
+    def env(self, params: Params) -> dict[str, str]:
+        """Environment of a local child process beyond the deployment's own ``env``."""
+        return self.container_env(params)
+
+    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
+        """The model name requests must carry (``/v1/models``)."""
+        return parse_source(str(deployment.get("model") or "")).served_name
+
+    def container(self, deployment: Mapping[str, Any], model: str) -> dict[str, Any]:
+        """A Kubernetes container spec (image, args, env, ports, readiness probe) that serves
+        ``model`` (a path inside the pod, or a hub id); resources and volumes are the
+        backend's business."""
+        params: Params = deployment.get("params") or {}
+        env = {**self.container_env(params), **(params.get("env") or {})}
+        spec: dict[str, Any] = {
+            "name": "server",
+            "image": deployment.get("image") or self.default_image,
+            "args": self.container_args(params, model, self.served_model_name(deployment)),
+            "env": [{"name": k, "value": str(v)} for k, v in sorted(env.items())],
+            "ports": [{"name": "http", "containerPort": self.container_port}],
+            "readinessProbe": {
+                "httpGet": {"path": self.readiness_path, "port": self.container_port},
+                "periodSeconds": 5,
+                "failureThreshold": 3,
+            },
+        }
+        entry = self.container_command()
+        if entry:
+            spec["command"] = entry
+        return spec
+
+    def container_command(self) -> list[str]:
+        """The image's entry point to use instead of its default (empty: keep the default)."""
+        return []
+
+    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
+        return self.args(params, model, self.container_port, served_name)
+
+    def container_env(self, params: Params) -> dict[str, str]:
+        """Environment the server needs wherever it runs (a pod or a local process)."""
+        del params
+        return {}
+
+
+def flag(name: str, value: Any) -> list[str]:
+    """``[name, str(value)]``, or nothing when the value is None (the server's default)."""
+    return [] if value is None else [name, str(value)]
+
+
+def switch(name: str, on: Any) -> list[str]:
+    """``[name]`` when ``on`` is true."""
+    return [name] if on else []
+
+
+def extra(params: Params) -> list[str]:
+    """``extra_args``, appended verbatim (a string is split on whitespace)."""
+    value = params.get("extra_args") or []
+    return value.split() if isinstance(value, str) else [str(v) for v in value]

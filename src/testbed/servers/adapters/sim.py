@@ -1,0 +1,67 @@
+"""``server: sim`` — the built-in simulator, as a child process or a container.
+
+Its parameters are :class:`testbed.config.sim.SimParams`; every value that differs from the
+default becomes ``--set dotted.key=<JSON>`` (JSON is YAML, which ``testbed serve`` parses),
+so the command line shows exactly what the campaign changed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from testbed import __version__
+from testbed.config.sim import SimParams
+from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol
+
+#: Sim-only fields the generic deployment carries that the simulator does not take.
+_GENERIC_ONLY = ("extra_args", "env")
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def set_args(params: Params) -> list[str]:
+    """``--set key=value`` for every parameter that differs from the simulator's default."""
+    given = {k: v for k, v in dict(params).items() if k not in _GENERIC_ONLY}
+    chosen = _flatten(SimParams.model_validate(given).model_dump(mode="json"))
+    defaults = _flatten(SimParams().model_dump(mode="json"))
+    out: list[str] = []
+    for key, value in chosen.items():
+        if defaults.get(key) != value:
+            out += ["--set", f"{key}={json.dumps(value)}"]
+    return out
+
+
+class SimAdapter(ServerAdapter):
+    kind = "sim"
+    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai", "tgi")
+    default_image = f"testbed:{__version__}"
+
+    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+        del model, served_name  # the simulator's name is its model_name parameter
+        return ["serve", "sim", "--port", str(port), *set_args(params)]
+
+    def command(self, params: Params, model_path: Path | None, host: str, port: int) -> list[str]:
+        del model_path
+        return [sys.executable, "-m", "testbed", *self.args(params, "", port, ""), "--host", host]
+
+    def container_command(self) -> list[str]:
+        return ["testbed"]
+
+    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
+        return [*self.args(params, model, self.container_port, served_name), "--host", "0.0.0.0"]
+
+    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
+        params = deployment.get("params") or {}
+        return str(params.get("model_name") or SimParams().model_name)

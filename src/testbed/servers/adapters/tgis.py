@@ -1,0 +1,76 @@
+"""``server: tgis`` — IBM's text-generation-inference fork (tgis-tester's subject; image only).
+
+The launcher takes its settings as flags or the same-named environment variables; testbed
+passes flags for what it maps (``--model-name``, ``--deployment-framework``,
+``--dtype-str``, ``--max-batch-size``, ``--max-sequence-length``) and environment variables
+for what only the Python shards read: ``NUM_GPUS`` (shards; must equal the GPU count),
+``FLASH_ATTENTION``, ``PT2_COMPILE``, and ``CUDA_VISIBLE_DEVICES=-1`` for CPU-only pods, as
+tgis-tester did. Inference is gRPC on port 8033 (``fmaas.GenerationService``); HTTP on
+3000 serves only ``/health`` and ``/metrics`` — so ``protocols`` is empty until testbed
+has a gRPC client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol, extra, flag
+
+TGIS_IMAGE = "quay.io/opendatahub/text-generation-inference"
+TGIS_TAG = "stable"
+GRPC_PORT = 8033
+
+
+def _bool(value: Any) -> str:
+    return "true" if value else "false"
+
+
+class TgisAdapter(ServerAdapter):
+    kind = "tgis"
+    protocols: ClassVar[tuple[ServerProtocol, ...]] = ()
+    container_port = 3000
+    grpc_port: ClassVar[int] = GRPC_PORT
+    default_image = f"{TGIS_IMAGE}:{TGIS_TAG}"
+
+    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+        del served_name
+        return [
+            "--model-name",
+            model,
+            "--port",
+            str(port),
+            "--grpc-port",
+            str(self.grpc_port),
+            "--deployment-framework",
+            str(params.get("deployment_framework") or "hf_transformers"),
+            *flag("--dtype-str", params.get("dtype")),
+            *flag("--max-batch-size", params.get("max_batch_size")),
+            *flag("--max-sequence-length", params.get("max_model_len")),
+            *extra(params),
+        ]
+
+    def container_env(self, params: Params) -> dict[str, str]:
+        return {
+            "NUM_GPUS": str(params.get("tensor_parallel") or 1),
+            "FLASH_ATTENTION": _bool(params.get("flash_attention", False)),
+            "PT2_COMPILE": _bool(params.get("pt2_compile", False)),
+        }
+
+    def container_command(self) -> list[str]:
+        return ["text-generation-launcher"]
+
+    def container(self, deployment: Mapping[str, Any], model: str) -> dict[str, Any]:
+        spec = super().container(deployment, model)
+        spec["ports"].append({"name": "grpc", "containerPort": self.grpc_port})
+        resources = deployment.get("resources") or {}
+        if not resources.get("gpu"):
+            env = [e for e in spec["env"] if e["name"] not in ("CUDA_VISIBLE_DEVICES", "NUM_GPUS")]
+            # CPU only: no CUDA device, and NUM_GPUS would contradict the missing GPUs.
+            spec["env"] = sorted(
+                [*env, {"name": "CUDA_VISIBLE_DEVICES", "value": "-1"}], key=lambda e: e["name"]
+            )
+        return spec
+
+    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
+        return str(deployment.get("model") or "")

@@ -1,0 +1,136 @@
+"""``server: vllm`` — vLLM's OpenAI-compatible server, locally or as a container.
+
+Generic parameters map to vLLM's flags: ``dtype`` → ``--dtype``, ``max_model_len`` →
+``--max-model-len``, ``max_batch_size`` → ``--max-num-seqs``, ``tensor_parallel`` →
+``--tensor-parallel-size``, ``enforce_eager`` → ``--enforce-eager``,
+``gpu_memory_utilization`` → ``--gpu-memory-utilization``, ``kv_cache_gb`` → the CPU
+backend's ``VLLM_CPU_KVCACHE_SPACE`` (whole GiB), ``extra_args`` verbatim.
+
+Locally vLLM runs from its own virtual environment (``make vllm`` builds ``.venv-vllm``
+with the ``vllm-cpu`` package), so its pins never constrain testbed's. The interpreter is,
+first found wins: the ``python`` parameter, ``$TESTBED_VLLM_PYTHON``, ``.venv-vllm`` of this
+checkout, ``.venv-vllm`` of the current directory. It is started as
+``python -m vllm.entrypoints.openai.api_server`` because the ``vllm`` console command fails
+under the ``vllm-cpu`` distribution name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from testbed.core.errors import InfrastructureError, InputError
+from testbed.servers.adapters.base import (
+    Params,
+    ServerAdapter,
+    ServerProtocol,
+    extra,
+    flag,
+    switch,
+)
+
+ENTRY = ["-m", "vllm.entrypoints.openai.api_server"]
+VLLM_VERSION = "0.32.0"
+PYTHON_ENV = "TESTBED_VLLM_PYTHON"
+_REPO = Path(__file__).resolve().parents[4]  # src/testbed/servers/adapters/vllm.py
+
+
+def vllm_python(params: Params, environ: dict[str, str] | None = None) -> Path:
+    """The interpreter that has vLLM installed (see the module docstring for the order)."""
+    env = os.environ if environ is None else environ
+    explicit = params.get("python") or env.get(PYTHON_ENV)
+    if explicit:
+        path = Path(str(explicit)).expanduser()
+        if not path.exists():
+            source = "params.python" if params.get("python") else PYTHON_ENV
+            raise InputError(
+                f"{source} is {path}, which does not exist; point it at the python of a"
+                " virtual environment with vLLM installed"
+            )
+        return path
+    candidates = [_REPO / ".venv-vllm" / "bin" / "python", Path.cwd() / ".venv-vllm/bin/python"]
+    for candidate in candidates:
+        if candidate.exists():
+            return candidate
+    raise InfrastructureError(
+        f"vLLM is not installed: no {candidates[0]}; run `make vllm`, or set params.python"
+        f" or {PYTHON_ENV} to the python of an environment with vLLM"
+    )
+
+
+class VllmAdapter(ServerAdapter):
+    kind = "vllm"
+    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai",)
+    default_image = f"vllm/vllm-openai:v{VLLM_VERSION}"
+
+    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+        return [
+            "--model",
+            model,
+            "--served-model-name",
+            served_name,
+            "--port",
+            str(port),
+            *flag("--dtype", params.get("dtype")),
+            *flag("--max-model-len", params.get("max_model_len")),
+            *flag("--max-num-seqs", params.get("max_batch_size")),
+            *flag("--tensor-parallel-size", params.get("tensor_parallel")),
+            *switch("--enforce-eager", params.get("enforce_eager")),
+            *flag("--gpu-memory-utilization", params.get("gpu_memory_utilization")),
+            *extra(params),
+        ]
+
+    def command(self, params: Params, model_path: Path | None, host: str, port: int) -> list[str]:
+        if model_path is None:
+            raise InputError(
+                "a local vLLM server gets its model as a folder (bundled:NAME, a path or"
+                " s3://…); hub ids need network access this backend does not assume"
+            )
+        python = vllm_python(params)
+        args = self.args(params, str(model_path), port, model_path.name)
+        return [str(python), *ENTRY, *args, "--host", host]
+
+    def env(self, params: Params) -> dict[str, str]:
+        # A local server always gets a folder: nothing may try the hub.
+        offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        return {**offline, **self.container_env(params)}
+
+    def container_env(self, params: Params) -> dict[str, str]:
+        env = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+        kv = params.get("kv_cache_gb")
+        if kv is not None:  # whole GiB: vLLM parses the variable as an integer
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(float(kv))))
+        return env
+
+    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
+        # The image's entry point is the API server; it listens on 0.0.0.0 by default.
+        return self.args(params, model, self.container_port, served_name)
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """``testbed serve vllm``: become the vLLM server (exec) for ``--model`` on ``--port``."""
+    import yaml
+
+    from testbed.servers.models import resolve_model
+
+    params: dict[str, Any] = {"enforce_eager": True}
+    for item in getattr(args, "overrides", None) or getattr(args, "set", None) or []:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise InputError(f"--set {item!r} is not key=value; write e.g. --set max_batch_size=8")
+        params[key.strip()] = yaml.safe_load(raw)
+    if getattr(args, "dtype", None):
+        params["dtype"] = args.dtype
+    params.setdefault("dtype", "float32")
+    folder = resolve_model(getattr(args, "model", None) or "bundled:smollm2-135m")
+    adapter = VllmAdapter()
+    host = getattr(args, "host", None) or "127.0.0.1"
+    port = getattr(args, "port", None)
+    argv = adapter.command(params, folder, host, 8000 if port is None else int(port))
+    env = {**os.environ, **adapter.env(params), **(params.get("env") or {})}
+    # Replace this process: signals reach vLLM itself and there is no child to babysit.
+    os.execve(argv[0], argv, env)  # noqa: S606
+    return 0  # pragma: no cover - execve does not return

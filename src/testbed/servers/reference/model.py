@@ -1,0 +1,282 @@
+"""The transformers model, run so that a request's greedy output never depends on its batch.
+
+A reference server is only a yardstick if the tokens it returns for a request are the same
+whether the request ran alone or beside 31 others. Plain batched decoding does not give that
+on a CPU, for two reasons, and this module removes both while keeping transformers' own
+model code (weights, rotary embeddings, norms, MLP):
+
+- **Attention over padding.** Left-padded batches change the length (and so the rounding)
+  of every softmax and weighted sum. Here each request owns its KV cache (:class:`RowCache`,
+  preallocated for prompt + max_tokens), and attention is computed row by row on exactly
+  that request's keys, through an attention function registered with transformers.
+- **Matrix products whose kernel depends on the row count.** BLAS picks a different kernel
+  (a different summation order) for 1 row, for 2–3 rows and for more; within one kernel each
+  row's result does not depend on the other rows. :func:`calibrate_min_rows` measures, at
+  start-up, the row count from which results stop changing, and every linear layer pads its
+  input to at least that many rows (4 on this machine), so a lone request runs the same
+  kernel as a batched one.
+
+The price: one request alone is about half as fast as an unpadded decode. Correctness first.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ATTENTION = "testbed_rows"
+
+
+class RowCache:
+    """One request's keys and values for every layer, preallocated, filled left to right."""
+
+    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int) -> None:
+        shape = (1, kv_heads, capacity, head_dim)
+        self.keys = [torch.empty(shape) for _ in range(layers)]
+        self.values = [torch.empty(shape) for _ in range(layers)]
+        self.capacity = capacity
+        self.length = 0  # tokens stored (the same in every layer after a forward pass)
+
+    def write(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> int:
+        """Store ``keys``/``values`` of shape (1, heads, n, dim) after the current tokens."""
+        start, n = self.length, keys.shape[2]
+        if start + n > self.capacity:
+            raise ValueError(f"KV cache of {self.capacity} tokens is full")
+        self.keys[layer][:, :, start : start + n] = keys
+        self.values[layer][:, :, start : start + n] = values
+        return start + n
+
+
+class BatchCache:
+    """What the model sees as ``past_key_values``: writes each row into its own RowCache.
+
+    It returns the new keys unchanged; the attention function reads the full per-row
+    history from the RowCaches instead (``testbed_rows`` kwarg).
+    """
+
+    def __init__(self, rows: list[RowCache]) -> None:
+        self.rows = rows
+        self.new_length = [r.length for r in rows]
+
+    def update(
+        self, keys: torch.Tensor, values: torch.Tensor, layer_idx: int, *_: Any, **__: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        for i, row in enumerate(self.rows):
+            self.new_length[i] = row.write(layer_idx, keys[i : i + 1], values[i : i + 1])
+        return keys, values
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return max(r.length for r in self.rows)
+
+    def commit(self) -> None:
+        """After a forward pass: every row now holds its new tokens."""
+        for row, length in zip(self.rows, self.new_length, strict=True):
+            row.length = length
+
+
+def rows_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    """Attention of each row on its own cached history, never on another row's padding."""
+    cache: BatchCache = kwargs["testbed_rows"]
+    layer = int(module.layer_idx)  # type: ignore[arg-type]
+    groups = int(module.num_key_value_groups)  # type: ignore[arg-type]
+    q_len = query.shape[2]
+    outputs = []
+    for i, row in enumerate(cache.rows):
+        end = cache.new_length[i]
+        k = row.keys[layer][:, :, :end].repeat_interleave(groups, dim=1)
+        v = row.values[layer][:, :, :end].repeat_interleave(groups, dim=1)
+        out = F.scaled_dot_product_attention(
+            query[i : i + 1], k, v, is_causal=q_len > 1, scale=scaling
+        )
+        outputs.append(out)
+    return torch.cat(outputs).transpose(1, 2).contiguous(), None
+
+
+class PaddedLinear(nn.Module):
+    """A linear layer that runs at least ``min_rows`` rows, so its kernel never changes."""
+
+    def __init__(self, inner: nn.Linear, min_rows: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.min_rows = min_rows
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        n = flat.shape[0]
+        if n >= self.min_rows:
+            return self.inner(x)  # type: ignore[no-any-return]
+        padded = F.pad(flat, (0, 0, 0, self.min_rows - n))
+        out = self.inner(padded)[:n]
+        return out.reshape(*x.shape[:-1], out.shape[-1])  # type: ignore[no-any-return]
+
+
+Shape = tuple[int, int]  # (out_features, in_features) of a linear layer
+
+
+def calibrate_min_rows(
+    shapes: set[Shape], max_rows: int, dtype: torch.dtype = torch.float32, limit: int = 16
+) -> int:
+    """The smallest row count m such that larger counts give the rows m gives, bit for bit.
+
+    Kernel choice depends on shapes and dtype, not values, so random weights of the model's
+    shapes stand in for the real ones (and the check can run while the model loads). It
+    tries the counts right above m and a spread up to ``max_rows``: well under a second.
+    """
+    generator = torch.Generator().manual_seed(0)
+    top = max(max_rows, limit + 4)
+    pairs = [
+        (torch.randn(top, k, generator=generator).to(dtype),
+         torch.randn(n, k, generator=generator).to(dtype))
+        for n, k in sorted(shapes)
+    ]  # fmt: skip
+    spread = {n for n in (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if n < top} | {top}
+    for m in range(1, limit + 1):
+        counts = sorted(set(range(m + 1, m + 5)) | {n for n in spread if n > m})
+        if all(_stable_from(w, x, m, counts) for x, w in pairs):
+            return m
+    raise RuntimeError(f"no batch-invariant row count up to {limit} on this CPU")
+
+
+def _stable_from(weight: torch.Tensor, x: torch.Tensor, m: int, counts: list[int]) -> bool:
+    reference = F.linear(x[:m], weight)
+    return all(torch.equal(F.linear(x[:n], weight)[:m], reference) for n in counts)
+
+
+def expected_shapes(config: dict[str, Any]) -> set[Shape]:
+    """The linear shapes of a Llama-like decoder, read from its config.json (may be empty)."""
+    try:
+        hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+        kv = int(config.get("num_key_value_heads", heads))
+        head_dim = int(config.get("head_dim") or hidden // heads)
+        inter, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
+    except (KeyError, TypeError, ValueError):
+        return set()
+    return {
+        (heads * head_dim, hidden),
+        (kv * head_dim, hidden),
+        (hidden, heads * head_dim),
+        (inter, hidden),
+        (hidden, inter),
+        (vocab, hidden),
+    }
+
+
+@dataclass
+class LoadedModel:
+    """The model, its tokenizer and the numbers the engine needs."""
+
+    model: Any
+    tokenizer: Any
+    name: str
+    folder: Path
+    eos_ids: frozenset[int]
+    layers: int
+    kv_heads: int
+    head_dim: int
+    max_len: int
+    min_rows: int
+    dtype: torch.dtype
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def unpad(self) -> None:
+        """Give up batch invariance for speed: linear layers run their natural row count."""
+        for module in self.model.modules():
+            if isinstance(module, PaddedLinear):
+                module.min_rows = 1
+        self.min_rows = 1
+
+    def new_cache(self, capacity: int) -> RowCache:
+        return RowCache(self.layers, self.kv_heads, self.head_dim, capacity)
+
+    @torch.inference_mode()
+    def prefill(self, ids: list[int], cache: RowCache) -> torch.Tensor:
+        """Run a prompt into an empty cache; the logits (float32) of its last position."""
+        batch = BatchCache([cache])
+        out = self.model(
+            input_ids=torch.tensor([ids]),
+            position_ids=torch.arange(len(ids)).unsqueeze(0),
+            past_key_values=batch,
+            use_cache=True,
+            logits_to_keep=1,
+            testbed_rows=batch,
+        )
+        batch.commit()
+        return out.logits[0, -1].float()  # type: ignore[no-any-return]
+
+    @torch.inference_mode()
+    def decode(self, tokens: list[int], caches: list[RowCache]) -> torch.Tensor:
+        """One step for a batch: each row's next-token logits, shape (rows, vocab), float32."""
+        batch = BatchCache(caches)
+        out = self.model(
+            input_ids=torch.tensor(tokens).unsqueeze(1),
+            position_ids=torch.tensor([c.length for c in caches]).unsqueeze(1),
+            past_key_values=batch,
+            use_cache=True,
+            testbed_rows=batch,
+        )
+        batch.commit()
+        return out.logits[:, -1].float()  # type: ignore[no-any-return]
+
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def load_model(folder: Path, *, name: str, dtype: str = "float32", max_batch: int = 32) -> Any:
+    """Load a transformers folder for batch-invariant serving (threads must be set before)."""
+    from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
+
+    AttentionInterface.register(ATTENTION, rows_attention)
+    torch_dtype = _DTYPES["float32" if dtype == "auto" else dtype]
+    guessed = expected_shapes(json.loads((folder / "config.json").read_text()))
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # Matrix products release the GIL: calibration runs on the second core while the
+        # (Python-bound) imports and loading go on here.
+        calibrating = pool.submit(calibrate_min_rows, guessed, max_batch, torch_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        model = AutoModelForCausalLM.from_pretrained(
+            str(folder), dtype=torch_dtype, attn_implementation=ATTENTION
+        )
+        min_rows = calibrating.result()
+    model.eval()  # type: ignore[no-untyped-call]
+    config = model.config
+    linears = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
+    shapes: set[Shape] = {(m.out_features, m.in_features) for _, m in linears}
+    if not shapes <= guessed:  # not the architecture the config suggested
+        min_rows = calibrate_min_rows(shapes, max_batch, torch_dtype)
+    for qualified, module in linears:
+        parent_name, _, child = qualified.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, PaddedLinear(module, min_rows))
+    eos = config.eos_token_id
+    eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
+    if tokenizer.eos_token_id is not None:
+        eos_ids.add(int(tokenizer.eos_token_id))
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        name=name,
+        folder=folder,
+        eos_ids=frozenset(eos_ids),
+        layers=int(config.num_hidden_layers),
+        kv_heads=int(config.num_key_value_heads),
+        head_dim=int(getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)),
+        max_len=int(config.max_position_embeddings),
+        min_rows=min_rows,
+        dtype=torch_dtype,
+    )

@@ -1,0 +1,218 @@
+"""``testbed serve hf``: the reference server's routes, settings and lifetime.
+
+Routes: ``/v1/completions``, ``/v1/chat/completions`` (OpenAI), ``/generate``,
+``/generate_stream``, ``/info`` (TGI), ``/v1/models``, ``/health``, ``/tokenize``,
+``/detokenize``, ``/metrics`` (vLLM's metric names). One line, ``testbed hf listening on
+http://HOST:PORT``, is printed (flushed) once the model is loaded and the port is open;
+SIGTERM or Ctrl-C stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from testbed.config.deployments import HfParams
+from testbed.core.errors import InputError, ServerStartError
+from testbed.servers import models
+from testbed.servers.reference import openai, tgi
+from testbed.servers.reference.context import BadRequest, ServerContext, UnknownModel
+from testbed.servers.reference.engine import Engine, RequestTooLong
+from testbed.servers.reference.http import ClientGone, HttpRequest, Responder, start
+from testbed.servers.reference.runtime import offline_environment, set_threads
+
+DEFAULT_MODEL = "bundled:smollm2-135m"
+
+
+class ReferenceSettings(HfParams):
+    """The hf deployment parameters plus what only matters when serving by hand."""
+
+    batch_invariant: bool = Field(
+        True,
+        description="pad matrix products so a request's output never depends on its batch"
+        " (about half the speed of one lone request; batches barely change)",
+    )
+    served_model_name: str | None = Field(None, description="name in /v1/models and requests")
+
+
+def settings_from(args: argparse.Namespace) -> ReferenceSettings:
+    """``--set k=v`` pairs (YAML scalars) and the ``--threads``/``--dtype`` flags, validated."""
+    values: dict[str, Any] = {}
+    for item in getattr(args, "overrides", None) or getattr(args, "set", None) or []:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise InputError(f"--set {item!r} is not key=value; write e.g. --set threads=2")
+        values[key.strip()] = yaml.safe_load(raw) if raw else ""
+    for flag in ("threads", "dtype"):
+        if getattr(args, flag, None) is not None:
+            values[flag] = getattr(args, flag)
+    try:
+        return ReferenceSettings(**values)
+    except ValidationError as exc:
+        raise InputError(f"bad hf server setting: {exc}") from exc
+
+
+class Routes:
+    """Maps a request to its handler and every failure to the protocol's error shape."""
+
+    def __init__(self, ctx: ServerContext, folder: str) -> None:
+        self.ctx = ctx
+        self.folder = folder
+        self.created = int(time.time())
+
+    async def __call__(self, request: HttpRequest, out: Responder) -> None:
+        tgi_route = request.path in ("/generate", "/generate_stream")
+        try:
+            await self._dispatch(request, out)
+        except ClientGone:
+            raise
+        except Exception as exc:
+            if out.status:
+                return  # a stream already started: the missing [DONE] tells the client
+            status, kind = _status_of(exc)
+            if tgi_route:  # TGI answers validation errors with 422
+                kind = "validation" if status == 400 else kind
+                body = {"error": str(exc), "error_type": kind}
+                await out.send_json(422 if status == 400 else status, body)
+            else:
+                await out.send_json(status, _error(str(exc), kind, status))
+
+    async def _dispatch(self, request: HttpRequest, out: Responder) -> None:
+        ctx, path, method = self.ctx, request.path, request.method
+        posts = {
+            "/v1/completions": lambda: openai.handle(ctx, request, out, chat=False),
+            "/v1/chat/completions": lambda: openai.handle(ctx, request, out, chat=True),
+            "/generate": lambda: tgi.handle(ctx, request, out, stream=False),
+            "/generate_stream": lambda: tgi.handle(ctx, request, out, stream=True),
+            "/tokenize": lambda: out.send_json(200, self._tokenize(request.json())),
+            "/detokenize": lambda: out.send_json(200, self._detokenize(request.json())),
+        }
+        gets = {
+            "/health": lambda: out.send_text(200, ""),
+            "/v1/models": lambda: out.send_json(200, self._models()),
+            "/metrics": lambda: out.send_text(
+                200, ctx.engine.metrics.render(), "text/plain; version=0.0.4"
+            ),
+            "/info": lambda: out.send_json(200, self._info()),
+        }
+        table = posts if method == "POST" else gets if method == "GET" else {}
+        if path in table:
+            await table[path]()
+        elif path in posts or path in gets:
+            await out.send_json(
+                405, _error(f"{method} {path} is not allowed", "MethodNotAllowed", 405)
+            )
+        else:
+            await out.send_json(404, _error(f"no route {path}", "NotFoundError", 404))
+
+    def _models(self) -> dict[str, Any]:
+        card = {
+            "id": self.ctx.model_name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "testbed",
+            "root": self.folder,
+            "parent": None,
+            "max_model_len": self.ctx.max_len,
+        }
+        return {"object": "list", "data": [card]}
+
+    def _info(self) -> dict[str, Any]:
+        return {
+            "model_id": self.ctx.model_name,
+            "model_dtype": str(self.ctx.engine.loaded.dtype).removeprefix("torch."),
+            "max_concurrent_requests": self.ctx.max_batch,
+            "max_batch_size": self.ctx.max_batch,
+            "max_total_tokens": self.ctx.max_len,
+            "min_rows": self.ctx.engine.loaded.min_rows,
+            "router": "testbed-hf",
+        }
+
+    def _tokenize(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        if "messages" in body:
+            ids = self.ctx.chat_ids(body["messages"], bool(body.get("add_generation_prompt", True)))
+        else:
+            ids = self.ctx.prompt_ids(body.get("prompt"))
+        return {"tokens": ids, "count": len(ids), "max_model_len": self.ctx.max_len}
+
+    def _detokenize(self, body: Any) -> dict[str, Any]:
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            raise BadRequest('the body must be {"tokens": [ids…]}')
+        return {"prompt": self.ctx.tokenizer.decode(tokens)}
+
+
+def _error(message: str, kind: str, status: int) -> dict[str, Any]:
+    """vLLM's error body."""
+    return {"object": "error", "message": message, "type": kind, "code": status}
+
+
+def _status_of(exc: Exception) -> tuple[int, str]:
+    if isinstance(exc, UnknownModel):
+        return 404, "NotFoundError"
+    if isinstance(exc, BadRequest | RequestTooLong | ValueError):
+        return 400, "BadRequestError"
+    return 500, "InternalServerError"
+
+
+async def _serve(ctx: ServerContext, folder: str, host: str, port: int) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        server = await start(Routes(ctx, folder), host, port)
+    except OSError as exc:
+        raise ServerStartError(
+            f"cannot listen on {host}:{port}: {exc}; pick another --port"
+        ) from exc
+    bound = server.sockets[0].getsockname()[1]
+    async with asyncio.TaskGroup() as tasks:
+        tasks.create_task(ctx.engine.run())
+        print(f"testbed hf listening on http://{host}:{bound}", flush=True)
+        await stop.wait()
+        server.close()
+        ctx.engine.stop()
+    await server.wait_closed()
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """Load the model, serve until SIGTERM or Ctrl-C; the exit code."""
+    settings = settings_from(args)
+    source = getattr(args, "model", None) or DEFAULT_MODEL
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The checksum of the weights (or a first conversion) runs while the stacks import.
+        resolving = pool.submit(models.resolve_model, source)
+        offline_environment()
+        set_threads(settings.threads)
+        from testbed.servers.reference.model import load_model
+
+        folder = resolving.result()
+
+    name = settings.served_model_name or models.parse_source(source).served_name
+    max_batch = settings.max_batch_size or 8
+    loaded = load_model(folder, name=name, dtype=settings.dtype, max_batch=max_batch)
+    if not settings.batch_invariant:
+        loaded.unpad()
+    max_len = min(settings.max_model_len or loaded.max_len, loaded.max_len)
+    engine = Engine(loaded, max_batch=max_batch, max_len=max_len, threads=settings.threads)
+    aliases = frozenset({source, str(folder)})
+    ctx = ServerContext(engine, name, aliases, max_len, max_batch)
+    sys.stderr.write(
+        f"testbed hf: {folder} as {name!r}, dtype {settings.dtype}, {settings.threads} thread(s),"
+        f" max batch {max_batch}, max length {max_len}, min rows {loaded.min_rows}\n"
+    )
+    host = getattr(args, "host", None) or "127.0.0.1"
+    port = getattr(args, "port", None)
+    asyncio.run(_serve(ctx, str(folder), host, 8000 if port is None else int(port)))
+    return 0
