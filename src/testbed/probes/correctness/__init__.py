@@ -52,7 +52,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             Verdict(status=Status.ERROR, reason=f"case files: {exc}"),
         )
     endpoint = next(iter(ctx.endpoints.values()))
-    served = list(endpoint.protocols)
+    served: list[str] = list(endpoint.protocols)
     items, skipped = plan(files, config, ctx.deployment, served)
     results: list[Result] = []
 
@@ -63,8 +63,9 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         bad = sum(1 for r in results if r.status in (Status.FAIL, Status.ERROR))
         ctx.progress(f"{done} results, {bad} not passed")
 
-    ctx.records.write({"kind": "plan", "seed": seed, "cases": [f"{i.case.name}/{i.protocol}"
-                                                               for i in items]})  # fmt: skip
+    ctx.records.write(
+        {"kind": "plan", "seed": seed, "cases": [f"{i.case.name}/{i.protocol}" for i in items]}
+    )
     for result in skipped:
         emit(result)
     pool = pool_for(endpoint, max_connections=config.concurrency * 2)
@@ -140,7 +141,7 @@ def summarize(results: Sequence[Result], seed: int) -> dict[str, Any]:
         "errors": [{"case": r.id, "reason": r.reason} for r in ordered if r.status == Status.ERROR],
         "skipped": [
             {"case": r.id, "reason": r.reason} for r in ordered if r.status == Status.SKIPPED
-        ],  # fmt: skip
+        ],
     }
 
 

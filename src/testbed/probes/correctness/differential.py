@@ -52,8 +52,9 @@ def unary_outputs(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], di
     return found
 
 
-def _compare(key: tuple[str, str], ref: dict[str, Any], other: dict[str, Any],
-             near_tie_nats: float) -> Divergence | None:  # fmt: skip
+def _compare(
+    key: tuple[str, str], ref: dict[str, Any], other: dict[str, Any], near_tie_nats: float
+) -> Divergence | None:
     a, b = Output.from_json(ref["output"]), Output.from_json(other["output"])
     case, protocol = key
     if a.error is not None or b.error is not None:

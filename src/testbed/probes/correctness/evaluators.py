@@ -87,8 +87,9 @@ def close(expected: Any, actual: Any, rel: float | None, abs_: float | None) -> 
     return bool(expected == actual)
 
 
-def _first_bad(expected: Sequence[Any], actual: Sequence[Any], rel: float | None,
-               abs_: float | None) -> str:  # fmt: skip
+def _first_bad(
+    expected: Sequence[Any], actual: Sequence[Any], rel: float | None, abs_: float | None
+) -> str:
     """Where two lists first differ, for the message."""
     for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
         if not close(e, a, rel, abs_):
@@ -154,9 +155,13 @@ def check_error(expected: ExpectedError, actual: Output) -> Check:
 
 
 async def run_evaluator(
-    evaluator: Evaluator, expected: Expected | None, actual: Output, settings: Settings,
-    *, greedy: bool,
-) -> Check:  # fmt: skip
+    evaluator: Evaluator,
+    expected: Expected | None,
+    actual: Output,
+    settings: Settings,
+    *,
+    greedy: bool,
+) -> Check:
     """One evaluator on one answer."""
     text = actual.text
     if isinstance(evaluator, ExactEval | ApproxEval):
@@ -168,12 +173,18 @@ async def run_evaluator(
         else:
             rel = evaluator.rel if evaluator.rel is not None else settings.tolerance.rel
             abs_ = evaluator.abs if evaluator.abs is not None else settings.tolerance.abs
-        return compare_fields(fields, actual, rel, abs_, settings.near_tie_nats, greedy=greedy,
-                              name=evaluator.kind)  # fmt: skip
+        return compare_fields(
+            fields, actual, rel, abs_, settings.near_tie_nats, greedy=greedy, name=evaluator.kind
+        )
     if isinstance(evaluator, RegexEval):
         match = (re.fullmatch if evaluator.fullmatch else re.search)(evaluator.pattern, text)
-        return Check("regex", match is not None, f"no match for /{evaluator.pattern}/",
-                     evaluator.pattern, text)  # fmt: skip
+        return Check(
+            "regex",
+            match is not None,
+            f"no match for /{evaluator.pattern}/",
+            evaluator.pattern,
+            text,
+        )
     if isinstance(evaluator, ContainsEval):
         fold = str.lower if evaluator.ignore_case else str
         missing = [t for t in evaluator.text if fold(t) not in fold(text)]
@@ -216,8 +227,13 @@ def twin_check(unary: Output, merged: Output, settings: Settings, *, greedy: boo
         same = unary.error and merged.error and unary.error.status == merged.error.status
         unary_e = unary.error.status if unary.error else None
         merged_e = merged.error.status if merged.error else None
-        return Check("stream=unary", bool(same), "one refused, the other did not (or another"
-                     " status)", unary_e, merged_e)  # fmt: skip
+        return Check(
+            "stream=unary",
+            bool(same),
+            "one refused, the other did not (or another status)",
+            unary_e,
+            merged_e,
+        )
     reference = {k: v for k, v in unary.to_json().items() if k in COMPARED_FIELDS}
     tol = settings.tolerance
     return compare_fields(

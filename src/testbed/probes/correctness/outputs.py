@@ -59,8 +59,9 @@ class Output:
         if isinstance(values.get("error"), dict):
             values["error"] = ErrorOutput(**values["error"])
         if values.get("top_logprobs") is not None:
-            values["top_logprobs"] = [[(str(t), float(lp)) for t, lp in row] for row in
-                                      values["top_logprobs"]]  # fmt: skip
+            values["top_logprobs"] = [
+                [(str(t), float(lp)) for t, lp in row] for row in values["top_logprobs"]
+            ]
         return cls(**values)
 
 
@@ -187,8 +188,9 @@ def tgi_output(objects: list[Any]) -> Output:
             out.error = ErrorOutput(200, str(obj["error"]))
         token = obj.get("token")
         if isinstance(token, dict):  # a stream event
-            tokens.add(str(token.get("text", "")), token.get("logprob"),
-                       _tgi_top(obj.get("top_tokens")))  # fmt: skip
+            tokens.add(
+                str(token.get("text", "")), token.get("logprob"), _tgi_top(obj.get("top_tokens"))
+            )
             if not token.get("special"):
                 streamed.append(str(token.get("text", "")))
         if obj.get("generated_text") is not None:

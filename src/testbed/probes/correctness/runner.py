@@ -109,8 +109,9 @@ def plan(
                 if reason is None and protocol == "tgi" and case.request.chat:
                     reason = "a chat case needs the OpenAI protocol"
                 if reason is not None:
-                    result = Result(case.name, protocol, False, Status.SKIPPED, reason,
-                                    str(case_file.path))  # fmt: skip
+                    result = Result(
+                        case.name, protocol, False, Status.SKIPPED, reason, str(case_file.path)
+                    )
                     skipped.append(result)
                 else:
                     items.append(Item(case, protocol, str(case_file.path)))
@@ -149,15 +150,21 @@ class Runner:
 
     async def _item(self, item: Item) -> list[Result]:
         """The unary result and its twin; never raises (but lets cancellation through)."""
-        out = []
+        out: list[Result] = []
         try:
             unary = await self._unary(item)
             self._done(out, unary)
             if self.config.streaming_twins and item.case.stream_twin:
                 self._done(out, await self._twin(item, unary))
         except Exception as exc:  # a testbed bug must not take the other cases down
-            result = Result(item.case.name, item.protocol, bool(out), Status.ERROR,
-                            f"testbed failed on this case: {exc!r}", item.file)  # fmt: skip
+            result = Result(
+                item.case.name,
+                item.protocol,
+                bool(out),
+                Status.ERROR,
+                f"testbed failed on this case: {exc!r}",
+                item.file,
+            )
             self._done(out, result)
         return out
 
@@ -174,11 +181,25 @@ class Runner:
         case = item.case
         body = build_body(item.protocol, case.request, self.model, self._logprobs(case))
         try:
-            return await send(self.pool, item.protocol, body, chat=case.request.chat,
-                              stream=stream, timeout_s=self.config.timeout_s)  # fmt: skip
+            return await send(
+                self.pool,
+                item.protocol,
+                body,
+                chat=case.request.chat,
+                stream=stream,
+                timeout_s=self.config.timeout_s,
+            )
         except InfrastructureError as exc:
-            return Result(case.name, item.protocol, stream, Status.ERROR, str(exc), item.file,
-                          case.request.greedy, request=body)  # fmt: skip
+            return Result(
+                case.name,
+                item.protocol,
+                stream,
+                Status.ERROR,
+                str(exc),
+                item.file,
+                case.request.greedy,
+                request=body,
+            )
 
     def _result(self, item: Item, exchange: Exchange, checks: list[Check]) -> Result:
         case, output = item.case, exchange.output
@@ -192,9 +213,19 @@ class Runner:
         if output.error is not None and output.error.status in UNAVAILABLE and case.error is None:
             status = Status.ERROR
             reason = f"server unavailable: HTTP {output.error.status}: {output.error.message}"
-        return Result(case.name, item.protocol, exchange.stream, status, reason, item.file,
-                      case.request.greedy, checks, output, exchange.body,
-                      exchange.duration_ms)  # fmt: skip
+        return Result(
+            case.name,
+            item.protocol,
+            exchange.stream,
+            status,
+            reason,
+            item.file,
+            case.request.greedy,
+            checks,
+            output,
+            exchange.body,
+            exchange.duration_ms,
+        )
 
     async def _judge(self, item: Item, output: Output) -> list[Check]:
         """The case's evaluators on one answer."""

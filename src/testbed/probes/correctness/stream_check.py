@@ -58,8 +58,11 @@ def _openai(chunks: list[dict[str, Any]]) -> list[str]:
     errors = [c["error"] for c in chunks if c.get("error")]
     if errors:
         problems.append(f"the stream carried an error: {str(errors[0])[:200]}")
-    finals = [n for n, c in enumerate(chunks) if any(ch.get("finish_reason") for ch in
-                                                     c.get("choices") or [])]  # fmt: skip
+    finals = [
+        n
+        for n, c in enumerate(chunks)
+        if any(ch.get("finish_reason") for ch in c.get("choices") or [])
+    ]
     if len(finals) != 1:
         problems.append(f"{len(finals)} chunks carry a finish_reason; exactly one must")
     last_final = finals[-1] if finals else len(chunks)
@@ -137,8 +140,9 @@ def _tgi(events: list[dict[str, Any]]) -> list[str]:
         if generated != len(tokens):
             problems.append(f"details.generated_tokens is {generated}, {len(tokens)} tokens came")
         whole = events[finals[-1]].get("generated_text")
-        merged = "".join(str(e["token"].get("text", "")) for e in tokens
-                         if not e["token"].get("special"))  # fmt: skip
+        merged = "".join(
+            str(e["token"].get("text", "")) for e in tokens if not e["token"].get("special")
+        )
         stopped = details.get("finish_reason") == "stop_sequence"
         cut = stopped and merged.startswith(str(whole))
         if isinstance(whole, str) and whole != merged and not cut:
