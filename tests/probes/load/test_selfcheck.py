@@ -1,0 +1,49 @@
+"""The harness self-check: lag, rate shortfall and CPU saturation make a run INCONCLUSIVE."""
+
+from __future__ import annotations
+
+from testbed.config.load import SelfCheck
+from testbed.probes.load.runner import StageRun
+from testbed.probes.load.selfcheck import check
+from testbed.results.metrics import Window
+
+S = 1_000_000_000
+
+
+def stage(**kw: object) -> StageRun:
+    base = {"name": "s", "t_start_ns": 0, "t_stop_ns": 10 * S, "cpu_s": 1.0, "wall_s": 10.0}
+    return StageRun(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def sends(rate: float) -> list[dict[str, int]]:
+    n = int(rate * 10)
+    return [{"sent_ns": int(i * 10 * S / n), "done_ns": int(i * 10 * S / n) + 1} for i in range(n)]
+
+
+def test_healthy_run_passes() -> None:
+    result = check(
+        stage(lags_ns=[100_000] * 100, requested_rate=50.0),
+        sends(50),
+        Window(0, 10 * S),
+        SelfCheck(),
+    )
+    assert result.ok
+    assert result.harness["achieved_rate"] == 50.0
+    assert result.harness["cpu_ms_per_request"] == 2.0
+    assert result.harness["schedule_lag_ms"] == {"p50": 0.1, "p99": 0.1}
+
+
+def test_lag_shortfall_and_cpu_are_problems() -> None:
+    run = stage(lags_ns=[20_000_000] * 10, requested_rate=100.0, cpu_fraction_max=0.97)
+    result = check(run, sends(50), Window(0, 10 * S), SelfCheck())
+    text = " ".join(result.problems)
+    assert "schedule lag p99 20.00 ms" in text
+    assert "achieved rate 50.00/s is 50.0%" in text
+    assert "97% of a core" in text
+
+
+def test_waiting_for_slots_is_the_servers_doing() -> None:
+    run = stage(requested_rate=100.0, capped=40)
+    result = check(run, sends(50), Window(0, 10 * S), SelfCheck())
+    assert result.ok
+    assert "max_in_flight" in result.notes[0]
