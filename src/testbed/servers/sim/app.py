@@ -8,6 +8,7 @@ Everything runs on one event loop thread, so state is plain attributes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import time
@@ -33,6 +34,9 @@ from testbed.servers.sim.text import Generation, count_tokens, generate, tokeniz
 from testbed.servers.sim.tgi import TgiRequest
 
 _Route = Callable[[Request, Connection], None]
+
+#: Seconds before a token deadline within which a new request waits until the write is done.
+ARRIVAL_GUARD = 300e-6
 
 
 class SimApp:
@@ -68,6 +72,21 @@ class SimApp:
 
     # -- entry point from the HTTP layer
     def handle(self, request: Request, conn: Connection) -> None:
+        """Route a request, after any token write due in the next moments.
+
+        Parsing a generation request costs tens of microseconds; done just before a deadline,
+        it would make that token late. Its own timing is unaffected by the wait: its deadlines
+        count from ``request.arrival``.
+        """
+        due = self.pacer.next_due()
+        if due is not None and due - self.pacer.lead - self.loop.time() < ARRIVAL_GUARD:
+            self.pacer.at(due, functools.partial(self._dispatch, request, conn))
+        else:
+            self._dispatch(request, conn)
+
+    def _dispatch(self, request: Request, conn: Connection) -> None:
+        if not conn.open:
+            return  # the client left while its request waited for a due write
         route = self._routes.get((request.method, request.path))
         if route is not None:
             route(request, conn)

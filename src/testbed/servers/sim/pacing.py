@@ -46,6 +46,13 @@ class Pacer:
             self._arm(deadline)
         return entry
 
+    def next_due(self) -> float | None:
+        """The earliest pending deadline, if any."""
+        heap = self._heap
+        while heap and heap[0][2] is None:
+            heappop(heap)
+        return heap[0][0] if heap else None  # type: ignore[return-value]
+
     @staticmethod
     def cancel(entry: Entry) -> None:
         entry[2] = None
