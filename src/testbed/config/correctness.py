@@ -32,6 +32,9 @@ class Embedding(Strict):
 class CorrectnessProbe(Strict):
     """Run case files against each deployment and compare with expected outputs."""
 
+    deployments: list[str] | None = Field(
+        None, description="run only against these deployments (default: every one)"
+    )
     cases: list[str] = Field(
         min_length=1, description="case files (YAML), relative to the campaign"
     )
