@@ -12,7 +12,7 @@ from testbed.backends.base import Backend, Handle
 from testbed.core.errors import InfrastructureError
 from testbed.execution.events import Observer
 from testbed.execution.jobs import Job
-from testbed.execution.treatment import Setting, run_treatment
+from testbed.execution.treatment import Setting, run_treatment, write_summary
 from testbed.plan.model import Treatment
 from testbed.results.ledger import Ledger
 from testbed.results.rundir import RunDir
@@ -43,8 +43,13 @@ class JobRunner:
             except InfrastructureError as exc:  # the workers did not start
                 failures += 1
                 if failures > self.retries:
+                    verdict = Verdict(status=Status.ERROR, reason=str(exc))
                     for treatment in remaining:
-                        self._finish(treatment, Verdict(status=Status.ERROR, reason=str(exc)))
+                        attempt = self.ledger.start(treatment.id)
+                        write_summary(
+                            self.run_dir.treatment(treatment.dirname), treatment, verdict, attempt
+                        )
+                        self._finish(treatment, verdict)
                     return
 
     async def _serve(

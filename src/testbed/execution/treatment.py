@@ -87,6 +87,36 @@ async def run_treatment(
             verdict = Verdict(status=Status.ERROR, reason=f"probe crashed: {exc!r} (see error.txt)")
         finally:
             _copy_log_slices(logs, offsets, out_dir)
+    write_summary(
+        out_dir,
+        treatment,
+        verdict,
+        attempt,
+        workers=[
+            {"id": w.id, "deployment": w.deployment, "server": w.server, **handles[w.id].info}
+            for w in workers
+        ],
+        started=started_label,
+        duration_s=round((monotonic_ns() - started) / 1e9, 3),
+        records=records.count,
+        probe_summary=outcome.summary if outcome is not None else {},
+    )
+    return verdict
+
+
+def write_summary(
+    out_dir: Path,
+    treatment: Treatment,
+    verdict: Verdict,
+    attempt: int,
+    *,
+    workers: list[dict[str, Any]] | None = None,
+    started: str = "",
+    duration_s: float = 0.0,
+    records: int = 0,
+    probe_summary: dict[str, Any] | None = None,
+) -> None:
+    """The treatment's ``summary.json``: who ran what, the verdict, the probe's summary."""
     write_json(
         out_dir / SUMMARY,
         {
@@ -95,19 +125,15 @@ async def run_treatment(
             "dir": treatment.dirname,
             "probe": treatment.probe,
             "params": treatment.params,
-            "workers": [
-                {"id": w.id, "deployment": w.deployment, "server": w.server, **handles[w.id].info}
-                for w in workers
-            ],
+            "workers": workers if workers is not None else [{"id": w} for w in treatment.workers],
             "attempt": attempt,
-            "started": started_label,
-            "duration_s": round((monotonic_ns() - started) / 1e9, 3),
-            "records": records.count,
+            "started": started or wall_label(),
+            "duration_s": duration_s,
+            "records": records,
             "verdict": verdict.model_dump(mode="json"),
-            **(outcome.summary if outcome is not None else {}),
+            **(probe_summary or {}),
         },
     )
-    return verdict
 
 
 async def _probe(name: str, ctx: ProbeContext) -> ProbeOutcome:

@@ -1,0 +1,78 @@
+"""The pipeline end to end on simulator workers: layout, ledger, errors, retries."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from testbed.config.loader import load_campaign_text
+from testbed.execution.jobs import make_jobs
+from testbed.execution.pipeline import RunOptions, execute, open_new
+from testbed.plan.expand import expand
+from testbed.results.files import read_records
+from testbed.results.ledger import Ledger
+
+CAMPAIGN = textwrap.dedent(
+    """\
+    name: pipe
+    deployments:
+      - name: fast
+        server: sim
+        params: {ttft_ms: 1, itl_ms: 1}
+      - name: broken
+        server: sim
+        startup_timeout_s: 0.3
+        params: {faults: {slow_start_s: 30}}
+    matrix:
+      factors:
+        load.concurrency: [1, 2]
+    load:
+      profile: concurrency
+      requests: 6
+      dataset: {kind: synthetic, input_tokens: 16, output_tokens: 4}
+    execution:
+      strategy: parallel
+      retries: 1
+    """
+)
+
+
+async def test_run_layout_ledger_and_infrastructure_errors(tmp_path: Path) -> None:
+    loaded = load_campaign_text(CAMPAIGN, "pipe.yaml")
+    run_dir, plan = open_new(loaded, RunOptions(out=tmp_path / "run"))
+    outcome = await execute(loaded, run_dir, plan, RunOptions())
+    root = run_dir.path
+    for name in ("run.json", "campaign.resolved.yaml", "plan.json", "ledger.sqlite"):
+        assert (root / name).is_file(), name
+    statuses = {
+        t.slug.split("-load")[0]: outcome.verdicts[t.id].status.value for t in plan.treatments
+    }
+    assert statuses == {"fast": "PASS", "broken": "ERROR"}
+    for treatment in plan.treatments:
+        folder = root / treatment.dirname
+        summary = json.loads((folder / "summary.json").read_text())
+        assert summary["id"] == treatment.id
+        if treatment.slug.startswith("fast"):
+            assert len(read_records(folder / "records.jsonl")) == 6
+            assert (folder / "server.log").is_file()
+    broken = [t for t in plan.treatments if t.slug.startswith("broken")]
+    reason = outcome.verdicts[broken[0].id].reason
+    assert "not ready after 0.3 s" in reason
+    with Ledger(root / "ledger.sqlite") as ledger:
+        states = ledger.states()
+        # Two attempts at starting the broken worker (retries: 1), then ERROR for both.
+        assert {states[t.id][1] for t in broken} == {"ERROR"}
+        assert ledger.to_run() == {t.id for t in broken}
+    assert not list((root / "pids").glob("*.json"))
+
+
+def test_ab_workers_form_one_job_and_unroll_splits() -> None:
+    text = CAMPAIGN.replace("execution:", "ab: {stable: fast, canary: broken}\nexecution:")
+    loaded = load_campaign_text(text, "ab.yaml")
+    plan = expand(loaded)
+    jobs = make_jobs(plan, plan.planned())
+    assert len(jobs) == 1
+    assert set(jobs[0].workers) == set(plan.workers)
+    unrolled = make_jobs(plan, plan.planned(), ["load.concurrency"])
+    assert sorted(map(str, (job.group for job in unrolled))) == ["(1,)", "(2,)", "(None,)"]
