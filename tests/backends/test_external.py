@@ -1,0 +1,50 @@
+"""``backend: external``: nothing provisioned, probes run against a URL, the key stays secret."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testbed.config.loader import load_campaign_text
+from testbed.config.sim import SimParams
+from testbed.execution.pipeline import RunOptions, execute, open_new
+from testbed.servers.sim import running_sim
+
+SECRET = "tok-3f9a1c-very-secret"
+
+
+async def test_external_campaign_runs_and_never_writes_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SIM_TOKEN", SECRET)
+    async with running_sim(SimParams(ttft_ms=1, itl_ms=1)) as url:
+        text = textwrap.dedent(
+            f"""\
+            name: ext
+            backend: external
+            deployments:
+              - name: prod
+                server: external
+                url: {url}
+                model: sim-model
+                api_key: ${{env:SIM_TOKEN}}
+            load:
+              profile: concurrency
+              requests: 5
+              dataset: {{kind: synthetic, input_tokens: 8, output_tokens: 4}}
+            """
+        )
+        loaded = load_campaign_text(text, "ext.yaml")
+        run_dir, plan = open_new(loaded, RunOptions(out=tmp_path / "run"))
+        outcome = await execute(loaded, run_dir, plan, RunOptions())
+    (treatment,) = plan.treatments
+    assert outcome.verdicts[treatment.id].status.value == "PASS"
+    summary = json.loads((run_dir.path / treatment.dirname / "summary.json").read_text())
+    assert summary["records"] == 5
+    for path in run_dir.path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+    assert "${env:SIM_TOKEN}" in (run_dir.path / "campaign.resolved.yaml").read_text()
