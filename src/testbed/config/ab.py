@@ -1,4 +1,21 @@
-"""The ``ab:`` section: stable versus canary, paired, with a verdict and its evidence."""
+"""The ``ab:`` section: stable versus canary, paired, with a verdict and its evidence.
+
+Two ways to send traffic (``mode``):
+
+- ``paired`` (default): every prompt goes to both deployments. Pairs are sent in a seeded
+  random order, the two requests of a pair back to back in a random order of their own, so
+  both sides see the same prompts at the same moments. ``requests`` is the number of pairs;
+  ``concurrency`` and ``rate`` apply to *each* deployment.
+- ``split``: one request stream of ``requests`` requests, a ``split`` share of it (exactly,
+  shuffled) to the canary, as a service in front of both would route it. ``concurrency`` and
+  ``rate`` apply to the one stream. Latency is compared unpaired; agreement over the prompts
+  that reached both sides (so a prompt set smaller than the stream is wanted; the synthetic
+  one has ``requests / 4`` prompts in this mode).
+
+Each criterion is judged on its confidence interval (see :mod:`testbed.probes.ab.verdict`):
+PASS when the whole interval meets the threshold, FAIL when the whole interval misses it,
+INCONCLUSIVE when it straddles the threshold or fewer than ``min_samples`` observations exist.
+"""
 
 from __future__ import annotations
 
@@ -10,31 +27,88 @@ from testbed.config.deployments import Strict
 
 
 class AbCriteria(Strict):
-    """What the canary must show to PASS."""
+    """What the canary must show to PASS. A ``None`` threshold is not checked."""
 
-    min_agreement: float = Field(0.95, ge=0, le=1, description="fraction of equal outputs")
-    max_ttft_p50_regression: float = Field(0.10, ge=0, description="relative, 0.10 = 10 %")
-    max_e2e_p50_regression: float | None = Field(None, ge=0, description="relative")
-    max_error_rate_increase: float = Field(0.01, ge=0, description="absolute fraction")
-    min_samples: int = Field(30, gt=0, description="pairs below which the verdict is INCONCLUSIVE")
-    confidence: float = Field(0.95, gt=0, lt=1, description="level of intervals and tests")
+    min_agreement: float | None = Field(
+        0.95,
+        ge=0,
+        le=1,
+        description="fraction of compared prompts whose outputs agree (exactly, or by"
+        " embedding similarity); 0.95 = 95 %",
+    )
+    max_ttft_p50_regression: float | None = Field(
+        0.10, ge=0, description="canary/stable TTFT p50 − 1 allowed, relative: 0.10 = 10 % slower"
+    )
+    max_itl_p50_regression: float | None = Field(
+        None, ge=0, description="the same for the per-request mean inter-token latency, relative"
+    )
+    max_e2e_p50_regression: float | None = Field(
+        None, ge=0, description="the same for the end-to-end latency, relative"
+    )
+    max_error_rate_increase: float | None = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="canary error rate − stable error rate allowed, absolute: 0.05 = 5 points",
+    )
+    min_samples: int = Field(
+        30,
+        gt=0,
+        description="observations (pairs, or requests per side) below which a"
+        " criterion is INCONCLUSIVE whatever its interval says",
+    )
+    confidence: float = Field(
+        0.95, gt=0.5, lt=1, description="level of every interval; tests are read at 1 − this"
+    )
 
 
 class AbProbe(Strict):
     """Send the same prompts to two deployments and compare them."""
 
-    stable: str = Field(description="deployment name")
-    canary: str = Field(description="deployment name")
-    prompts: str | None = Field(None, description="JSONL file of prompts (default: synthetic)")
-    requests: int = Field(60, gt=0, description="prompts sent to each side")
-    mode: Literal["paired", "split"] = "paired"
-    split: float = Field(0.5, gt=0, lt=1, description="canary share in split mode")
-    concurrency: int = Field(4, gt=0)
-    rate: float | None = Field(None, gt=0, description="requests/s (open loop) instead")
-    max_tokens: int = Field(32, gt=0)
-    api: Literal["completions", "chat"] = "completions"
-    similarity: Literal["exact", "embedding"] = "exact"
-    similarity_threshold: float = Field(0.9, ge=0, le=1)
+    stable: str = Field(description="deployment name of the reference side")
+    canary: str = Field(description="deployment name of the side under test")
+    prompts: str | None = Field(
+        None,
+        description="JSONL file of prompts, relative to the campaign file; one object a line"
+        ' with "prompt" (text) or "messages" (chat), optional "id" and "max_tokens"'
+        " (default: a seeded synthetic set)",
+    )
+    prompt_count: int | None = Field(
+        None,
+        gt=0,
+        description="prompts in the synthetic set (default: requests in paired mode,"
+        " requests / 4 in split mode)",
+    )
+    requests: int = Field(
+        100, gt=0, description="pairs in paired mode; requests of the one stream in split mode"
+    )
+    mode: Literal["paired", "split"] = Field("paired", description="see the module docstring")
+    split: float = Field(0.5, gt=0, lt=1, description="canary share of the stream in split mode")
+    concurrency: int = Field(
+        4, gt=0, description="requests in flight (per deployment when paired), closed loop"
+    )
+    rate: float | None = Field(
+        None,
+        gt=0,
+        description="requests/s (per deployment when paired), evenly spaced, open loop;"
+        " replaces concurrency",
+    )
+    max_tokens: int = Field(32, gt=0, description="output tokens asked per request")
+    temperature: float = Field(0.0, ge=0, description="sampling temperature; 0 = greedy")
+    api: Literal["completions", "chat", "tgi"] = Field("completions", description="protocol")
+    timeout_s: float = Field(60.0, gt=0, description="seconds one request may take")
+    seed: int | None = Field(
+        None, description="seeds the order, the split and the synthetic prompts (default: run's)"
+    )
+    similarity: Literal["exact", "embedding"] = Field(
+        "exact", description="how two outputs are judged to agree"
+    )
+    similarity_threshold: float = Field(
+        0.9, ge=0, le=1, description="cosine similarity at or above which outputs agree"
+    )
+    bootstrap_resamples: int = Field(
+        2000, ge=200, description="resamples behind the latency ratio intervals"
+    )
     criteria: AbCriteria = Field(default_factory=AbCriteria)
 
     @model_validator(mode="after")

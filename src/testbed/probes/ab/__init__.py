@@ -1,0 +1,192 @@
+"""The A/B probe: the same prompts to a stable and a canary deployment, compared with
+intervals and tests, judged PASS / FAIL / INCONCLUSIVE with the evidence.
+
+``run(ctx)`` follows :mod:`testbed.probes.base`: ``ctx.endpoints`` maps the two deployment
+names (``ctx.config.stable`` and ``.canary``) to endpoints; one record per request goes to
+``ctx.records`` as it ends; the summary's ``ab`` key holds every number the verdict used.
+Modules: :mod:`.prompts` (the prompt set), :mod:`.traffic` (order, pacing, records),
+:mod:`.compare` (records → samples and summaries), :mod:`.stats` (the statistics),
+:mod:`.verdict` (criteria → verdict).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from testbed.clients import openai
+from testbed.clients.endpoint import Endpoint
+from testbed.clients.http import HttpClientError, pool_for
+from testbed.config.ab import AbProbe
+from testbed.core.errors import InfrastructureError, InputError
+from testbed.probes.ab import compare, prompts, traffic
+from testbed.probes.ab.traffic import SIDES, Job, Side, Target
+from testbed.probes.ab.verdict import judge
+from testbed.probes.base import ProbeContext, ProbeOutcome
+from testbed.results.files import write_atomic
+
+__all__ = ["Scorer", "run"]
+
+#: Cosine similarity of two texts (the correctness probe's embedder fits).
+Scorer = Callable[[str, str], Awaitable[float]]
+
+PROMPTS_FILE = "ab-prompts.jsonl"
+
+
+def _config(ctx: ProbeContext) -> AbProbe:
+    return ctx.config if isinstance(ctx.config, AbProbe) else AbProbe.model_validate(ctx.config)
+
+
+async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) -> Target:
+    """A connection pool and the model name for one side (asked from the server if unset)."""
+    if config.api == "tgi" and "tgi" not in endpoint.protocols:
+        raise InputError(f"deployment '{name}' does not speak TGI; set ab.api to completions")
+    connections = 1024 if config.rate is not None else config.concurrency + 4
+    pool = pool_for(endpoint, max_connections=connections)
+    model = endpoint.model
+    if not model and config.api != "tgi":
+        try:
+            model = await openai.discover_model(pool, timeout_s=config.timeout_s) or ""
+        except HttpClientError as exc:
+            await pool.aclose()
+            raise InfrastructureError(
+                f"{side} deployment '{name}' at {endpoint.base_url} is unreachable: {exc}"
+            ) from exc
+    return Target(
+        side, name, pool, model, config.api, config.max_tokens, config.temperature,
+        config.timeout_s,
+    )  # fmt: skip
+
+
+def _jobs(config: AbProbe, prompt_set: Sequence[prompts.Prompt], seed: int) -> list[Job]:
+    rng = random.Random(seed)
+    if config.mode == "paired":
+        return traffic.paired_jobs(prompt_set, config.requests, rng)
+    return traffic.split_jobs(prompt_set, config.requests, config.split, rng)
+
+
+def _check_reached(records: Sequence[Mapping[str, Any]], targets: Mapping[Side, Target]) -> None:
+    """ERROR, not FAIL, when a side could not be reached at all."""
+    for side in SIDES:
+        mine = [r for r in records if r["side"] == side]
+        if mine and all(str(r.get("error") or "").startswith("connection:") for r in mine):
+            target = targets[side]
+            raise InfrastructureError(
+                f"every request to the {side} deployment '{target.deployment}' failed to"
+                f" connect; first error: {mine[0]['error']}"
+            )
+
+
+async def _scores(compared: Sequence[tuple[str, str, str]], scorer: Scorer) -> list[float]:
+    """Similarity per compared output; equal texts score 1 without asking the model."""
+    return [1.0 if s == c else await scorer(s, c) for _, s, c in compared]
+
+
+def _embedding_scorer() -> Scorer:
+    # Imported here: it pulls sentence-transformers (and torch) in only when asked for.
+    from testbed.probes.correctness.embedding import Embedder
+
+    return Embedder().similarity
+
+
+async def _send_all(
+    ctx: ProbeContext, config: AbProbe, jobs: Sequence[Job], targets: Mapping[Side, Target]
+) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+
+    async def send(job: Job) -> None:
+        record = await traffic.send_one(job, targets[job.side])
+        ctx.records.write(record)
+        records.append(record)
+        if len(records) % 10 == 0 or len(records) == len(jobs):
+            ctx.progress(f"ab {len(records)}/{len(jobs)} requests")
+
+    await traffic.drive(
+        jobs, send, concurrency=config.concurrency, rate=config.rate,
+        per_side=config.mode == "paired",
+    )  # fmt: skip
+    return records
+
+
+async def run(ctx: ProbeContext, *, scorer: Scorer | None = None) -> ProbeOutcome:
+    """Run the A/B probe of ``ctx.config``. ``scorer`` replaces the embedding model when
+    ``similarity: embedding`` (tests pass a cheap one)."""
+    config = _config(ctx)
+    names = {"stable": config.stable, "canary": config.canary}
+    missing = [n for n in names.values() if n not in ctx.endpoints]
+    if missing:
+        raise InputError(
+            f"the ab probe needs endpoints for {', '.join(missing)};"
+            f" got {', '.join(ctx.endpoints) or 'none'}"
+        )
+    seed = config.seed if config.seed is not None else ctx.seed
+    count = config.prompt_count or (
+        config.requests if config.mode == "paired" else max(1, math.ceil(config.requests / 4))
+    )
+    prompt_set = prompts.build(config.prompts, count, seed, ctx.base_dir)
+    write_atomic(
+        ctx.out_dir / PROMPTS_FILE,
+        "".join(json.dumps(_prompt_json(p)) + "\n" for p in prompt_set),
+    )
+    targets: dict[Side, Target] = {}
+    try:
+        for side in SIDES:
+            targets[side] = await _target(side, names[side], ctx.endpoints[names[side]], config)
+        records = await _send_all(ctx, config, _jobs(config, prompt_set, seed), targets)
+    finally:
+        for target in targets.values():
+            await target.pool.aclose()
+    _check_reached(records, targets)
+    if config.similarity == "embedding" and scorer is None:
+        scorer = _embedding_scorer()
+    return await analyse(records, config, seed, scorer)
+
+
+def _prompt_json(prompt: prompts.Prompt) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": prompt.id}
+    if prompt.text is not None:
+        out["prompt"] = prompt.text
+    else:
+        out["messages"] = list(prompt.messages or ())
+    if prompt.max_tokens is not None:
+        out["max_tokens"] = prompt.max_tokens
+    return out
+
+
+async def analyse(
+    records: Sequence[Mapping[str, Any]], config: AbProbe, seed: int, scorer: Scorer | None
+) -> ProbeOutcome:
+    """The summary and verdict of a finished probe, from its records alone."""
+    paired = config.mode == "paired"
+    criteria = config.criteria
+    compared = compare.compared_outputs(records, paired)
+    scores = (
+        await _scores(compared, scorer) if config.similarity == "embedding" and scorer else None
+    )
+    samples = compare.Samples(paired=paired)
+    samples.latency = compare.latency_samples(records, paired)
+    samples.errors = compare.error_counts(records)
+    samples.agree, agreement = compare.agreement_summary(
+        compared, scores, config.similarity_threshold, criteria.confidence
+    )
+    ab: dict[str, Any] = {
+        "mode": config.mode,
+        "stable": config.stable,
+        "canary": config.canary,
+        "seed": seed,
+        "n_pairs": len(compare.complete_pairs(records)) if paired else None,
+        "agreement": agreement,
+        "latency": compare.latency_summary(
+            samples, criteria.confidence, config.bootstrap_resamples, seed
+        ),
+        "errors": compare.error_summary(records, criteria.confidence),
+        "confidence": criteria.confidence,
+        "method": compare.method_notes(
+            paired, seed, config.bootstrap_resamples, agreement["method"]
+        ),
+    }
+    ab["criteria"], verdict = judge(samples, ab, criteria)
+    return ProbeOutcome(summary={"ab": ab}, verdict=verdict)

@@ -1,0 +1,203 @@
+"""Sending A/B traffic: the order (paired or split, seeded), the pacing, one record a request.
+
+Paired order: the pairs are shuffled; the two requests of a pair are adjacent, their order
+decided by a coin, so both deployments see each prompt at nearly the same moment and
+neither side is systematically first. Split order: exactly ``round(requests · split)``
+requests (at least one, at most all but one) go to the canary, their positions shuffled;
+prompts follow a shuffled cycle over the set.
+
+Pacing: closed loop keeps at most ``concurrency`` requests in flight — per deployment when
+paired (a dispatcher walks the order and waits for a free slot of the job's side, so the pair
+structure survives), for the one stream when split. Open loop releases one pair (or one
+request when split) every ``1 / rate`` seconds, whatever is still in flight.
+
+A record is written the moment its request ends (never only held in memory): side,
+deployment, prompt id, pair and sequence numbers, raw ``monotonic_ns`` timestamps
+(``sent_ns``, ``chunks_ns``, ``done_ns`` — the names :mod:`testbed.results.metrics` reads),
+HTTP status, output text, server-reported output tokens, finish reason and error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from testbed.clients import openai, tgi
+from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.response import Response
+from testbed.core.clock import monotonic_ns
+from testbed.probes.ab.prompts import Prompt
+
+Side = Literal["stable", "canary"]
+SIDES: tuple[Side, Side] = ("stable", "canary")
+Api = Literal["completions", "chat", "tgi"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One request to send: ``seq`` is its place in the order; ``pair`` the pair it belongs
+    to (paired) or its place in the stream (split)."""
+
+    seq: int
+    pair: int
+    side: Side
+    prompt: Prompt
+
+
+def paired_jobs(prompts: Sequence[Prompt], requests: int, rng: random.Random) -> list[Job]:
+    """``requests`` pairs (prompt ``i mod len(prompts)`` for pair ``i``), in random order."""
+    order = list(range(requests))
+    rng.shuffle(order)
+    jobs: list[Job] = []
+    for pair in order:
+        prompt = prompts[pair % len(prompts)]
+        sides = SIDES if rng.random() < 0.5 else SIDES[::-1]
+        for side in sides:
+            jobs.append(Job(len(jobs), pair, side, prompt))
+    return jobs
+
+
+def split_jobs(
+    prompts: Sequence[Prompt], requests: int, split: float, rng: random.Random
+) -> list[Job]:
+    """One stream of ``requests`` requests, a ``split`` share of them to the canary."""
+    if requests < 2:
+        n_canary = 1 if split >= 0.5 else 0
+    else:
+        n_canary = min(requests - 1, max(1, round(requests * split)))
+    canary: list[Side] = ["canary"] * n_canary
+    stable: list[Side] = ["stable"] * (requests - n_canary)
+    sides = canary + stable
+    rng.shuffle(sides)
+    cycle = list(range(len(prompts)))
+    rng.shuffle(cycle)
+    return [Job(i, i, side, prompts[cycle[i % len(cycle)]]) for i, side in enumerate(sides)]
+
+
+# -- one request ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """How to reach one side: its pool, deployment name, model and request options."""
+
+    side: Side
+    deployment: str
+    pool: ConnectionPool
+    model: str
+    api: Api
+    max_tokens: int
+    temperature: float
+    timeout_s: float
+
+    def body(self, prompt: Prompt) -> dict[str, Any]:
+        """The protocol body for ``prompt`` (greedy unless a temperature is set)."""
+        tokens = prompt.max_tokens or self.max_tokens
+        if self.api == "tgi":
+            parameters: dict[str, Any] = {"max_new_tokens": tokens}
+            if self.temperature > 0:  # TGI refuses temperature 0; greedy is do_sample=false
+                parameters.update(do_sample=True, temperature=self.temperature)
+            return {"inputs": prompt.as_text(), "parameters": parameters}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": tokens,
+            "temperature": self.temperature,
+        }
+        if self.api == "chat":
+            body["messages"] = prompt.as_messages()
+        else:
+            body["prompt"] = prompt.as_text()
+        return body
+
+    async def send(self, prompt: Prompt) -> Response:
+        if self.api == "tgi":
+            return await tgi.generate(self.pool, self.body(prompt), timeout_s=self.timeout_s)
+        return await openai.complete(
+            self.pool, self.body(prompt), api=self.api, timeout_s=self.timeout_s
+        )
+
+
+def record_of(
+    job: Job, target: Target, response: Response | None, failure: str | None, t_start_ns: int
+) -> dict[str, Any]:
+    """The record of one finished (or failed) request."""
+    if response is None:
+        response = Response()
+    error = failure or response.error
+    if error is None and not response.chunks:
+        error = "empty output: no content chunk arrived"
+    usage = response.usage or {}
+    return {
+        "probe": "ab",
+        "side": job.side,
+        "deployment": target.deployment,
+        "pair": job.pair,
+        "seq": job.seq,
+        "prompt_id": job.prompt.id,
+        "sent_ns": response.t_sent_ns or t_start_ns,
+        "chunks_ns": [t for t, _ in response.chunks],
+        "done_ns": response.t_done_ns or None,
+        "failed_ns": monotonic_ns() if failure else None,
+        "status": response.status,
+        "error": error,
+        "text": response.text if failure is None else "",
+        "output_tokens": usage.get("completion_tokens"),
+        "finish_reason": response.finish_reason,
+    }
+
+
+async def send_one(job: Job, target: Target) -> dict[str, Any]:
+    """Send ``job`` to ``target``; connection failures and timeouts become the record's
+    error (a per-request fact), never an exception."""
+    t_start = monotonic_ns()
+    try:
+        response = await target.send(job.prompt)
+    except HttpClientError as exc:
+        return record_of(job, target, None, f"connection: {exc}", t_start)
+    except TimeoutError:
+        return record_of(job, target, None, f"timeout after {target.timeout_s:g} s", t_start)
+    return record_of(job, target, response, None, t_start)
+
+
+# -- pacing --------------------------------------------------------------------------------
+
+
+def _releaser(slot: asyncio.Semaphore) -> Callable[[asyncio.Task[None]], None]:
+    return lambda _task: slot.release()
+
+
+Send = Callable[[Job], Coroutine[Any, Any, None]]
+
+
+async def drive(
+    jobs: Sequence[Job], send: Send, *, concurrency: int, rate: float | None, per_side: bool
+) -> None:
+    """Send every job in order, closed loop (``concurrency``) or open loop (``rate``).
+
+    ``per_side``: the concurrency limit applies to each side separately, and open loop
+    releases a whole pair (consecutive jobs of one ``pair``) at each tick.
+    """
+    async with asyncio.TaskGroup() as group:
+        if rate is None:
+            shared = asyncio.Semaphore(concurrency)
+            slots = {s: asyncio.Semaphore(concurrency) for s in SIDES} if per_side else {}
+            for job in jobs:
+                slot = slots.get(job.side, shared)
+                await slot.acquire()
+                task = group.create_task(send(job))
+                task.add_done_callback(_releaser(slot))
+            return
+        t0 = monotonic_ns()
+        tick = -1
+        previous_pair: int | None = None
+        for job in jobs:
+            if not per_side or job.pair != previous_pair:
+                tick += 1
+                previous_pair = job.pair
+                delay = (t0 + round(tick * 1e9 / rate) - monotonic_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            group.create_task(send(job))
