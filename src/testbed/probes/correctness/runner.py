@@ -108,6 +108,8 @@ def plan(
                     reason = f"the server does not speak the {protocol} protocol"
                 if reason is None and protocol == "tgi" and case.request.chat:
                     reason = "a chat case needs the OpenAI protocol"
+                if reason is None and case.needs_expected() and not case.expected_for(protocol):
+                    reason = f"no expected answer for {protocol}: record one with `testbed record`"
                 if reason is not None:
                     result = Result(
                         case.name, protocol, False, Status.SKIPPED, reason, str(case_file.path)

@@ -1,0 +1,200 @@
+"""Golden generation (``testbed record``): expected answers from a reference deployment.
+
+Each case of a file is sent (unary) on each protocol it runs on; the answer becomes its
+``expected:`` (or ``error:`` when the server refused). Everything else a case says — name,
+request, evaluators, skip rules, ``skip_check`` — is written back as the user wrote it, and
+so is the file's leading comment block. A hand-written ``error.message`` that the new
+message still contains is kept (it may be deliberately loose, to hold on other servers).
+Token texts and logprobs are recorded only for cases that ask for logprobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed.clients.endpoint import Endpoint
+from testbed.clients.http import pool_for
+from testbed.config.correctness import CorrectnessProbe
+from testbed.core.clock import wall_label
+from testbed.core.errors import CampaignError, InfrastructureError
+from testbed.probes.correctness.cases import Case, CaseFile, ProtocolName, load_case_file
+from testbed.probes.correctness.exchange import build_body, send
+from testbed.probes.correctness.outputs import Output
+from testbed.probes.correctness.runner import protocols_of
+from testbed.probes.correctness.skip import skip_reason
+from testbed.results.files import write_atomic
+
+HEADER = "# Recorded by testbed record"
+KEY_ORDER = ("name", "description", "protocol", "request", "expected", "error")
+
+
+@dataclass
+class Recorded:
+    """One case file with its new expectations."""
+
+    path: Path
+    document: list[dict[str, Any]]  # the cases as written, expectations replaced
+    notes: list[str] = field(default_factory=list)  # what changed or was left alone
+    header: list[str] = field(default_factory=list)  # the file's leading comment lines
+
+
+def expected_from(output: Output, case: Case) -> dict[str, Any]:
+    """The ``expected:`` of an answer (token details only where the case asks logprobs)."""
+    data = output.to_json()
+    keep = ["text", "completion_tokens", "prompt_tokens", "finish_reason"]
+    if case.request.logprobs is not None:
+        keep += ["token_texts", "logprobs", "top_logprobs"]
+    return {k: data[k] for k in keep if k in data}
+
+
+def error_from(output: Output, case: Case) -> dict[str, Any]:
+    assert output.error is not None
+    old = case.error
+    message: str | None = output.error.message
+    if old is not None:  # keep a hand-written message that still holds (or none at all)
+        still = old.message is not None and old.message.lower() in output.error.message.lower()
+        message = old.message if still or old.message is None else output.error.message
+    out: dict[str, Any] = {"status": output.error.status}
+    if message is not None:
+        out["message"] = message
+    if old is not None and old.match is not None:
+        out["match"] = old.match
+    return out
+
+
+async def _answers(
+    case: Case, protocols: list[ProtocolName], endpoint: Endpoint, timeout_s: float
+) -> dict[ProtocolName, Output]:
+    pool = pool_for(endpoint, max_connections=2)
+    try:
+        answers = {}
+        for protocol in protocols:
+            body = build_body(protocol, case.request, endpoint.model, case.request.logprobs)
+            exchange = await send(
+                pool, protocol, body, chat=case.request.chat, stream=False, timeout_s=timeout_s
+            )
+            answers[protocol] = exchange.output
+        return answers
+    finally:
+        await pool.aclose()
+
+
+def _apply(raw: dict[str, Any], case: Case, answers: Mapping[ProtocolName, Output]) -> str:
+    """Write the answers into the case's raw mapping; return a note of what changed."""
+    outputs = list(answers.values())
+    refused = [o for o in outputs if o.error is not None]
+    raw.pop("expected", None)
+    raw.pop("error", None)
+    if refused and len(refused) == len(outputs):
+        raw["error"] = error_from(refused[0], case)
+        return f"{case.name}: error {refused[0].error.status if refused[0].error else ''}"
+    if refused:
+        sides = {p: (o.error.status if o.error else "answer") for p, o in answers.items()}
+        raise InfrastructureError(f"{case.name}: the protocols disagree ({sides}); fix the case")
+    by_protocol = {p: expected_from(o, case) for p, o in answers.items()}
+    values = list(by_protocol.values())
+    raw["expected"] = values[0] if all(v == values[0] for v in values) else by_protocol
+    return f"{case.name}: {values[0].get('text', '')[:50]!r}"
+
+
+def _ordered(raw: dict[str, Any]) -> dict[str, Any]:
+    first = {k: raw[k] for k in KEY_ORDER if k in raw}
+    return first | {k: v for k, v in raw.items() if k not in first}
+
+
+async def record_file(
+    path: Path,
+    endpoint: Endpoint,
+    config: CorrectnessProbe,
+    deployment: Mapping[str, Any],
+    progress: Callable[[str], None] = lambda _m: None,
+) -> Recorded:
+    """New expectations for every case of ``path`` from ``endpoint``."""
+    case_file: CaseFile = load_case_file(path, require_expected=False)
+    raw_cases = _raw_cases(path)
+    recorded = Recorded(path, [], header=_header(path))
+    served = set(endpoint.protocols)
+    for raw, case in zip(raw_cases, case_file.cases, strict=True):
+        reason = skip_reason(case, deployment)
+        protocols = [p for p in protocols_of(case, config) if p in served]
+        protocols = [p for p in protocols if not (p == "tgi" and case.request.chat)]
+        if case.skip_check or reason or not protocols:
+            why = "skip_check" if case.skip_check else reason or "no protocol served"
+            recorded.notes.append(f"{case.name}: left as it was ({why})")
+        else:
+            answers = await _answers(case, protocols, endpoint, config.timeout_s)
+            recorded.notes.append(_apply(raw, case, answers))
+            progress(recorded.notes[-1])
+        recorded.document.append(_ordered(raw))
+    return recorded
+
+
+def _raw_cases(path: Path) -> list[dict[str, Any]]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    cases = data["cases"] if isinstance(data, dict) else data
+    if not isinstance(cases, list):
+        raise CampaignError(f"{path}: a case file is a list of cases")
+    return cases
+
+
+def _header(path: Path) -> list[str]:
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        if not line.startswith(HEADER):
+            lines.append(line)
+    return lines
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style for cases, flow style for short leaves, strings quoted only when needed."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if "\n" in value or value != value.strip() else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def render(recorded: Recorded, source: str) -> str:
+    """The new text of the case file."""
+    stamp = f"{HEADER} from {source} on {wall_label()}."
+    body = yaml.dump(
+        recorded.document,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=None,
+        allow_unicode=True,
+        width=100,
+    )
+    spaced = body.replace("\n- name:", "\n\n- name:")  # a blank line between cases
+    return "\n".join([*recorded.header, stamp, ""]) + "\n" + spaced
+
+
+def write(recorded: Recorded, source: str, out: Path | None = None) -> Path:
+    """Write the recorded file (in place unless ``out``), atomically; the path written."""
+    target = out or recorded.path
+    write_atomic(target, render(recorded, source))
+    return target
+
+
+async def record_files(
+    paths: list[Path],
+    endpoint: Endpoint,
+    config: CorrectnessProbe,
+    deployment: Mapping[str, Any],
+    progress: Callable[[str], None] = lambda _m: None,
+) -> list[Recorded]:
+    """Every file in turn (cases one by one: goldens are recorded alone, not in a batch)."""
+    done = []
+    for path in paths:
+        done.append(await record_file(path, endpoint, config, deployment, progress))
+    return done
