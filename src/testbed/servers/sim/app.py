@@ -56,12 +56,11 @@ class SimApp:
         self._ready_at = loop.time() + params.faults.slow_start_s
         self._ids = itertools.count(1)
         self._instant = params.instant
-        self._model_json = json.dumps(params.model_name)
         self._routes: dict[tuple[str, str], _Route] = {
-            ("POST", "/v1/completions"): self._completions,
-            ("POST", "/v1/chat/completions"): self._chat,
-            ("POST", "/generate"): self._generate,
-            ("POST", "/generate_stream"): self._generate_stream,
+            ("POST", "/v1/completions"): functools.partial(self._serve, CompletionRequest, False),
+            ("POST", "/v1/chat/completions"): functools.partial(self._serve, ChatRequest, False),
+            ("POST", "/generate"): functools.partial(self._serve, TgiRequest, False),
+            ("POST", "/generate_stream"): functools.partial(self._serve, TgiRequest, True),
             ("POST", "/tokenize"): self._tokenize,
             ("GET", "/v1/models"): self._models,
             ("GET", "/health"): self._health,
@@ -101,35 +100,12 @@ class SimApp:
         return self.loop.time() >= self._ready_at
 
     # -- generation
-    def _completions(self, request: Request, conn: Connection) -> None:
-        parse = CompletionRequest.parse
-        self._serve(request, conn, CompletionRequest, lambda: parse(request.body, self.params))
-
-    def _chat(self, request: Request, conn: Connection) -> None:
-        parse = ChatRequest.parse
-        self._serve(request, conn, ChatRequest, lambda: parse(request.body, self.params))
-
-    def _generate(self, request: Request, conn: Connection) -> None:
-        parse = TgiRequest.parse
-        self._serve(
-            request, conn, TgiRequest, lambda: parse(request.body, self.params, stream=False)
-        )
-
-    def _generate_stream(self, request: Request, conn: Connection) -> None:
-        parse = TgiRequest.parse
-        self._serve(
-            request, conn, TgiRequest, lambda: parse(request.body, self.params, stream=True)
-        )
-
     def _serve(
-        self,
-        request: Request,
-        conn: Connection,
-        dialect: type[GenerationRequest],
-        parse: Callable[[], GenerationRequest],
+        self, dialect: type[GenerationRequest], stream: bool, request: Request, conn: Connection
     ) -> None:
+        """Parse, check, draw faults, generate; then answer now or hand over to a job."""
         try:
-            req = parse()
+            req = dialect.parse(request.body, self.params, stream=stream)
             self._check(req)
         except BadRequest as exc:
             conn.respond(exc.status, dialect.error_body(exc.status, exc.message, exc.param))

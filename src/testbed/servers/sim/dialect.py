@@ -98,6 +98,11 @@ class GenerationRequest:
         self.created = 0
         self.model_name = params.model_name
 
+    @classmethod
+    def parse(cls, body: bytes, params: SimParams, *, stream: bool = False) -> GenerationRequest:
+        """The request in ``body``; ``stream`` forces streaming (TGI's /generate_stream)."""
+        raise NotImplementedError
+
     # -- rendering, one protocol per subclass
     def events(self, gen: Generation) -> list[str]:
         """One server-sent event per generated token, the finish reason on the last."""

@@ -81,7 +81,7 @@ class CompletionRequest(_OpenAIRequest):
     object_chunk = "text_completion"
 
     @classmethod
-    def parse(cls, body: bytes, params: SimParams) -> CompletionRequest:
+    def parse(cls, body: bytes, params: SimParams, *, stream: bool = False) -> CompletionRequest:
         data = load_json(body)
         prompt = data.get("prompt")
         prompt_tokens = None
@@ -97,7 +97,7 @@ class CompletionRequest(_OpenAIRequest):
             prompt=prompt,
             prompt_tokens=prompt_tokens,
             max_tokens=opt_int(data, "max_tokens", 1),
-            **_common(data),
+            **_common(data, stream),
         )
 
     def events(self, gen: Generation) -> list[str]:
@@ -136,7 +136,7 @@ class ChatRequest(_OpenAIRequest):
     object_chunk = "chat.completion.chunk"
 
     @classmethod
-    def parse(cls, body: bytes, params: SimParams) -> ChatRequest:
+    def parse(cls, body: bytes, params: SimParams, *, stream: bool = False) -> ChatRequest:
         data = load_json(body)
         prompt = chat_prompt(data.get("messages"))
         max_tokens = opt_int(data, "max_completion_tokens", 1)
@@ -147,7 +147,7 @@ class ChatRequest(_OpenAIRequest):
             prompt=prompt,
             prompt_tokens=chat_prompt_tokens(data["messages"], params),
             max_tokens=max_tokens,
-            **_common(data),
+            **_common(data, stream),
         )
 
     def events(self, gen: Generation) -> list[str]:

@@ -29,7 +29,7 @@ class TgiRequest(GenerationRequest):
     """``POST /generate`` (``stream=False``) and ``POST /generate_stream``."""
 
     @classmethod
-    def parse(cls, body: bytes, params: SimParams, *, stream: bool) -> TgiRequest:
+    def parse(cls, body: bytes, params: SimParams, *, stream: bool = False) -> TgiRequest:
         data = load_json(body)
         inputs = data.get("inputs")
         if not isinstance(inputs, str):
