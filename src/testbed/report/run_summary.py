@@ -1,44 +1,183 @@
-"""The end of a run: the run-level summary file, the final terminal table, the exit code."""
+"""The end of a run: everything published from a run directory, and the exit code.
+
+:func:`finish_run` (after ``testbed run``) and ``testbed report DIR`` both call
+:func:`publish`, which rebuilds from the files of the run directory alone:
+
+- ``summary.json`` — the versioned run summary (:data:`RUN_SUMMARY_VERSION`): run metadata
+  (testbed version, campaign hash, machine, servers with versions and flags), the run
+  status, and one row per treatment with its verdict, evidence and metrics;
+- ``junit.xml`` — one test case per treatment, for CI;
+- ``report.html`` — the self-contained report;
+- a record of the run in the results index (SQLite beside the runs, or a URL);
+- an upload of the whole directory to S3 when asked — last, so that it carries the rest.
+
+A broken index or a failed plot is a warning: results on disk are never lost for it.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
-from rich.table import Table
 
-from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK
-from testbed.report.live import STYLE
-from testbed.results.files import write_json
-from testbed.results.rundir import SUMMARY, RunDir
+from testbed import __version__
+from testbed.core.clock import wall_label
+from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, TestbedError
+from testbed.core.secrets import redact
+from testbed.report.console import print_summary
+from testbed.results.files import write_atomic, write_json
+from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
+from testbed.results.machine import machine_info
+from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir
+from testbed.results.summaries import summary_metrics
+from testbed.results.upload import upload_run
 from testbed.results.verdict import Status
 
 RUN_SUMMARY_VERSION = 1
+JUNIT = "junit.xml"
+HTML = "report.html"
 
 
-def finish_run(run_dir: RunDir, console: Console, upload: str | None = None) -> int:
-    """Write the run summary, print the final table, and return the exit code:
-    1 if any treatment FAILed, else 3 if any hit an infrastructure ERROR, else 0."""
-    rows = treatment_rows(run_dir.path)
-    status = run_status(rows)
-    write_json(
-        run_dir.path / SUMMARY,
-        {
-            "schema_version": RUN_SUMMARY_VERSION,
-            "run": run_dir.metadata(),
-            "status": status.value,
-            "treatments": rows,
-        },
+@dataclass
+class PublishOptions:
+    """Where the published results go; None means the campaign's setting, then the default."""
+
+    index_url: str | None = None
+    use_index: bool = True
+    upload: str | None = None
+    s3_endpoint_url: str | None = None
+    html_path: Path | None = None
+
+
+def finish_run(
+    run_dir: RunDir,
+    console: Console,
+    upload: str | None = None,
+    *,
+    index_url: str | None = None,
+    s3_endpoint_url: str | None = None,
+) -> int:
+    """Publish the run and return the exit code: 1 if any treatment FAILed, else 3 if any
+    hit an infrastructure ERROR (or the upload failed), else 0."""
+    return publish(
+        run_dir.path,
+        console,
+        PublishOptions(index_url=index_url, upload=upload, s3_endpoint_url=s3_endpoint_url),
     )
-    render_final(rows, status, run_dir.path, console)
-    del upload
+
+
+def publish(path: Path, console: Console, options: PublishOptions) -> int:
+    """Write summary.json, junit.xml and report.html, record the run, upload; exit code."""
+    from testbed.report.html import render as render_html
+    from testbed.report.junit import render as render_junit
+
+    run_dir = RunDir.existing(path)
+    document = run_document(run_dir)
+    write_json(path / SUMMARY, document)
+    write_atomic(path / JUNIT, render_junit(document))
+    html_path = options.html_path or path / HTML
+    try:
+        write_atomic(html_path, render_html(path, document))
+    except Exception as exc:  # a report that cannot be drawn must not hide the verdicts
+        console.print(f"[yellow]warning:[/yellow] report.html not written: {exc!r}")
+    print_summary(document, console)
+    console.print(f"report: {html_path}  ·  junit: {path / JUNIT}")
+    settings = campaign_results(path)
+    if options.use_index:
+        _record(path, document, options.index_url or settings.get("index"), console)
+    code = exit_code(Status(document["status"]))
+    target = options.upload or settings.get("upload")
+    if target:
+        endpoint = options.s3_endpoint_url or settings.get("s3_endpoint_url")
+        try:
+            done = upload_run(path, str(target), endpoint)
+        except TestbedError as exc:
+            console.print(f"[red]upload failed:[/red] {redact(str(exc))}")
+            return code if code != EXIT_OK else exc.exit_code
+        console.print(f"uploaded {done.files} files ({done.bytes / 1e6:.1f} MB) to {done.url}")
+    return code
+
+
+def exit_code(status: Status) -> int:
     if status == Status.FAIL:
         return EXIT_FAILED
     if status == Status.ERROR:
         return EXIT_INFRA
     return EXIT_OK
+
+
+def campaign_results(path: Path) -> dict[str, Any]:
+    """The resolved campaign's ``results:`` section (index URL, upload target)."""
+    try:
+        document = yaml.safe_load((path / RESOLVED).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+    section = document.get("results") if isinstance(document, dict) else None
+    return dict(section) if isinstance(section, dict) else {}
+
+
+def _record(path: Path, document: dict[str, Any], url: str | None, console: Console) -> None:
+    chosen = resolve_url(None, url, path.parent)
+    try:
+        with ResultsIndex(chosen) as index:
+            index.record(index_entry(document))
+    except TestbedError as exc:
+        console.print(f"[yellow]warning:[/yellow] run not recorded in the index: {exc}")
+
+
+# -- the run document -------------------------------------------------------------------------
+
+
+def run_document(run_dir: RunDir) -> dict[str, Any]:
+    """The run summary (summary.json) from the run directory's files."""
+    meta = run_dir.metadata()
+    rows = treatment_rows(run_dir.path)
+    status = run_status(rows)
+    return {
+        "schema_version": RUN_SUMMARY_VERSION,
+        "kind": "testbed.run",
+        "generated": wall_label(),
+        "run": meta,
+        "testbed_version": meta.get("testbed_version", __version__),
+        "campaign": meta.get("campaign"),
+        "campaign_hash": meta.get("campaign_hash"),
+        "machine": _machine(run_dir, meta),
+        "servers": servers(rows),
+        "status": status.value,
+        "counts": dict(Counter(row["status"] for row in rows)),
+        "treatments": rows,
+    }
+
+
+def _machine(run_dir: RunDir, meta: dict[str, Any]) -> dict[str, Any]:
+    """The machine the run ran on: from run.json, else from an earlier summary (a report
+    re-rendered elsewhere keeps the original machine), else this one."""
+    if isinstance(meta.get("machine"), dict):
+        return dict(meta["machine"])
+    try:
+        earlier = json.loads((run_dir.path / SUMMARY).read_text())
+        if isinstance(earlier.get("machine"), dict):
+            return dict(earlier["machine"])
+    except (OSError, ValueError):
+        pass
+    return machine_info()
+
+
+def servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each worker's server kind, version and command line, from the treatment summaries."""
+    seen: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        for worker in row.get("worker_info") or []:
+            entry = seen.setdefault(worker["id"], {"worker": worker["id"]})
+            for key in ("deployment", "server", "version", "argv"):
+                if worker.get(key) is not None:
+                    entry[key] = worker[key]
+    return list(seen.values())
 
 
 def run_status(rows: list[dict[str, Any]]) -> Status:
@@ -53,49 +192,74 @@ def run_status(rows: list[dict[str, Any]]) -> Status:
 
 
 def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
-    """One row per treatment from the plan, the ledger's verdicts and each summary file."""
-    plan = json.loads((run_dir / "plan.json").read_text())
+    """One row per treatment from the plan and each treatment's summary file."""
+    plan = json.loads((run_dir / PLAN).read_text())
+    deployments = {w["id"]: w["deployment"] for w in plan.get("workers", [])}
     rows = []
     for t in plan["treatments"]:
-        summary_path = run_dir / t["dir"] / SUMMARY
-        summary: dict[str, Any] = {}
-        if summary_path.is_file():
-            summary = json.loads(summary_path.read_text())
+        summary = read_summary(run_dir / t["dir"])
         verdict = summary.get("verdict") or (
             {"status": "SKIPPED", "reason": t["reason"]}
             if t["status"] == "skipped"
             else {"status": "NOT RUN", "reason": ""}
         )
+        names = [deployments.get(w, w) for w in t["workers"]]
         rows.append(
             {
                 "id": t["id"],
                 "dir": t["dir"],
+                "slug": t.get("slug", ""),
                 "probe": t["probe"],
                 "workers": t["workers"],
+                "deployments": names,
                 "params": t["params"],
+                "params_key": params_key(t["probe"], names, t["params"]),
                 "status": verdict["status"],
                 "reason": verdict.get("reason", ""),
+                "evidence": verdict.get("evidence", {}),
+                "attempt": summary.get("attempt"),
+                "started": summary.get("started"),
+                "duration_s": summary.get("duration_s"),
+                "records": summary.get("records"),
+                "worker_info": summary.get("workers", []),
+                "metrics": summary_metrics(summary),
             }
         )
     return rows
 
 
-def render_final(
-    rows: list[dict[str, Any]], status: Status, run_dir: Path, console: Console
-) -> None:
-    """tgis-tester's last screen: every treatment with its verdict, then the outcome."""
-    table = Table(title=f"Run {run_dir.name}", title_justify="left")
-    for column in ("#", "treatment", "probe", "verdict", "reason"):
-        table.add_column(column, overflow="fold")
-    for number, row in enumerate(rows, start=1):
-        style = STYLE.get(Status(row["status"]), "") if row["status"] in Status.__members__ else ""
-        table.add_row(
-            str(number),
-            row["dir"],
-            row["probe"],
-            f"[{style}]{row['status']}[/{style}]" if style else row["status"],
-            (row["reason"] or "").splitlines()[0][:100] if row["reason"] else "",
-        )
-    console.print(table)
-    style = STYLE.get(status, "")
-    console.print(f"[bold {style}]run {status.value}[/bold {style}] · results in {run_dir}")
+def read_summary(folder: Path) -> dict[str, Any]:
+    """A treatment's summary.json, or {} when it has none (never run, or interrupted)."""
+    try:
+        value = json.loads((folder / SUMMARY).read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def index_entry(document: dict[str, Any]) -> RunEntry:
+    """What the results index keeps of a run document."""
+    machine = document.get("machine") or {}
+    return RunEntry(
+        run_id=document["run"]["run_id"],
+        campaign=str(document.get("campaign") or ""),
+        campaign_hash=str(document.get("campaign_hash") or ""),
+        started=str(document["run"].get("started") or ""),
+        status=document["status"],
+        testbed_version=str(document.get("testbed_version") or ""),
+        hostname=str(machine.get("hostname") or ""),
+        meta={"machine": machine, "servers": document.get("servers", [])},
+        treatments=[
+            TreatmentEntry(
+                id=row["id"],
+                dir=row["dir"],
+                probe=row["probe"],
+                params_key=row["params_key"],
+                params=row["params"],
+                status=row["status"],
+                reason=row["reason"] or "",
+                metrics=row["metrics"],
+            )
+            for row in document["treatments"]
+        ],
+    )

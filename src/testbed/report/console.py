@@ -1,0 +1,80 @@
+"""Terminal summary of a run: tgis-tester's last screen (every treatment with its verdict),
+the headline load numbers, then the outcome. Reads only the run document of
+:mod:`testbed.report.run_summary`, so ``testbed report DIR`` prints the same as the run did."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from testbed.core.secrets import redact
+from testbed.report.live import STYLE
+from testbed.results.verdict import Status
+
+#: The headline columns of a load treatment: (header, metric name, format).
+LOAD_COLUMNS = (
+    ("TTFT p50", "ttft_ms.p50", "{:.1f}"),
+    ("TTFT p99", "ttft_ms.p99", "{:.1f}"),
+    ("ITL p50", "itl_ms.p50", "{:.2f}"),
+    ("ITL p99", "itl_ms.p99", "{:.2f}"),
+    ("e2e p99", "e2e_ms.p99", "{:.0f}"),
+    ("req/s", "throughput.requests_per_s", "{:.2f}"),
+    ("tok/s", "throughput.output_tokens_per_s", "{:.0f}"),
+    ("errors", "requests.errors", "{:.0f}"),
+)
+
+
+def styled(status: str) -> str:
+    """``status`` in its colour (unknown statuses such as NOT RUN stay plain)."""
+    style = STYLE.get(Status(status), "") if status in Status.__members__ else ""
+    return f"[{style}]{status}[/{style}]" if style else status
+
+
+def verdict_table(document: Mapping[str, Any]) -> Table:
+    """Every treatment with its verdict and the first line of the reason."""
+    table = Table(title=f"Run {document['run']['run_id']}", title_justify="left")
+    for column in ("#", "treatment", "probe", "verdict", "reason"):
+        table.add_column(column, overflow="fold")
+    for number, row in enumerate(document["treatments"], start=1):
+        reason = redact(row["reason"] or "").splitlines()
+        table.add_row(
+            str(number),
+            row["dir"],
+            row["probe"],
+            styled(row["status"]),
+            reason[0][:100] if reason else "",
+        )
+    return table
+
+
+def load_table(document: Mapping[str, Any]) -> Table | None:
+    """Headline numbers of every load treatment that has them (milliseconds, per second)."""
+    rows = [r for r in document["treatments"] if r["probe"] == "load" and r.get("metrics")]
+    if not rows:
+        return None
+    table = Table(title="Load (ms; steady-state window)", title_justify="left")
+    table.add_column("treatment", overflow="fold")
+    for header, _, _ in LOAD_COLUMNS:
+        table.add_column(header, justify="right")
+    for row in rows:
+        cells = []
+        for _, name, fmt in LOAD_COLUMNS:
+            value = row["metrics"].get(name)
+            cells.append("–" if value is None else fmt.format(value))
+        table.add_row(row["dir"], *cells)
+    return table
+
+
+def print_summary(document: Mapping[str, Any], console: Console) -> None:
+    """The verdict table, the load table, and the run's outcome line."""
+    console.print(verdict_table(document))
+    table = load_table(document)
+    if table is not None:
+        console.print(table)
+    counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))
+    status = document["status"]
+    style = STYLE.get(Status(status), "")
+    console.print(f"[bold {style}]run {status}[/bold {style}]  {counts}")

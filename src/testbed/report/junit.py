@@ -1,0 +1,92 @@
+"""JUnit XML of a run, for CI systems: one test case per treatment, one suite per probe.
+
+PASS is a passing case; FAIL a ``<failure>``; ERROR and a treatment that never ran an
+``<error>``; SKIPPED a ``<skipped>``. JUnit has no "inconclusive": an INCONCLUSIVE
+treatment is a ``<skipped>`` whose message starts with INCONCLUSIVE (like the run's exit
+code, it does not fail the job, and it stays visible). The evidence goes in the body of a
+failure and the headline metrics in ``<system-out>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import Any
+
+from testbed.core.secrets import redact
+
+#: Characters XML 1.0 cannot carry even escaped.
+_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _text(value: Any) -> str:
+    return _INVALID.sub("?", redact(str(value)))
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """The junit.xml text of a run document."""
+    run = document["run"]
+    suites = ET.Element(
+        "testsuites", name=_text(document.get("campaign") or run.get("campaign") or "testbed")
+    )
+    by_probe: dict[str, list[Mapping[str, Any]]] = {}
+    for row in document["treatments"]:
+        by_probe.setdefault(row["probe"], []).append(row)
+    totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    total_time = 0.0
+    for probe, rows in by_probe.items():
+        suite = ET.SubElement(suites, "testsuite", name=_text(f"{run.get('campaign')}.{probe}"))
+        properties = ET.SubElement(suite, "properties")
+        for key in ("run_id", "campaign_hash", "testbed_version"):
+            value = run.get(key) or document.get(key)
+            ET.SubElement(properties, "property", name=key, value=_text(value or ""))
+        counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+        seconds = 0.0
+        for row in rows:
+            counts["tests"] += 1
+            kind = _case(suite, row, str(run.get("campaign")))
+            if kind:
+                counts[kind] += 1
+            seconds += float(row.get("duration_s") or 0.0)
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value
+        suite.set("time", f"{seconds:.3f}")
+        total_time += seconds
+    for key, value in totals.items():
+        suites.set(key, str(value))
+    suites.set("time", f"{total_time:.3f}")
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
+def _case(suite: ET.Element, row: Mapping[str, Any], campaign: str) -> str | None:
+    """Add one test case; return the counter it increments (None for a pass)."""
+    case = ET.SubElement(
+        suite,
+        "testcase",
+        classname=_text(f"{campaign}.{row['probe']}.{'+'.join(row.get('deployments') or [])}"),
+        name=_text(row["dir"]),
+        time=f"{float(row.get('duration_s') or 0.0):.3f}",
+    )
+    status, reason = row["status"], _text(row.get("reason") or "")
+    first = reason.splitlines()[0][:500] if reason else status
+    body = reason + "\n\nevidence:\n" + _text(json.dumps(row.get("evidence") or {}, indent=2))
+    kind: str | None = None
+    if status == "FAIL":
+        ET.SubElement(case, "failure", message=first, type="FAIL").text = body
+        kind = "failures"
+    elif status in ("ERROR", "NOT RUN"):
+        ET.SubElement(case, "error", message=first, type=status).text = body
+        kind = "errors"
+    elif status in ("SKIPPED", "INCONCLUSIVE"):
+        message = first if status == "SKIPPED" else f"INCONCLUSIVE: {first}"
+        ET.SubElement(case, "skipped", message=message)
+        kind = "skipped"
+    metrics = row.get("metrics") or {}
+    if metrics:
+        lines = [f"{name} = {value:g}" for name, value in sorted(metrics.items())]
+        ET.SubElement(case, "system-out").text = _text("\n".join(lines))
+    return kind

@@ -1,0 +1,216 @@
+"""Bootstrap confidence intervals of percentiles, means and rates — pure, seeded functions.
+
+A :class:`Sample` is a set of observations grouped in *clusters*: the unit that is resampled.
+A request is one cluster; its TTFT is one value, its inter-token gaps are several values of
+the same cluster (resampling gaps one by one would ignore that gaps of one request move
+together, and give intervals that are too narrow).
+
+A bootstrap resample draws ``n_clusters`` clusters with replacement; every value of a
+cluster drawn ``k`` times counts ``k`` times. Statistics are computed on those weights
+directly, without building the resampled arrays, so one resample of 100,000 values costs a
+cumulative sum and a comparison. With every weight 1 each statistic equals numpy's: the
+linear-interpolation percentile of :func:`numpy.percentile`, the mean, the sum per second.
+
+Intervals are percentile intervals of the resampled statistic. The difference of two runs
+is bootstrapped from two independent resamples (the runs are independent samples).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+#: Upper bound on the elements of one block of resample weights (memory stays ~16 MB).
+_BLOCK_ELEMENTS = 2_000_000
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Observations sorted ascending, each with the index of its cluster."""
+
+    values: FloatArray
+    clusters: IntArray
+    n_clusters: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Sample:
+        """One observation per cluster (TTFT, e2e, TPOT of each request)."""
+        return cls.grouped([[v] for v in values])
+
+    @classmethod
+    def grouped(cls, groups: Sequence[Sequence[float]]) -> Sample:
+        """Several observations per cluster (the ITL gaps of each request); a cluster may be
+        empty (a request with one chunk still counts when requests are resampled)."""
+        sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
+        values = np.fromiter((v for g in groups for v in g), dtype=np.float64, count=sizes.sum())
+        clusters = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
+        order = np.argsort(values, kind="stable")
+        return cls(values[order], clusters[order], len(groups))
+
+    @property
+    def size(self) -> int:
+        return int(self.values.size)
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """What is computed from a (weighted) sample: a percentile ``q`` (0–100), the mean, or
+    the sum divided by ``seconds`` (a rate: completions or tokens per second)."""
+
+    kind: Literal["percentile", "mean", "rate"]
+    q: float = 50.0
+    seconds: float = 1.0
+
+    def describe(self) -> str:
+        if self.kind == "percentile":
+            return f"p{self.q:g} (linear interpolation)"
+        if self.kind == "rate":
+            return f"sum / {self.seconds:.3f} s"
+        return "mean"
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its bootstrap percentile interval."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    resamples: int  # resamples that gave a value (a resample can be empty)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Candidate − base, absolute and relative (``candidate / base − 1``), with intervals."""
+
+    base: Interval
+    candidate: Interval
+    delta: Interval
+    relative: Interval | None  # None when the base estimate is 0
+
+
+def evaluate(
+    sample: Sample, stats: Sequence[Statistic], weights: IntArray | None = None
+) -> FloatArray:
+    """Each of ``stats`` for each row of ``weights`` (shape ``(rows, sample.size)``; all ones
+    when None): an array ``(len(stats), rows)``. A row of zero weights gives NaN."""
+    if weights is None:
+        weights = np.ones((1, sample.size), dtype=np.int64)
+    out = np.full((len(stats), weights.shape[0]), math.nan)
+    values = sample.values
+    if values.size == 0:
+        for i, stat in enumerate(stats):
+            if stat.kind == "rate":
+                out[i] = 0.0
+        return out
+    totals = weights.sum(axis=1)
+    sums = weights @ values
+    cumulative = np.cumsum(weights, axis=1) if any(s.kind == "percentile" for s in stats) else None
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for i, stat in enumerate(stats):
+            if stat.kind == "rate":
+                out[i] = sums / stat.seconds
+            elif stat.kind == "mean":
+                out[i] = np.where(totals > 0, sums / totals, math.nan)
+            else:
+                assert cumulative is not None
+                out[i] = _weighted_percentile(values, cumulative, totals, stat.q)
+    return out
+
+
+def _weighted_percentile(
+    values: FloatArray, cumulative: IntArray, totals: IntArray, q: float
+) -> FloatArray:
+    """numpy's linear percentile of each row's expanded sample (values repeated by weight).
+
+    The expanded sample's position ``k`` holds ``values[j]`` for the first ``j`` whose
+    cumulative weight exceeds ``k``."""
+    position = (totals - 1) * (q / 100.0)
+    low = np.floor(position).astype(np.int64)
+    high = np.minimum(low + 1, totals - 1)
+    frac = position - low
+    j_low = np.minimum((cumulative <= low[:, None]).sum(axis=1), values.size - 1)
+    j_high = np.minimum((cumulative <= high[:, None]).sum(axis=1), values.size - 1)
+    out = values[j_low] + frac * (values[j_high] - values[j_low])
+    out[totals <= 0] = math.nan
+    return np.asarray(out, dtype=np.float64)
+
+
+def resample(sample: Sample, stats: Sequence[Statistic], resamples: int, seed: int) -> FloatArray:
+    """``resamples`` bootstrap values of each of ``stats`` (shape ``(len(stats), resamples)``;
+    NaN where a resample had no values). All statistics share the same resamples."""
+    rng = np.random.default_rng(seed)
+    n = sample.n_clusters
+    out = np.full((len(stats), resamples), math.nan)
+    if n == 0:
+        return out
+    block = max(1, min(resamples, _BLOCK_ELEMENTS // max(sample.size, n, 1)))
+    for start in range(0, resamples, block):
+        rows = min(block, resamples - start)
+        # Cluster counts of each resample: n draws with replacement, counted per row.
+        drawn = rng.integers(0, n, size=(rows, n)) + (np.arange(rows) * n)[:, None]
+        counts = np.bincount(drawn.ravel(), minlength=rows * n).reshape(rows, n)
+        out[:, start : start + rows] = evaluate(sample, stats, counts[:, sample.clusters])
+    return out
+
+
+def interval(
+    sample: Sample, stat: Statistic, confidence: float = 0.95, resamples: int = 1000, seed: int = 0
+) -> Interval:
+    """The statistic of ``sample`` with its bootstrap percentile interval."""
+    point = float(evaluate(sample, [stat])[0, 0])
+    draws = resample(sample, [stat], resamples, seed)[0]
+    return _interval(point, draws, confidence)
+
+
+def differences(
+    base: Sample,
+    candidate: Sample,
+    base_stats: Sequence[Statistic],
+    candidate_stats: Sequence[Statistic] | None = None,
+    confidence: float = 0.95,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> list[Difference]:
+    """Candidate − base of each statistic with bootstrap intervals, from independent
+    resamples of both runs (``candidate_stats`` when a rate has its own window length)."""
+    cand_stats = candidate_stats or base_stats
+    base_points = evaluate(base, base_stats)[:, 0]
+    cand_points = evaluate(candidate, cand_stats)[:, 0]
+    base_draws = resample(base, base_stats, resamples, seed)
+    cand_draws = resample(candidate, cand_stats, resamples, seed + 1)
+    out = []
+    for i in range(len(base_stats)):
+        b, c = float(base_points[i]), float(cand_points[i])
+        relative = None
+        if b != 0 and math.isfinite(b):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratios = cand_draws[i] / base_draws[i] - 1.0
+            relative = _interval(c / b - 1.0, ratios, confidence)
+        out.append(
+            Difference(
+                base=_interval(b, base_draws[i], confidence),
+                candidate=_interval(c, cand_draws[i], confidence),
+                delta=_interval(c - b, cand_draws[i] - base_draws[i], confidence),
+                relative=relative,
+            )
+        )
+    return out
+
+
+def _interval(point: float, draws: FloatArray, confidence: float) -> Interval:
+    finite = draws[np.isfinite(draws)]
+    if finite.size == 0:
+        return Interval(point, math.nan, math.nan, confidence, 0)
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(finite, [tail, 100.0 - tail])
+    return Interval(point, float(low), float(high), confidence, int(finite.size))
