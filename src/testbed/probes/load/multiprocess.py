@@ -180,11 +180,13 @@ async def _child(spec: dict[str, Any]) -> None:
         generator = LoadGenerator(
             pool, items, payloads, counter_from_spec(spec["counter"]), write, options
         )
+        stage = Stage.from_json(spec["stage"])
+        await generator.prepare(stage, spec["seed"])
         sys.stdout.write("ready\n")
         sys.stdout.flush()
         line = await loop.run_in_executor(None, sys.stdin.readline)
         t0 = int(line.split()[1])
-        run = await generator.run(Stage.from_json(spec["stage"]), t0_ns=t0, seed=spec["seed"])
+        run = await generator.run(stage, t0_ns=t0, seed=spec["seed"])
     await pool.aclose()
     Path(spec["run"]).write_text(json.dumps(asdict(run)), encoding="utf-8")
 

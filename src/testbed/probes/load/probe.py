@@ -84,7 +84,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         while stages:
             stage = stages.pop(0)
             ctx.progress(f"load: {stage.name} ({len(summaries) + 1})")
-            run_, records = await _execute(stage, setup, config, ctx, seed + len(summaries))
+            run_, records = await execute_stage(stage, setup, config, ctx, seed + len(summaries))
             _raise_if_down(records, endpoint)
             stage_records[stage.name] = records
             summaries.append(stage_summary(stage, run_, records, config))
@@ -113,7 +113,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     return ProbeOutcome(summary=summary, verdict=verdict_of(summaries, config))
 
 
-async def _execute(
+async def execute_stage(
     stage: Stage, setup: Setup, config: LoadProbe, ctx: ProbeContext, seed: int
 ) -> tuple[StageRun, list[dict[str, Any]]]:
     if config.processes == 1:

@@ -16,8 +16,10 @@ connections are opened before a stage starts to keep it rare.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,18 +111,37 @@ class LoadGenerator:
         self._next = options.proc  # global request number; processes interleave
         self.lags: list[int] = []
         self.capped = 0
+        self._prepared: tuple[Stage, int, list[int]] | None = None
+
+    async def prepare(self, stage: Stage, seed: int = 0) -> None:
+        """Plan the stage's arrivals and open its connections, before its clock starts (a
+        connection storm at the start would show up as schedule lag)."""
+        offsets: list[int] = []
+        if stage.arrivals is not None:
+            offsets = offsets_ns(stage.arrivals, stage.duration_s, stage.max_requests, seed)
+            per_s = _rate_of(offsets, stage.duration_s) / self._opt.procs
+            await self._pool.warm(min(self._opt.max_in_flight, max(4, int(per_s / 4))))
+        else:
+            await self._pool.warm(self._share(stage.concurrency or 1))
+        self._prepared = (stage, seed, offsets)
 
     async def run(self, stage: Stage, t0_ns: int | None = None, seed: int = 0) -> StageRun:
         """Run ``stage``; all processes of one stage share ``t0_ns`` (monotonic clocks are
         system-wide on Linux, so their records merge exactly)."""
+        if self._prepared is None or self._prepared[:2] != (stage, seed):
+            await self.prepare(stage, seed)
+        assert self._prepared is not None
+        offsets = self._prepared[2]
+        self._prepared = None
         self.lags, self.capped = [], 0
         t0 = t0_ns if t0_ns is not None else monotonic_ns()
         cpu0, wall0 = time.process_time(), monotonic_ns()
         run = StageRun(stage.name, t_start_ns=t0, processes=self._opt.procs)
-        if stage.open_loop:
-            await self._open_loop(stage, t0, seed, run)
-        else:
-            await self._closed_loop(stage, t0, run)
+        with _no_gc_pauses():
+            if stage.open_loop:
+                await self._open_loop(stage, t0, offsets, run)
+            else:
+                await self._closed_loop(stage, t0, run)
         run.t_end_ns = monotonic_ns()
         run.cpu_s = time.process_time() - cpu0
         run.wall_s = (run.t_end_ns - wall0) / 1e9
@@ -128,14 +149,17 @@ class LoadGenerator:
         run.lags_ns, run.capped = self.lags, self.capped
         return run
 
+    def _share(self, total: int) -> int:
+        """This process's part of ``total`` (workers or requests) split between processes."""
+        procs, proc = self._opt.procs, self._opt.proc
+        return total // procs + (1 if proc < total % procs else 0)
+
     # -- closed loop ------------------------------------------------------------------------
     async def _closed_loop(self, stage: Stage, t0: int, run: StageRun) -> None:
-        total = stage.concurrency or 1
-        mine = total // self._opt.procs + (1 if self._opt.proc < total % self._opt.procs else 0)
+        mine = self._share(stage.concurrency or 1)
         stop_ns = t0 + round(stage.duration_s * 1e9) if stage.duration_s else None
-        budget = _share(stage.max_requests, self._opt.proc, self._opt.procs)
-        left = [budget if budget is not None else -1]
-        await self._pool.warm(mine)
+        budget = self._share(stage.max_requests) if stage.max_requests is not None else -1
+        left = [budget]
         now = monotonic_ns()
         if now < t0:
             await asyncio.sleep((t0 - now) / 1e9)
@@ -154,16 +178,10 @@ class LoadGenerator:
         run.t_stop_ns = stop_ns if stop_ns is not None else monotonic_ns()
 
     # -- open loop --------------------------------------------------------------------------
-    async def _open_loop(self, stage: Stage, t0: int, seed: int, run: StageRun) -> None:
-        assert stage.arrivals is not None
-        offsets = offsets_ns(stage.arrivals, stage.duration_s, stage.max_requests, seed)
+    async def _open_loop(self, stage: Stage, t0: int, offsets: list[int], run: StageRun) -> None:
         mine = offsets[self._opt.proc :: self._opt.procs]
-        run.requested_rate = len(offsets) / stage.duration_s if stage.duration_s else None
-        if run.requested_rate is None and len(offsets) > 1:
-            run.requested_rate = (len(offsets) - 1) / (offsets[-1] / 1e9)
+        run.requested_rate = _rate_of(offsets, stage.duration_s)
         slots = asyncio.Semaphore(self._opt.max_in_flight)
-        expected = (run.requested_rate or 1) / self._opt.procs  # requests/s of this process
-        await self._pool.warm(min(self._opt.max_in_flight, max(4, int(expected / 4))))
         timer = PreciseTimer()
         run.precise_timer = timer.precise
         try:
@@ -258,10 +276,28 @@ class LoadGenerator:
         return record
 
 
-def _share(total: int | None, proc: int, procs: int) -> int | None:
-    if total is None:
-        return None
-    return total // procs + (1 if proc < total % procs else 0)
+@contextlib.contextmanager
+def _no_gc_pauses() -> Iterator[None]:
+    """No cyclic garbage collection while a stage runs: a full collection over thousands of
+    live records stalls the loop for milliseconds, which would show up as send lag and
+    late chunk timestamps. Per-request objects are acyclic and freed by reference counting;
+    what cycles remain are collected once the stage is over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+        gc.collect()
+
+
+def _rate_of(offsets: list[int], duration_s: float | None) -> float:
+    """Requested rate of a schedule: arrivals per second of the stage's duration (or of the
+    schedule's span when only a request count bounds it)."""
+    if duration_s:
+        return len(offsets) / duration_s
+    return (len(offsets) - 1) / (offsets[-1] / 1e9) if len(offsets) > 1 and offsets[-1] else 0.0
 
 
 def _sink_factory(api: str, stream: bool, keep_raw: bool) -> Callable[[], Sink]:
