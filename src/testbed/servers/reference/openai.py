@@ -131,7 +131,7 @@ def _choice(call: _Call, text: str, steps: list[Step], finish: str | None, first
     choice: dict[str, Any] = {"index": 0, "logprobs": _token_logprobs(call, steps)}
     if call.chat:
         key = "delta" if call.stream else "message"
-        message: dict[str, Any] = {"content": text} if (text or not call.stream) else {}
+        message: dict[str, Any] = {"content": text} if (text or first or not call.stream) else {}
         if first or not call.stream:
             message = {"role": "assistant", **message}
         choice[key] = message
@@ -182,10 +182,7 @@ async def _stream(call: _Call, steps: AsyncIterator[Step], out: Responder) -> No
             continue  # nothing to say yet (a held-back stop-string prefix)
         choice = _choice(call, step.text, [step], step.finish_reason, first)
         first = False
-        chunk = _envelope(call, [choice])
-        if call.include_usage:
-            chunk["usage"] = None
-        await out.send_event(json.dumps(chunk))
+        await out.send_event(json.dumps(_envelope(call, [choice])))
     if call.include_usage:
         usage = _envelope(call, [])
         usage["usage"] = _usage(call, tokens)
