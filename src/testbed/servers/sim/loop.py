@@ -24,7 +24,9 @@ class PreciseSelector(selectors.EpollSelector):
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if timeout is not None and timeout > 0:
-            select.select([self.fileno()], [], [], timeout)
+            readable, _, _ = select.select([self.fileno()], [], [], timeout)
+            if not readable:
+                return []  # the timeout elapsed with nothing ready: spare the epoll call
             timeout = 0
         return super().select(timeout)
 
