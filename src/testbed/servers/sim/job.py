@@ -147,7 +147,8 @@ class Job:
         self._handle = None
         app = self._app
         now = app.loop.time()
-        app.pacer.observe(now - self._deadline)
+        if not head:  # only timer-driven writes teach the pacer its lead
+            app.pacer.observe(now - self._deadline)
         horizon = now + app.pacer.lead
         n, i = len(self._events), self._i
         if i == 0:
