@@ -181,6 +181,7 @@ class Engine:
             if seq.cache.length >= seq.cache.capacity:
                 seq.cache = _grown(seq.cache, len(seq.prompt) + seq.params.max_tokens)
         caches = [s.cache for s in self._running if s.cache is not None]
+        self.metrics.batch.observe(len(caches))
         logits = self.loaded.decode([s.generated[-1] for s in self._running], caches)
         self._running = [s for i, s in enumerate(self._running) if not self._advance(s, logits[i])]
         self.metrics.running = len(self._running)

@@ -16,6 +16,9 @@ _LATENCY_BUCKETS = (
 )  # fmt: skip
 
 
+_BATCH_BUCKETS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+
+
 @dataclass
 class Histogram:
     """Cumulative-on-render buckets of seconds, like prometheus_client's."""
@@ -55,6 +58,7 @@ class EngineMetrics:
     ttft: Histogram = field(default_factory=Histogram)
     e2e: Histogram = field(default_factory=Histogram)
     tpot: Histogram = field(default_factory=Histogram)
+    batch: Histogram = field(default_factory=lambda: Histogram(_BATCH_BUCKETS))
 
     def observe_first_token(self, elapsed_ns: int) -> None:
         self.ttft.observe(elapsed_ns / 1e9)
@@ -85,6 +89,7 @@ class EngineMetrics:
             ("vllm:time_to_first_token_seconds", self.ttft),
             ("vllm:e2e_request_latency_seconds", self.e2e),
             ("vllm:time_per_output_token_seconds", self.tpot),
+            ("testbed:decode_batch_size", self.batch),  # rows per decode step (ours only)
         ):
             lines.append(f"# TYPE {name} histogram")
             lines.extend(hist.render(name, labels))
