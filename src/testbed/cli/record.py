@@ -100,7 +100,7 @@ async def _from_url(args: argparse.Namespace, path: Any, console: Any) -> tuple[
     from testbed.config.correctness import CorrectnessProbe
     from testbed.probes.correctness.record import record_files
 
-    protocols = ("openai", "tgi") if args.protocol == "both" else (args.protocol,)
+    protocols: Any = ("openai", "tgi") if args.protocol == "both" else (args.protocol,)
     endpoint = Endpoint(
         base_url=args.url.rstrip("/"), protocols=protocols, model=args.model, server_kind="external"
     )

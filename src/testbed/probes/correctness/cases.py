@@ -278,7 +278,7 @@ def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
     if isinstance(data, list):
         prov.copy_tree((), ("cases",))
         data = {"cases": data}
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or "cases" not in data:
         raise CampaignError(f"{path}: a case file is a list of cases (- name: …, request: …)")
     try:
         model = CaseFileModel.model_validate(data)
@@ -302,9 +302,7 @@ def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
     return CaseFile(path, model.cases)
 
 
-def load_case_files(
-    paths: Iterable[Path], *, require_expected: bool = False
-) -> list[CaseFile]:
+def load_case_files(paths: Iterable[Path], *, require_expected: bool = False) -> list[CaseFile]:
     """Several case files; case names must be unique across them."""
     files = [load_case_file(p, require_expected=require_expected) for p in paths]
     owner: dict[str, Path] = {}

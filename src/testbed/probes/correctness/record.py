@@ -30,6 +30,7 @@ from testbed.probes.correctness.skip import skip_reason
 from testbed.results.files import write_atomic
 
 HEADER = "# Recorded by testbed record"
+DECIMALS = 6
 KEY_ORDER = ("name", "description", "protocol", "request", "expected", "error")
 
 
@@ -49,7 +50,15 @@ def expected_from(output: Output, case: Case) -> dict[str, Any]:
     keep = ["text", "completion_tokens", "prompt_tokens", "finish_reason"]
     if case.request.logprobs is not None:
         keep += ["token_texts", "logprobs", "top_logprobs"]
-    return {k: data[k] for k in keep if k in data}
+    out = {k: data[k] for k in keep if k in data}
+    # Six decimals keep a thousand times the precision the tightest tolerance needs.
+    if "logprobs" in out:
+        out["logprobs"] = [round(v, DECIMALS) for v in out["logprobs"]]
+    if "top_logprobs" in out:
+        out["top_logprobs"] = [
+            [[t, round(v, DECIMALS)] for t, v in row] for row in out["top_logprobs"]
+        ]
+    return out
 
 
 def error_from(output: Output, case: Case) -> dict[str, Any]:
@@ -161,7 +170,27 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
 
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _list(dumper: yaml.SafeDumper, value: list[Any]) -> yaml.SequenceNode:
+    """Short lists (of scalars, or of pairs such as top logprobs) on one line."""
+    flat = all(_scalar(v) for v in value)
+    pairs = all(isinstance(v, list) and all(_scalar(x) for x in v) for v in value)
+    flow = (flat or pairs) and len(repr(value)) <= 90
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
+def _dict(dumper: yaml.SafeDumper, value: dict[Any, Any]) -> yaml.MappingNode:
+    """Short mappings of scalars (a request, a message) on one line."""
+    flow = all(_scalar(v) for v in value.values()) and len(repr(value)) <= 80
+    return dumper.represent_mapping("tag:yaml.org,2002:map", value, flow_style=flow)
+
+
 _Dumper.add_representer(str, _str)
+_Dumper.add_representer(dict, _dict)
+_Dumper.add_representer(list, _list)
 
 
 def render(recorded: Recorded, source: str) -> str:
