@@ -57,9 +57,15 @@ async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) ->
                 f"{side} deployment '{name}' at {endpoint.base_url} is unreachable: {exc}"
             ) from exc
     return Target(
-        side, name, pool, model, config.api, config.max_tokens, config.temperature,
+        side,
+        name,
+        pool,
+        model,
+        config.api,
+        config.max_tokens,
+        config.temperature,
         config.timeout_s,
-    )  # fmt: skip
+    )
 
 
 def _jobs(config: AbProbe, prompt_set: Sequence[prompts.Prompt], seed: int) -> list[Job]:
@@ -104,9 +110,12 @@ async def _send_all(
             ctx.progress(f"ab {len(records)}/{len(jobs)} requests")
 
     await traffic.drive(
-        jobs, send, concurrency=config.concurrency, rate=config.rate,
+        jobs,
+        send,
+        concurrency=config.concurrency,
+        rate=config.rate,
         per_side=config.mode == "paired",
-    )  # fmt: skip
+    )
     return records
 
 

@@ -130,9 +130,13 @@ def latency_summary(
     out = {}
     for offset, (name, (s, c)) in enumerate(samples.latency.items()):
         ratio = stats.ratio_of_medians(
-            s, c, paired=samples.paired, confidence=confidence, resamples=resamples,
+            s,
+            c,
+            paired=samples.paired,
+            confidence=confidence,
+            resamples=resamples,
             seed=seed + offset,
-        )  # fmt: skip
+        )
         if samples.paired:
             shift = stats.hodges_lehmann_paired(c - s, confidence)
             wilcoxon = stats.wilcoxon_p(c - s)

@@ -104,9 +104,12 @@ def _log(values: FloatArray) -> FloatArray:
 
 
 def latency_criterion(
-    metric: str, regression: float, samples: Samples, summary: Mapping[str, Any],
+    metric: str,
+    regression: float,
+    samples: Samples,
+    summary: Mapping[str, Any],
     criteria: AbCriteria,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """``canary p50 / stable p50 ≤ 1 + regression``, on the bootstrap interval of the ratio;
     the tests are rank tests of the log ratio shifted by the margin."""
     s, c = samples.latency[metric]

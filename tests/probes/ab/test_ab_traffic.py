@@ -1,0 +1,136 @@
+"""The A/B prompt set, the sending order and the pacing (no server involved)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from testbed.core.clock import monotonic_ns
+from testbed.core.errors import InputError
+from testbed.probes.ab import prompts, traffic
+from testbed.probes.ab.traffic import Job
+
+
+def test_synthetic_prompts_are_distinct_and_seeded() -> None:
+    a = prompts.synthetic(300, seed=4)
+    assert len({p.text for p in a}) == 300
+    assert a == prompts.synthetic(300, seed=4)
+    assert a != prompts.synthetic(300, seed=5)
+
+
+def test_prompt_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(
+        "# a comment\n"
+        + json.dumps({"id": "a", "prompt": "hello"})
+        + "\n\n"
+        + json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5})
+        + "\n"
+    )
+    got = prompts.build("p.jsonl", 10, 0, tmp_path)
+    assert [p.id for p in got] == ["a", "line-4"]
+    assert got[0].as_messages() == [{"role": "user", "content": "hello"}]
+    assert got[1].as_text() == "hi"
+    assert got[1].max_tokens == 5
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"prompt": 3}', "must be a string"),
+        ('{"prompt": "a", "messages": []}', "exactly one of"),
+        ('{"text": "a"}', "unknown key"),
+        ("[1]", "expected a JSON object"),
+        ("{nope", "not valid JSON"),
+        ('{"prompt": "a", "max_tokens": 0}', "positive integer"),
+    ],
+)
+def test_prompt_file_errors_name_the_line(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"prompt": "fine"}\n' + line + "\n")
+    with pytest.raises(InputError, match=rf"bad.jsonl:2: .*{message}"):
+        prompts.load(path)
+
+
+def test_missing_prompt_file_says_where_paths_start(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="relative to the campaign file"):
+        prompts.build("nowhere.jsonl", 1, 0, tmp_path)
+
+
+def test_paired_order_keeps_pairs_adjacent_and_shuffled() -> None:
+    prompt_set = prompts.synthetic(7, 0)
+    jobs = traffic.paired_jobs(prompt_set, 40, random.Random(3))
+    assert len(jobs) == 80
+    assert [j.seq for j in jobs] == list(range(80))
+    for first, second in zip(jobs[::2], jobs[1::2], strict=True):
+        assert first.pair == second.pair
+        assert {first.side, second.side} == {"stable", "canary"}
+        assert first.prompt == second.prompt == prompt_set[first.pair % 7]
+    pair_order = [j.pair for j in jobs[::2]]
+    assert sorted(pair_order) == list(range(40))
+    assert pair_order != list(range(40))
+    firsts = Counter(j.side for j in jobs[::2])
+    assert 10 <= firsts["canary"] <= 30  # the coin, not always the same side first
+    assert jobs == traffic.paired_jobs(prompt_set, 40, random.Random(3))
+
+
+def test_split_order_sends_the_exact_share() -> None:
+    jobs = traffic.split_jobs(prompts.synthetic(5, 0), 101, 0.2, random.Random(1))
+    sides = Counter(j.side for j in jobs)
+    assert sides == {"canary": 20, "stable": 81}
+    assert {j.prompt.id for j in jobs} == {f"syn-{i:04d}" for i in range(5)}
+    assert [j.side for j in jobs[:20]] != ["stable"] * 20 or sides["canary"] == 0
+    tiny = traffic.split_jobs(prompts.synthetic(1, 0), 2, 0.01, random.Random(1))
+    assert Counter(j.side for j in tiny) == {"canary": 1, "stable": 1}
+
+
+async def _measure(jobs: list[Job], concurrency: int, per_side: bool) -> dict[str, int]:
+    in_flight: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
+
+    async def send(job: Job) -> None:
+        key = job.side if per_side else "all"
+        in_flight[key] += 1
+        peak[key] = max(peak[key], in_flight[key])
+        for _ in range(3):  # stay in flight for a few loop turns
+            await asyncio.sleep(0)
+        in_flight[key] -= 1
+
+    await traffic.drive(jobs, send, concurrency=concurrency, rate=None, per_side=per_side)
+    return dict(peak)
+
+
+def test_closed_loop_limits_each_side_when_paired() -> None:
+    jobs = traffic.paired_jobs(prompts.synthetic(10, 0), 30, random.Random(0))
+    assert asyncio.run(_measure(jobs, 3, per_side=True)) == {"stable": 3, "canary": 3}
+
+
+def test_closed_loop_limits_the_one_stream_when_split() -> None:
+    jobs = traffic.split_jobs(prompts.synthetic(10, 0), 30, 0.5, random.Random(0))
+    assert asyncio.run(_measure(jobs, 4, per_side=False)) == {"all": 4}
+
+
+def test_open_loop_releases_a_pair_per_tick() -> None:
+    jobs = traffic.paired_jobs(prompts.synthetic(4, 0), 6, random.Random(0))
+    started: dict[int, list[int]] = {}
+
+    async def send(job: Job) -> None:
+        started.setdefault(job.pair, []).append(monotonic_ns())
+
+    async def main() -> int:
+        t0 = monotonic_ns()
+        await traffic.drive(jobs, send, concurrency=1, rate=100.0, per_side=True)
+        return t0
+
+    t0 = asyncio.run(main())
+    ticks = [j.pair for j in jobs[::2]]
+    for k, pair in enumerate(ticks):
+        times = started[pair]
+        assert len(times) == 2
+        assert min(times) - t0 >= k * 10_000_000 - 1_000_000  # not before its tick (10 ms)
+        assert max(times) - min(times) < 5_000_000  # both sides of a pair together
