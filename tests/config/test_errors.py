@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -98,7 +99,11 @@ def _mutations() -> st.SearchStrategy[str]:
     return mutate()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(_mutations())
 def test_mutated_campaigns_fail_cleanly(text: str) -> None:
     """Any mutation either still loads, or raises CampaignError naming the file (and a line

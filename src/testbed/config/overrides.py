@@ -149,13 +149,17 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
     deployments = data.get("deployments")
     if not isinstance(deployments, list):
         return
-    by_name = {d.get("name"): i for i, d in enumerate(deployments) if isinstance(d, dict)}
+    by_name = {
+        d["name"]: i
+        for i, d in enumerate(deployments)
+        if isinstance(d, dict) and isinstance(d.get("name"), str)
+    }
     done: set[int] = set()
 
     def resolve(index: int, stack: list[str]) -> None:
         child = deployments[index]
         parent_name = child.get("extends") if isinstance(child, dict) else None
-        if index in done or parent_name is None:
+        if index in done or not isinstance(parent_name, str):  # validation reports non-strings
             done.add(index)
             return
         if parent_name in stack:
