@@ -36,8 +36,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 Record = Mapping[str, Any]
 
 #: The percentiles every latency summary has, named as in summary.json.
@@ -104,6 +102,8 @@ def tpot_ms(record: Record) -> float | None:
 
 def distribution(values: Iterable[float]) -> dict[str, float | int | None]:
     """``p50 p90 p95 p99 p999 mean std n`` of ``values`` (None statistics when empty)."""
+    import numpy as np  # here, not at import: the load generator's start-up stays short
+
     data = np.fromiter(values, dtype=float)
     if data.size == 0:
         return {**dict.fromkeys(PERCENTILES), "mean": None, "std": None, "n": 0}

@@ -65,17 +65,18 @@ def build(dataset: SyntheticDataset | FileDataset, counter: TokenCounter, seed: 
 
 
 def _synthetic(ds: SyntheticDataset, counter: TokenCounter, rng: random.Random) -> list[Item]:
-    prefixes = [counter.make_text(ds.prefix_tokens, rng) for _ in range(ds.prefix_groups)]
-    items = []
-    for i in range(ds.samples):
-        n_in, n_out = draw(ds.input_tokens, rng), draw(ds.output_tokens, rng)
-        if ds.prefix_tokens:
-            body = counter.make_text(max(1, n_in - ds.prefix_tokens), rng)
-            text = f"{prefixes[i % ds.prefix_groups]} {body}"
-        else:
-            text = counter.make_text(n_in, rng)
-        items.append(Item(text, counter.count(text), n_out))
-    return items
+    lengths = [(draw(ds.input_tokens, rng), draw(ds.output_tokens, rng)) for _ in range(ds.samples)]
+    if ds.prefix_tokens:
+        prefixes = counter.make_texts([ds.prefix_tokens] * ds.prefix_groups, rng)
+        bodies = counter.make_texts([max(1, n - ds.prefix_tokens) for n, _ in lengths], rng)
+        texts = [f"{prefixes[i % ds.prefix_groups]} {body}" for i, body in enumerate(bodies)]
+    else:
+        texts = counter.make_texts([n for n, _ in lengths], rng)
+    counts = counter.count_many(texts)
+    return [
+        Item(text, count, n_out)
+        for text, count, (_, n_out) in zip(texts, counts, lengths, strict=True)
+    ]
 
 
 def _from_file(ds: FileDataset, counter: TokenCounter, rng: random.Random) -> list[Item]:

@@ -18,11 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from testbed.config.load import SelfCheck
 from testbed.probes.load.runner import StageRun
-from testbed.results.metrics import Record, Window
+from testbed.results.metrics import Record, Window, distribution
 
 
 @dataclass
@@ -40,10 +38,8 @@ class Check:
 
 def check(run: StageRun, records: Sequence[Record], win: Window, limits: SelfCheck) -> Check:
     """The self-check of one stage."""
-    lags = np.asarray(run.lags_ns, dtype=float) / 1e6
-    lag_p50, lag_p99 = (
-        (float(np.percentile(lags, 50)), float(np.percentile(lags, 99))) if lags.size else (0, 0)
-    )
+    lags = distribution(lag / 1e6 for lag in run.lags_ns)
+    lag_p50, lag_p99 = lags["p50"] or 0.0, lags["p99"] or 0.0
     seconds = win.seconds
     sent_in = sum(1 for r in records if r.get("sent_ns") in win)
     achieved = sent_in / seconds if seconds > 0 else 0.0

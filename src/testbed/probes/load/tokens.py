@@ -50,6 +50,12 @@ class TokenCounter(Protocol):
 
     def make_text(self, tokens: int, rng: random.Random) -> str: ...
 
+    def make_texts(self, lengths: list[int], rng: random.Random) -> list[str]:
+        """``make_text`` for many lengths at once (batched where the tokenizer can)."""
+        ...
+
+    def count_many(self, texts: list[str]) -> list[int]: ...
+
     def spec(self) -> dict[str, Any]:
         """What :func:`counter_from_spec` needs to rebuild it in another process."""
         ...
@@ -72,6 +78,12 @@ class RuleCounter:
         if self.rule == "whitespace":
             return len(text.split())
         return math.ceil(len(text) / 4)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [self.count(text) for text in texts]
+
+    def make_texts(self, lengths: list[int], rng: random.Random) -> list[str]:
+        return [self.make_text(n, rng) for n in lengths]
 
     def make_text(self, tokens: int, rng: random.Random) -> str:
         if self.rule == "whitespace":
@@ -100,29 +112,53 @@ class HfCounter:
         self._tok = Tokenizer.from_file(str(path))
         self.name = f"hf:{Path(folder).name}"
         self._folder = folder
+        self._ids: list[int] = []
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "hf", "dir": self._folder}
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
+        return len(self._tok.encode_batch_fast([text], add_special_tokens=False)[0].ids)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        return [len(e.ids) for e in self._tok.encode_batch_fast(texts, add_special_tokens=False)]
+
+    def make_texts(self, lengths: list[int], rng: random.Random) -> list[str]:
+        """Windows decoded and counted in two batched calls; the few whose edges merged are
+        redone one by one."""
+        stream = self._stream(max(lengths, default=1))
+        starts = [rng.randrange(len(stream) - 2 * n) for n in lengths]
+        texts = self._tok.decode_batch(
+            [stream[a : a + n] for a, n in zip(starts, lengths, strict=True)]
+        )
+        counts = self.count_many(texts)
+        return [
+            text if got == n else self.make_text(n, rng)
+            for text, got, n in zip(texts, counts, lengths, strict=True)
+        ]
 
     def make_text(self, tokens: int, rng: random.Random) -> str:
-        """Decode ``tokens`` ids of word text, then trim or extend until re-encoding gives
-        exactly ``tokens`` (a merge across a boundary can change the count by one)."""
-        words = " ".join(rng.choice(_WORDS) for _ in range(tokens * 2 + 8))
-        ids = self._tok.encode(words, add_special_tokens=False).ids
-        want = tokens
-        text = ""
-        for _ in range(8):
-            text = self._tok.decode(ids[:want])
+        """A window of ``tokens`` ids from a long stream of word tokens, decoded, then
+        widened or narrowed until re-encoding gives exactly ``tokens`` (a merge across the
+        window's edges can change the count by one)."""
+        stream = self._stream(tokens)
+        start = rng.randrange(len(stream) - 2 * tokens)
+        want, text = tokens, ""
+        for _ in range(6):
+            text = self._tok.decode(stream[start : start + want])
             got = self.count(text)
             if got == tokens:
                 return text
-            want += tokens - got
-            if want <= 0 or want > len(ids):
-                break
+            want = max(1, want + tokens - got)
         return text  # the closest found; the record keeps the measured count
+
+    def _stream(self, tokens: int) -> list[int]:
+        """Token ids of random words, at least 8× the longest request so far (built once,
+        seeded, so prompts stay reproducible)."""
+        if len(self._ids) < 8 * tokens + 64:
+            words = random.Random(len(self._ids)).choices(_WORDS, k=8 * tokens + 512)
+            self._ids = self._tok.encode(" ".join(words), add_special_tokens=False).ids
+        return self._ids
 
 
 def counter_from_spec(spec: dict[str, Any]) -> TokenCounter:
