@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tokenizer", help="local tokenizer folder for client-side counts")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
     p.add_argument("--out", help="output directory (default runs/load-<stamp>)")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
     p.set_defaults(handler=handle)
 
@@ -83,6 +84,8 @@ def section(args: argparse.Namespace) -> dict[str, Any]:
     }
     if args.no_stream:
         out["stream"] = False
+    if args.no_plots:
+        out["plots"] = False
     if args.dataset:
         data: dict[str, Any] = {"kind": "file", "path": args.dataset, "format": args.dataset_format}
         if args.output_tokens:

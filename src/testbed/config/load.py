@@ -222,6 +222,7 @@ class LoadProbe(_Strict):
     seed: int | None = Field(None, description="Seed for prompts and arrivals (default: run's).")
     model: str | None = Field(None, description="Model name to send (default: discovered).")
     keep_text: bool = Field(False, description="Keep each output text in the records.")
+    plots: bool = Field(True, description="Write PNG plots into the treatment directory.")
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadProbe:

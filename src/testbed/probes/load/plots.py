@@ -44,9 +44,11 @@ def latency_cdf(path: Path, stage_records: Mapping[str, Sequence[Record]]) -> Pa
     axes = fig.subplots(1, 3)
     for ax, label in zip(axes, ("TTFT (ms)", "ITL (ms)", "e2e latency (ms)"), strict=True):
         for name, records in stage_records.items():
-            values = np.sort(np.asarray(_values(label, records), dtype=np.float64))
+            values = np.asarray(_values(label, records), dtype=np.float64)
             if values.size:
-                ax.plot(values, np.arange(1, values.size + 1) / values.size, label=name)
+                # a CDF drawn through 1,000 quantiles looks the same and renders in a blink
+                fractions = np.linspace(0, 1, min(values.size, 1000))
+                ax.plot(np.quantile(values, fractions), fractions, label=name)
         ax.set_xlabel(label)
         ax.set_ylabel("fraction of requests" if label.startswith("TTFT") else "")
         ax.grid(alpha=0.3)

@@ -109,7 +109,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         "loop": loop_name() if config.processes == 1 else "uvloop/asyncio per process",
         "seed": seed,
     }
-    summary["plots"] = _plots(ctx, stage_records, summaries)
+    summary["plots"] = _plots(ctx, stage_records, summaries) if config.plots else []
     return ProbeOutcome(summary=summary, verdict=verdict_of(summaries, config))
 
 

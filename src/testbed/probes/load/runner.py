@@ -175,7 +175,8 @@ class LoadGenerator:
             for _ in range(mine):
                 group.create_task(worker())
         run.sent = len(self.lags)
-        run.t_stop_ns = stop_ns if stop_ns is not None else monotonic_ns()
+        # a stage bounded by its request count ends when its last request does
+        run.t_stop_ns = min(stop_ns or monotonic_ns(), monotonic_ns())
 
     # -- open loop --------------------------------------------------------------------------
     async def _open_loop(self, stage: Stage, t0: int, offsets: list[int], run: StageRun) -> None:
