@@ -76,14 +76,14 @@ def main() -> int:
             error = value - truth
             ok = abs(error) <= TOLERANCE_MS
             verdicts.append(ok)
-            print(
-                f"{metric + ' ' + q:10}{truth:>12.3f}{value:>11.3f}{error:>+9.3f}{'yes' if ok else 'NO':>15}"
-            )
+            mark = "yes" if ok else "NO"
+            print(f"{metric + ' ' + q:10}{truth:>12.3f}{value:>11.3f}{error:>+9.3f}{mark:>15}")
     h = summary["harness"]
     print(
         f"achieved {h['achieved_rate']:.1f}/s of {h['requested_rate']:.1f}/s; schedule lag p50"
         f" {h['schedule_lag_ms']['p50']:.3f} ms, p99 {h['schedule_lag_ms']['p99']:.3f} ms;"
-        f" generator CPU {h['cpu_ms_per_request']:.3f} ms/request, {h['cpu_fraction']:.0%} of a core"
+        f" generator CPU {h['cpu_ms_per_request']:.3f} ms/request,"
+        f" {h['cpu_fraction']:.0%} of a core"
     )
     print(f"verdict of the run: {summary['verdict']['status']} — {summary['verdict']['reason']}")
     return 0 if all(verdicts) else 1
