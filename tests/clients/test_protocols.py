@@ -119,3 +119,17 @@ def test_tgi(fake: Any, stream: bool) -> None:
     assert len(response.chunks) == (4 if stream else 1)
     assert response.usage == {"completion_tokens": 4}
     assert response.finish_reason == "length"
+
+
+def test_warm_connections_are_used_and_connect_time_is_apart(fake: Any) -> None:
+    async def scenario(pool: ConnectionPool, server: Any) -> tuple[int, list[int]]:
+        await pool.warm(3)
+        responses = await asyncio.gather(
+            *(openai.complete(pool, {"prompt": "x"}) for _ in range(4))
+        )
+        return int(server.connections), sorted(r.connect_ns for r in responses)
+
+    connections, connect = run(fake, scenario, itl_s=0.001)
+    assert connections == 4  # three warmed, one opened for the fourth request in flight
+    assert connect[:3] == [0, 0, 0]
+    assert connect[3] > 0
