@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed.clients.http import ConnectionPool
+from testbed.clients.response import Response
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InputError
 from testbed.probes.ab import prompts, traffic
@@ -134,3 +136,26 @@ def test_open_loop_releases_a_pair_per_tick() -> None:
         assert len(times) == 2
         assert min(times) - t0 >= k * 10_000_000 - 1_000_000  # not before its tick (10 ms)
         assert max(times) - min(times) < 5_000_000  # both sides of a pair together
+
+
+def test_record_of_an_empty_answer_and_of_an_http_error() -> None:
+    async def records() -> tuple[dict[str, object], dict[str, object]]:
+        target = traffic.Target(
+            "canary", "c", ConnectionPool("http://127.0.0.1:9"), "m", "completions", 8, 0.0, 5.0
+        )
+        job = Job(0, 0, "canary", prompts.synthetic(1, 0)[0])
+        empty = Response(status=200, t_sent_ns=10, t_done_ns=20, finish_reason="stop")
+        failed = Response(status=500, t_sent_ns=10, t_done_ns=20, error="HTTP 500: boom")
+        return (
+            traffic.record_of(job, target, empty, None, 5),
+            traffic.record_of(job, target, failed, None, 5),
+        )
+
+    empty, failed = asyncio.run(records())
+    assert empty["error"] is None
+    assert empty["text"] == ""
+    assert empty["chunks_ns"] == []
+    assert empty["sent_ns"] == 10
+    assert empty["done_ns"] == 20
+    assert failed["error"] == "HTTP 500: boom"
+    assert failed["status"] == 500

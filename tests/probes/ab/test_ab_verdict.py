@@ -197,3 +197,15 @@ def test_embedding_scores_decide_agreement_when_configured() -> None:
     assert agreement["exact"] == 0.5
     assert agreement["similarity"] == 1.0
     assert _criterion(outcome, "agreement")["status"] == "PASS"
+
+
+def test_an_empty_answer_is_an_output_not_an_error() -> None:
+    records = _records(40)
+    for record in records[:4]:  # the model stopped at once on both sides of two pairs
+        record["chunks_ns"], record["text"] = [], ""
+    ab = _judge(records).summary["ab"]
+    assert ab["errors"]["stable"]["errors"] == ab["errors"]["canary"]["errors"] == 0
+    assert ab["agreement"]["n"] == 40
+    assert ab["agreement"]["exact"] == 1.0
+    assert ab["latency"]["ttft_ms"]["n"] == 38
+    assert ab["latency"]["e2e_ms"]["n"] == 40
