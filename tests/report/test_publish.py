@@ -48,7 +48,9 @@ def test_publish_writes_everything(tmp_path: Path, console: Console) -> None:
     assert load["metrics"]["ttft_ms.p99"] > load["metrics"]["ttft_ms.p50"] > 0
     assert "window.start_ns" not in load["metrics"]
     text = console.export_text()
-    assert "run FAIL" in text and "TTFT p99" in text and "001__sim-c1" in text
+    assert "run FAIL" in text
+    assert "TTFT p99" in text
+    assert "001__sim-c1" in text
     with ResultsIndex(url) as index:
         assert [r.run_id for r in index.runs()] == ["r1"]
         assert len(index.history("ttft_ms.p99", config_hash=load["id"])) == 1
@@ -68,11 +70,14 @@ def test_junit(tmp_path: Path, console: Console) -> None:
     cases = {c.get("name"): c for c in root.iter("testcase")}
     failed = cases["003__sim-cases__corr000001"]
     failure = failed.find("failure")
-    assert failure is not None and "capital/openai" in (failure.get("message") or "")
+    assert failure is not None
+    assert "capital/openai" in (failure.get("message") or "")
     skipped = cases["004__stable-vs-canary__abab000001"].find("skipped")
-    assert skipped is not None and (skipped.get("message") or "").startswith("INCONCLUSIVE")
+    assert skipped is not None
+    assert (skipped.get("message") or "").startswith("INCONCLUSIVE")
     out = cases["001__sim-c1__t0001aaaa"].find("system-out")
-    assert out is not None and "ttft_ms.p99 = " in (out.text or "")
+    assert out is not None
+    assert "ttft_ms.p99 = " in (out.text or "")
     props = {p.get("name"): p.get("value") for p in root.iter("property")}
     assert props["run_id"] == "r1"
 
@@ -99,12 +104,14 @@ def test_html_is_self_contained_and_complete(
     assert "<script" not in page
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched
     assert "tok-should-never-appear" not in page
-    assert "${env:SECRET_TOKEN}" not in page and "***" in page
+    assert "${env:SECRET_TOKEN}" not in page
+    assert "***" in page
     # the first divergence highlighted on both sides
     assert '<mark class="expected"> Paris</mark>' in page
     assert '<mark class="actual"> Lyon</mark>' in page
     assert "abc&lt;def&gt;" in page  # escaped
-    assert "by a newer probe" in page and "deeper" in page  # unknown keys shown
+    assert "by a newer probe" in page
+    assert "deeper" in page
     ids = re.findall(r'\bid="([^"]+)"', page)
     assert len(ids) == len(set(ids)), "element ids must be unique across inline SVGs"
 
@@ -116,7 +123,8 @@ def test_finish_run_defaults_to_index_beside_runs(
     run = make_run(tmp_path, "r1")
     assert finish_run(RunDir(run), console) == 0
     assert (tmp_path / "index.sqlite").is_file()
-    assert (run / "report.html").is_file() and (run / "junit.xml").is_file()
+    assert (run / "report.html").is_file()
+    assert (run / "junit.xml").is_file()
 
 
 def test_broken_index_is_a_warning(tmp_path: Path, console: Console) -> None:
@@ -131,6 +139,10 @@ def test_broken_index_is_a_warning(tmp_path: Path, console: Console) -> None:
 
 def test_text_divergence() -> None:
     d = text_divergence("hello world", "hello there")
-    assert d["index"] == 6 and d["expected_token"] == "w" and d["actual_token"] == "t"
+    assert d["index"] == 6
+    assert d["expected_token"] == "w"
+    assert d["actual_token"] == "t"
     d = text_divergence("abc", "abcd")
-    assert d["index"] == 3 and d["expected_token"] is None and d["actual_token"] == "d"
+    assert d["index"] == 3
+    assert d["expected_token"] is None
+    assert d["actual_token"] == "d"

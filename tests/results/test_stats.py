@@ -89,3 +89,25 @@ def test_empty_clusters_and_empty_samples() -> None:
     iv = interval(Sample.of([]), Statistic("percentile", q=50), resamples=10)
     assert math.isnan(iv.estimate)
     assert iv.resamples == 0
+
+
+def test_noise_band_is_a_prediction_interval() -> None:
+    from testbed.results.stats import noise_band
+
+    assert noise_band([]) is None
+    assert noise_band([10.0]) is None  # one run says nothing about noise
+    assert noise_band([10.0, 10.0]) == (10.0, 10.0)
+    few = noise_band([9.0, 11.0])
+    many = noise_band([9.0, 11.0] * 10)
+    assert few is not None
+    assert many is not None
+    assert few[0] < many[0] < 10.0 < many[1] < few[1]  # more runs, tighter band
+    # a 4th run from the same distribution lands inside the band of 3 about 95 % of the time
+    rng = np.random.default_rng(3)
+    inside = 0
+    for _ in range(400):
+        data = rng.normal(100.0, 5.0, size=4)
+        band = noise_band(list(data[:3]))
+        assert band is not None
+        inside += band[0] <= data[3] <= band[1]
+    assert 0.9 < inside / 400 <= 1.0

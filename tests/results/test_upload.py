@@ -69,7 +69,8 @@ def test_missing_bucket_is_an_infrastructure_error_without_secrets(
         upload_run(make_dir(tmp_path), "s3://no-such-bucket/x", endpoint_url=s3_server)
     message = str(info.value)
     assert "no-such-bucket" in message
-    assert "testing-secret-do-not-log" not in message and "testing-key-id" not in message
+    assert "testing-secret-do-not-log" not in message
+    assert "testing-key-id" not in message
 
 
 def test_credentials_only_from_the_environment(

@@ -114,7 +114,7 @@ def evaluate(
         return out
     totals = weights.sum(axis=1)
     sums = weights @ values
-    cumulative = np.cumsum(weights, axis=1) if any(s.kind == "percentile" for s in stats) else None
+    search = _Search.of(weights, totals) if any(s.kind == "percentile" for s in stats) else None
     with np.errstate(invalid="ignore", divide="ignore"):
         for i, stat in enumerate(stats):
             if stat.kind == "rate":
@@ -122,27 +122,45 @@ def evaluate(
             elif stat.kind == "mean":
                 out[i] = np.where(totals > 0, sums / totals, math.nan)
             else:
-                assert cumulative is not None
-                out[i] = _weighted_percentile(values, cumulative, totals, stat.q)
+                assert search is not None
+                out[i] = search.percentile(values, totals, stat.q)
     return out
 
 
-def _weighted_percentile(
-    values: FloatArray, cumulative: IntArray, totals: IntArray, q: float
-) -> FloatArray:
-    """numpy's linear percentile of each row's expanded sample (values repeated by weight).
+@dataclass(frozen=True)
+class _Search:
+    """Cumulative weights of every row as one sorted array: row ``i`` is offset by
+    ``i * (max total + 1)``, so one :func:`numpy.searchsorted` call serves all rows."""
 
-    The expanded sample's position ``k`` holds ``values[j]`` for the first ``j`` whose
-    cumulative weight exceeds ``k``."""
-    position = (totals - 1) * (q / 100.0)
-    low = np.floor(position).astype(np.int64)
-    high = np.minimum(low + 1, totals - 1)
-    frac = position - low
-    j_low = np.minimum((cumulative <= low[:, None]).sum(axis=1), values.size - 1)
-    j_high = np.minimum((cumulative <= high[:, None]).sum(axis=1), values.size - 1)
-    out = values[j_low] + frac * (values[j_high] - values[j_low])
-    out[totals <= 0] = math.nan
-    return np.asarray(out, dtype=np.float64)
+    flat: IntArray
+    offsets: IntArray
+    starts: IntArray
+    width: int
+
+    @classmethod
+    def of(cls, weights: IntArray, totals: IntArray) -> _Search:
+        rows, width = weights.shape
+        offsets = np.arange(rows, dtype=np.int64) * (int(totals.max(initial=0)) + 1)
+        cumulative = np.cumsum(weights, axis=1)
+        cumulative += offsets[:, None]
+        starts = np.arange(rows, dtype=np.int64) * width
+        return cls(cumulative.ravel(), offsets, starts, width)
+
+    def index(self, position: IntArray) -> IntArray:
+        """Per row, the first value whose cumulative weight exceeds ``position``."""
+        found = np.searchsorted(self.flat, position + self.offsets, side="right") - self.starts
+        return np.asarray(np.minimum(found, self.width - 1), dtype=np.int64)
+
+    def percentile(self, values: FloatArray, totals: IntArray, q: float) -> FloatArray:
+        """numpy's linear percentile of each row's expanded sample (values repeated by
+        weight): the expanded position ``k`` holds the value found by :meth:`index`."""
+        position = (totals - 1) * (q / 100.0)
+        low = np.floor(position).astype(np.int64)
+        high = np.minimum(low + 1, totals - 1)
+        j_low, j_high = self.index(low), self.index(high)
+        out = values[j_low] + (position - low) * (values[j_high] - values[j_low])
+        out[totals <= 0] = math.nan
+        return np.asarray(out, dtype=np.float64)
 
 
 def resample(sample: Sample, stats: Sequence[Statistic], resamples: int, seed: int) -> FloatArray:
@@ -214,3 +232,21 @@ def _interval(point: float, draws: FloatArray, confidence: float) -> Interval:
     tail = (1.0 - confidence) / 2.0 * 100.0
     low, high = np.percentile(finite, [tail, 100.0 - tail])
     return Interval(point, float(low), float(high), confidence, int(finite.size))
+
+
+def noise_band(history: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Where a new run's value is expected to fall, given earlier runs of the same
+    configuration: the normal prediction interval ``mean ± t·s·√(1 + 1/k)`` (Student's t
+    with k − 1 degrees of freedom). With few runs it is wide, as it should be: the maximum
+    of 3 earlier values is exceeded by a 4th one time in four, so a min–max spread is no
+    noise band. None with fewer than 2 runs (one value says nothing about noise)."""
+    from scipy import stats as sps
+
+    k = len(history)
+    if k < 2:
+        return None
+    data = np.asarray(history, dtype=np.float64)
+    mean, spread = float(data.mean()), float(data.std(ddof=1))
+    t = float(sps.t.ppf(0.5 + confidence / 2.0, k - 1))
+    half = t * spread * math.sqrt(1.0 + 1.0 / k)
+    return mean - half, mean + half

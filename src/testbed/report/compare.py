@@ -1,0 +1,396 @@
+"""``testbed compare BASE CANDIDATE``: is the candidate run worse than the base run?
+
+1. **Setups must match.** Runs of different campaigns (campaign hash), machines (hostname,
+   CPUs) or server versions are refused unless forced: such differences are not regressions.
+2. **Treatments are paired** by id (the hash of the fully resolved configuration); a
+   treatment whose id changed but whose probe, deployments and factor values did not is
+   paired by those, with a warning.
+3. **Each metric is judged in its direction** (lower latency is better, higher throughput
+   is better; metrics with no known direction are never judged) against its threshold
+   (``--threshold`` flags, then the campaign's ``results.thresholds``, then 5 %). A change
+   within its threshold is *no change*. Beyond it:
+   - *regression* (fails the comparison) when the bootstrap interval of the change,
+     computed from both runs' records (:mod:`testbed.results.stats`), lies entirely beyond
+     the threshold in the worse direction — we are confident the change exceeds it;
+   - *possible regression* when the interval excludes zero but reaches inside the
+     threshold, *not significant* when it includes zero (both reported, neither fails);
+   - *within noise* when the index holds ≥ 2 earlier runs of the same configuration and the
+     candidate lies inside their noise band (the prediction interval of a new run,
+     :func:`testbed.results.stats.noise_band`, wide when the runs are few); outside it,
+     with no interval, the band alone decides;
+   - *unverified* when there is neither an interval nor a band (a metric the records
+     cannot give, a percentile too extreme for the sample size, single-point history):
+     reported, never failing. One earlier run is not a noise estimate.
+   The same tests in the better direction give *improvements*: reported, never failures.
+4. A verdict that went from PASS to FAIL is a regression too.
+
+The exit code is 1 when any regression was found, else 0.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.core.errors import InputError
+from testbed.core.ids import short_hash
+from testbed.report.run_summary import campaign_results, read_summary, run_document
+from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
+from testbed.results import stats
+from testbed.results.files import read_records
+from testbed.results.index import Point, ResultsIndex, resolve_url
+from testbed.results.machine import IDENTITY
+from testbed.results.rundir import RECORDS, RunDir
+from testbed.results.summaries import NEUTRAL, Samples, direction
+
+#: A percentile is judged from records only when at least this many observations lie
+#: beyond it (n × (1 − q) ≥ 5): the bootstrap of an extreme percentile of a small sample
+#: (p99.9 of 300 requests is nearly the maximum) gives intervals far too narrow.
+MIN_TAIL = 5
+
+
+@dataclass
+class CompareOptions:
+    thresholds: dict[str, Threshold] = field(default_factory=dict)  # from the command line
+    force: bool = False
+    index_url: str | None = None
+    use_index: bool = True
+    metrics: Sequence[str] = ()  # globs; empty: every metric with a direction
+    confidence: float = 0.95
+    resamples: int = 1000
+
+
+@dataclass
+class MetricResult:
+    """One metric of one treatment pair, judged."""
+
+    treatment: str  # the candidate's directory name
+    metric: str
+    direction: int
+    base: float
+    candidate: float
+    threshold: Threshold
+    outcome: (
+        str  # regression | improvement | no change | not significant | within noise | unverified
+    )
+    interval: tuple[float, float] | None = None  # of the relative change
+    method: str = ""
+    band: tuple[float, float, int] | None = None  # min, max, runs of history
+
+    @property
+    def change(self) -> float | None:
+        if self.base == 0:
+            return None
+        return self.candidate / self.base - 1.0
+
+
+@dataclass
+class Comparison:
+    base: Path
+    candidate: Path
+    setup_differences: list[str]
+    warnings: list[str] = field(default_factory=list)
+    results: list[MetricResult] = field(default_factory=list)
+    verdict_changes: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[MetricResult]:
+        return [r for r in self.results if r.outcome == "regression"]
+
+    @property
+    def improvements(self) -> list[MetricResult]:
+        return [r for r in self.results if r.outcome == "improvement"]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions) or any(
+            v["kind"] == "regression" for v in self.verdict_changes
+        )
+
+
+def setup_differences(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """Why two runs are not comparable (empty when they are)."""
+    out = []
+    if base.get("campaign_hash") != candidate.get("campaign_hash"):
+        out.append(
+            f"campaign hash {base.get('campaign_hash')} ≠ {candidate.get('campaign_hash')}"
+            " (the campaigns differ)"
+        )
+    bm, cm = base.get("machine") or {}, candidate.get("machine") or {}
+    for key in IDENTITY:
+        if bm.get(key) != cm.get(key):
+            out.append(f"machine {key}: {bm.get(key)} ≠ {cm.get(key)}")
+    bs = {s.get("deployment"): s for s in base.get("servers") or []}
+    for server in candidate.get("servers") or []:
+        other = bs.get(server.get("deployment"))
+        if other is None:
+            continue
+        for key in ("server", "version"):
+            if other.get(key) != server.get(key):
+                out.append(
+                    f"deployment {server.get('deployment')} {key}:"
+                    f" {other.get(key)} ≠ {server.get(key)}"
+                )
+    return out
+
+
+def pair(
+    base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping[str, Any]]
+) -> tuple[list[tuple[Mapping[str, Any], Mapping[str, Any]]], list[str]]:
+    """Treatment pairs (base, candidate) and warnings about what could not be paired."""
+    by_id = {r["id"]: r for r in base_rows}
+    by_params: dict[str, list[Mapping[str, Any]]] = {}
+    for row in base_rows:
+        by_params.setdefault(row["params_key"], []).append(row)
+    pairs, warnings, used = [], [], set()
+    for row in cand_rows:
+        match = by_id.get(row["id"])
+        if match is None:
+            options = [r for r in by_params.get(row["params_key"], []) if r["id"] not in used]
+            if len(options) == 1:
+                match = options[0]
+                warnings.append(
+                    f"{row['dir']} paired with {match['dir']} by probe, deployments and params"
+                    " (their resolved configurations differ elsewhere)"
+                )
+        if match is None:
+            warnings.append(f"{row['dir']}: only in the candidate run, not compared")
+            continue
+        used.add(match["id"])
+        pairs.append((match, row))
+    for row in base_rows:
+        if row["id"] not in used:
+            warnings.append(f"{row['dir']}: only in the base run, not compared")
+    return pairs, warnings
+
+
+def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
+    """Compare two run directories (see the module docstring)."""
+    base_doc = run_document(RunDir.existing(base))
+    cand_doc = run_document(RunDir.existing(candidate))
+    differences = setup_differences(base_doc, cand_doc)
+    if differences and not options.force:
+        raise InputError(
+            "the runs' setups differ, so their numbers are not comparable:\n  "
+            + "\n  ".join(differences)
+            + "\ncompare runs of one campaign on one machine, or pass --force"
+        )
+    comparison = Comparison(base, candidate, differences)
+    pairs, comparison.warnings = pair(base_doc["treatments"], cand_doc["treatments"])
+    thresholds = {**_campaign_thresholds(candidate), **options.thresholds}
+    history = _History(candidate, cand_doc, options)
+    try:
+        for base_row, cand_row in pairs:
+            _verdict_change(comparison, base_row, cand_row)
+            if cand_row["status"] in ("ERROR", "NOT RUN") or base_row["status"] in (
+                "ERROR",
+                "NOT RUN",
+            ):
+                comparison.warnings.append(
+                    f"{cand_row['dir']}: not compared (a side has no result)"
+                )
+                continue
+            comparison.results += _compare_pair(
+                base, candidate, base_row, cand_row, thresholds, options, history
+            )
+    finally:
+        history.close()
+    return comparison
+
+
+def _verdict_change(
+    comparison: Comparison, base_row: Mapping[str, Any], cand_row: Mapping[str, Any]
+) -> None:
+    before, after = base_row["status"], cand_row["status"]
+    if before == after or {before, after} - {"PASS", "FAIL"}:
+        return
+    kind = "regression" if after == "FAIL" else "improvement"
+    comparison.verdict_changes.append(
+        {"treatment": cand_row["dir"], "base": before, "candidate": after, "kind": kind,
+         "reason": cand_row.get("reason") or ""}
+    )  # fmt: skip
+
+
+def _campaign_thresholds(run: Path) -> dict[str, Threshold]:
+    section = campaign_results(run).get("thresholds") or {}
+    if not isinstance(section, Mapping):
+        return {}
+    return {str(k): parse_threshold(str(v), str(k)) for k, v in section.items()}
+
+
+class _History:
+    """Noise bands from the results index (earlier runs of the same configurations)."""
+
+    def __init__(self, candidate: Path, cand_doc: Mapping[str, Any], options: CompareOptions):
+        self.run_id = cand_doc["run"]["run_id"]
+        self.index: ResultsIndex | None = None
+        if not options.use_index:
+            return
+        configured = campaign_results(candidate).get("index")
+        url = resolve_url(options.index_url, configured, candidate.parent)
+        default_file = (candidate.parent / "index.sqlite").resolve()
+        if url == f"sqlite:///{default_file}" and not default_file.is_file():
+            return  # no index beside the runs: no history, and none is created
+        self.index = ResultsIndex(url)
+
+    def band(self, metric: str, row: Mapping[str, Any], paired_by_id: bool) -> list[Point]:
+        if self.index is None:
+            return []
+        if paired_by_id:
+            return self.index.history(metric, config_hash=row["id"], exclude=[self.run_id])
+        return self.index.history(metric, params_key=row["params_key"], exclude=[self.run_id])
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
+
+
+def _compare_pair(
+    base: Path,
+    candidate: Path,
+    base_row: Mapping[str, Any],
+    cand_row: Mapping[str, Any],
+    thresholds: Mapping[str, Threshold],
+    options: CompareOptions,
+    history: _History,
+) -> list[MetricResult]:
+    names = [
+        m
+        for m in cand_row["metrics"]
+        if m in base_row["metrics"]
+        and direction(m) != NEUTRAL
+        and (not options.metrics or any(fnmatch.fnmatchcase(m, p) for p in options.metrics))
+    ]
+    if not names:
+        return []
+    evidence = _intervals(base, candidate, base_row, cand_row, names, options)
+    out = []
+    for name in names:
+        b, c = base_row["metrics"][name], cand_row["metrics"][name]
+        points = history.band(name, cand_row, base_row["id"] == cand_row["id"])
+        out.append(
+            judge(
+                cand_row["dir"],
+                name,
+                b,
+                c,
+                threshold_for(name, thresholds),
+                evidence.get(name),
+                [p.value for p in points],
+                options.confidence,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the records say about one metric's change: bootstrap intervals of the relative
+    change and of the absolute difference, or only why there are none."""
+
+    method: str
+    relative: tuple[float, float] | None = None
+    delta: tuple[float, float] | None = None
+
+
+def judge(
+    treatment: str,
+    metric: str,
+    base: float,
+    candidate: float,
+    threshold: Threshold,
+    evidence: Evidence | None,
+    history: Sequence[float],
+    confidence: float = 0.95,
+) -> MetricResult:
+    """The outcome of one metric (the rules of the module docstring)."""
+    sense = direction(metric)
+    result = MetricResult(treatment, metric, sense, base, candidate, threshold, "no change")
+    interval = None
+    if evidence is not None:
+        result.method = evidence.method
+        interval = evidence.relative if threshold.relative else evidence.delta
+        result.interval = evidence.relative
+        if interval is not None and not all(map(math.isfinite, interval)):
+            interval = None
+    band = stats.noise_band(history, confidence)
+    if band is not None:
+        result.band = (band[0], band[1], len(history))
+    if not threshold.exceeded(base, candidate):
+        return result
+    name = "regression" if (candidate - base) * sense < 0 else "improvement"
+    up = candidate > base
+    if interval is None and result.band is None:
+        result.outcome = "unverified"
+    elif result.band is not None and not (
+        candidate > result.band[1] if up else candidate < result.band[0]
+    ):
+        result.outcome = "within noise"
+    elif interval is None:
+        result.outcome = name  # outside the noise band of ≥ 2 earlier runs
+    elif not (interval[0] > 0 if up else interval[1] < 0):
+        result.outcome = "not significant"
+    elif not (interval[0] > threshold.value if up else interval[1] < -threshold.value):
+        result.outcome = f"possible {name}"  # significant, but maybe within the threshold
+    else:
+        result.outcome = name
+    return result
+
+
+def _intervals(
+    base: Path,
+    candidate: Path,
+    base_row: Mapping[str, Any],
+    cand_row: Mapping[str, Any],
+    names: Sequence[str],
+    options: CompareOptions,
+) -> dict[str, Evidence]:
+    """Bootstrap intervals of the change of every metric the records can give."""
+    b_summary = read_summary(base / base_row["dir"])
+    c_summary = read_summary(candidate / cand_row["dir"])
+    if "window" not in b_summary and "stages" not in b_summary:
+        return {}  # not a load treatment: nothing to resample
+    b_samples = Samples(b_summary, read_records(base / base_row["dir"] / RECORDS))
+    c_samples = Samples(c_summary, read_records(candidate / cand_row["dir"] / RECORDS))
+    groups: dict[tuple[int, int], list[tuple[str, stats.Statistic, stats.Statistic]]] = {}
+    found: dict[tuple[int, int], tuple[stats.Sample, stats.Sample]] = {}
+    out: dict[str, Evidence] = {}
+    for name in names:
+        b, c = b_samples.get(name), c_samples.get(name)
+        if b is None or c is None:
+            continue
+        smallest = min(b[0].size, c[0].size)
+        if b[1].kind == "percentile" and smallest * (1 - b[1].q / 100) < MIN_TAIL:
+            needed = math.ceil(MIN_TAIL / (1 - b[1].q / 100)) if b[1].q < 100 else "∞"
+            out[name] = Evidence(
+                f"too few observations for p{b[1].q:g} ({smallest}; {needed} needed)"
+            )
+            continue
+        key = (id(b[0]), id(c[0]))
+        found[key] = (b[0], c[0])
+        groups.setdefault(key, []).append((name, b[1], c[1]))
+    for key, members in groups.items():
+        b_sample, c_sample = found[key]
+        seed = int(short_hash([cand_row["id"], members[0][0]], 8), 16)
+        diffs = stats.differences(
+            b_sample,
+            c_sample,
+            [m[1] for m in members],
+            [m[2] for m in members],
+            confidence=options.confidence,
+            resamples=options.resamples,
+            seed=seed,
+        )
+        for (name, stat, _), diff in zip(members, diffs, strict=True):
+            method = (
+                f"bootstrap of requests, {options.resamples} resamples, {stat.describe()},"
+                f" n={b_sample.n_clusters}/{c_sample.n_clusters},"
+                f" {options.confidence:.0%} interval"
+            )
+            relative = (diff.relative.low, diff.relative.high) if diff.relative else None
+            out[name] = Evidence(method, relative, (diff.delta.low, diff.delta.high))
+    return out
