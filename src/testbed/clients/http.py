@@ -107,8 +107,8 @@ class _Connection(asyncio.Protocol):
             return  # bytes after a finished response: the connection will not be reused
         try:
             self._parse(self._buf + data if self._buf else data, t_ns)
-        except (ValueError, IndexError) as exc:
-            self._fail(HttpClientError(f"malformed HTTP response: {exc}"))
+        except Exception as exc:  # whatever a broken server sends ends this request only
+            self._fail(HttpClientError(f"malformed HTTP response: {type(exc).__name__}: {exc}"))
 
     # requests ---------------------------------------------------------------------------
     def start(self, payload: bytes, sink: BodySink, done: asyncio.Future[None]) -> None:
