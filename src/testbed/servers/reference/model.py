@@ -9,12 +9,9 @@ model code (weights, rotary embeddings, norms, MLP):
   of every softmax and weighted sum. Here each request owns its KV cache (:class:`RowCache`,
   preallocated for prompt + max_tokens), and attention is computed row by row on exactly
   that request's keys, through an attention function registered with transformers.
-- **Matrix products whose kernel depends on the row count.** BLAS picks a different kernel
-  (a different summation order) for 1 row, for 2–3 rows and for more; within one kernel each
-  row's result does not depend on the other rows. :func:`calibrate_min_rows` measures, at
-  start-up, the row count from which results stop changing, and every linear layer pads its
-  input to at least that many rows (4 on this machine), so a lone request runs the same
-  kernel as a batched one.
+- **Matrix products whose kernel depends on the row count.** Every linear layer pads its
+  rows to a multiple found at start-up (``invariance.py``), so a lone request runs exactly
+  the arithmetic it would run in any batch.
 
 The price: one request alone is about half as fast as an unpadded decode. Correctness first.
 """
@@ -30,6 +27,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from testbed.servers.reference.invariance import (
+    PaddedLinear,
+    Shape,
+    expected_shapes,
+    row_multiple_for,
+)
 
 ATTENTION = "testbed_rows"
 
@@ -108,75 +112,6 @@ def rows_attention(
     return torch.cat(outputs).transpose(1, 2).contiguous(), None
 
 
-class PaddedLinear(nn.Module):
-    """A linear layer that runs at least ``min_rows`` rows, so its kernel never changes."""
-
-    def __init__(self, inner: nn.Linear, min_rows: int) -> None:
-        super().__init__()
-        self.inner = inner
-        self.min_rows = min_rows
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1])
-        n = flat.shape[0]
-        if n >= self.min_rows:
-            return self.inner(x)  # type: ignore[no-any-return]
-        padded = F.pad(flat, (0, 0, 0, self.min_rows - n))
-        out = self.inner(padded)[:n]
-        return out.reshape(*x.shape[:-1], out.shape[-1])  # type: ignore[no-any-return]
-
-
-Shape = tuple[int, int]  # (out_features, in_features) of a linear layer
-
-
-def calibrate_min_rows(
-    shapes: set[Shape], max_rows: int, dtype: torch.dtype = torch.float32, limit: int = 16
-) -> int:
-    """The smallest row count m such that larger counts give the rows m gives, bit for bit.
-
-    Kernel choice depends on shapes and dtype, not values, so random weights of the model's
-    shapes stand in for the real ones (and the check can run while the model loads). It
-    tries the counts right above m and a spread up to ``max_rows``: well under a second.
-    """
-    generator = torch.Generator().manual_seed(0)
-    top = max(max_rows, limit + 4)
-    pairs = [
-        (torch.randn(top, k, generator=generator).to(dtype),
-         torch.randn(n, k, generator=generator).to(dtype))
-        for n, k in sorted(shapes)
-    ]  # fmt: skip
-    spread = {n for n in (8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256) if n < top} | {top}
-    for m in range(1, limit + 1):
-        counts = sorted(set(range(m + 1, m + 5)) | {n for n in spread if n > m})
-        if all(_stable_from(w, x, m, counts) for x, w in pairs):
-            return m
-    raise RuntimeError(f"no batch-invariant row count up to {limit} on this CPU")
-
-
-def _stable_from(weight: torch.Tensor, x: torch.Tensor, m: int, counts: list[int]) -> bool:
-    reference = F.linear(x[:m], weight)
-    return all(torch.equal(F.linear(x[:n], weight)[:m], reference) for n in counts)
-
-
-def expected_shapes(config: dict[str, Any]) -> set[Shape]:
-    """The linear shapes of a Llama-like decoder, read from its config.json (may be empty)."""
-    try:
-        hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
-        kv = int(config.get("num_key_value_heads", heads))
-        head_dim = int(config.get("head_dim") or hidden // heads)
-        inter, vocab = int(config["intermediate_size"]), int(config["vocab_size"])
-    except (KeyError, TypeError, ValueError):
-        return set()
-    return {
-        (heads * head_dim, hidden),
-        (kv * head_dim, hidden),
-        (hidden, heads * head_dim),
-        (inter, hidden),
-        (hidden, inter),
-        (vocab, hidden),
-    }
-
-
 @dataclass
 class LoadedModel:
     """The model, its tokenizer and the numbers the engine needs."""
@@ -190,7 +125,7 @@ class LoadedModel:
     kv_heads: int
     head_dim: int
     max_len: int
-    min_rows: int
+    row_multiple: int
     dtype: torch.dtype
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -198,8 +133,8 @@ class LoadedModel:
         """Give up batch invariance for speed: linear layers run their natural row count."""
         for module in self.model.modules():
             if isinstance(module, PaddedLinear):
-                module.min_rows = 1
-        self.min_rows = 1
+                module.multiple = 1
+        self.row_multiple = 1
 
     def new_cache(self, capacity: int) -> RowCache:
         return RowCache(self.layers, self.kv_heads, self.head_dim, capacity)
@@ -237,8 +172,18 @@ class LoadedModel:
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def load_model(folder: Path, *, name: str, dtype: str = "float32", max_batch: int = 32) -> Any:
-    """Load a transformers folder for batch-invariant serving (threads must be set before)."""
+def load_model(
+    folder: Path,
+    *,
+    name: str,
+    dtype: str = "float32",
+    max_batch: int = 32,
+    store: Path | None = None,
+) -> LoadedModel:
+    """Load a transformers folder for batch-invariant serving (threads must be set before).
+
+    ``store`` remembers the calibrated row multiple between starts (see ``invariance.py``).
+    """
     from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
 
     AttentionInterface.register(ATTENTION, rows_attention)
@@ -247,22 +192,23 @@ def load_model(folder: Path, *, name: str, dtype: str = "float32", max_batch: in
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Matrix products release the GIL: calibration runs on the second core while the
         # (Python-bound) imports and loading go on here.
-        calibrating = pool.submit(calibrate_min_rows, guessed, max_batch, torch_dtype)
+        threads = torch.get_num_threads()
+        calibrating = pool.submit(row_multiple_for, guessed, max_batch, torch_dtype, store, threads)
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         model = AutoModelForCausalLM.from_pretrained(
             str(folder), dtype=torch_dtype, attn_implementation=ATTENTION
         )
-        min_rows = calibrating.result()
+        row_multiple = calibrating.result()
     model.eval()  # type: ignore[no-untyped-call]
     config = model.config
     linears = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     shapes: set[Shape] = {(m.out_features, m.in_features) for _, m in linears}
     if not shapes <= guessed:  # not the architecture the config suggested
-        min_rows = calibrate_min_rows(shapes, max_batch, torch_dtype)
+        row_multiple = row_multiple_for(shapes, max_batch, torch_dtype, store, threads)
     for qualified, module in linears:
         parent_name, _, child = qualified.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, PaddedLinear(module, min_rows))
+        setattr(parent, child, PaddedLinear(module, row_multiple))
     eos = config.eos_token_id
     eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
     if tokenizer.eos_token_id is not None:
@@ -277,6 +223,6 @@ def load_model(folder: Path, *, name: str, dtype: str = "float32", max_batch: in
         kv_heads=int(config.num_key_value_heads),
         head_dim=int(getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)),
         max_len=int(config.max_position_embeddings),
-        min_rows=min_rows,
+        row_multiple=row_multiple,
         dtype=torch_dtype,
     )

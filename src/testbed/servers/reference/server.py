@@ -132,7 +132,7 @@ class Routes:
             "max_concurrent_requests": self.ctx.max_batch,
             "max_batch_size": self.ctx.max_batch,
             "max_total_tokens": self.ctx.max_len,
-            "min_rows": self.ctx.engine.loaded.min_rows,
+            "row_multiple": self.ctx.engine.loaded.row_multiple,
             "router": "testbed-hf",
         }
 
@@ -201,7 +201,8 @@ def serve_main(args: argparse.Namespace) -> int:
 
     name = settings.served_model_name or models.parse_source(source).served_name
     max_batch = settings.max_batch_size or 8
-    loaded = load_model(folder, name=name, dtype=settings.dtype, max_batch=max_batch)
+    store = models.models_dir() / "row-multiples.json"
+    loaded = load_model(folder, name=name, dtype=settings.dtype, max_batch=max_batch, store=store)
     if not settings.batch_invariant:
         loaded.unpad()
     max_len = min(settings.max_model_len or loaded.max_len, loaded.max_len)
@@ -210,7 +211,7 @@ def serve_main(args: argparse.Namespace) -> int:
     ctx = ServerContext(engine, name, aliases, max_len, max_batch)
     sys.stderr.write(
         f"testbed hf: {folder} as {name!r}, dtype {settings.dtype}, {settings.threads} thread(s),"
-        f" max batch {max_batch}, max length {max_len}, min rows {loaded.min_rows}\n"
+        f" max batch {max_batch}, max length {max_len}, row multiple {loaded.row_multiple}\n"
     )
     host = getattr(args, "host", None) or "127.0.0.1"
     port = getattr(args, "port", None)

@@ -1,0 +1,258 @@
+"""Reference server parts without the real model: batch-invariant linears, sampling, the
+engine's scheduling (with a fake model), stop strings, metrics and the HTTP layer."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from testbed.core.errors import InputError
+from testbed.servers.reference import engine as engine_module
+from testbed.servers.reference.engine import Engine, RequestTooLong
+from testbed.servers.reference.http import HttpRequest, Responder, start
+from testbed.servers.reference.invariance import (
+    PaddedLinear,
+    calibrate_row_multiple,
+    row_multiple_for,
+)
+from testbed.servers.reference.metrics import EngineMetrics
+from testbed.servers.reference.model import RowCache
+from testbed.servers.reference.sampling import SamplingParams, choose, logprobs_of, new_generator
+from testbed.servers.reference.server import settings_from
+
+# -- batch-invariant linear layers --------------------------------------------------------
+
+
+def test_padded_linear_rows_do_not_depend_on_the_batch() -> None:
+    torch.manual_seed(0)
+    shapes = {(192, 64), (64, 192)}
+    multiple = calibrate_row_multiple(shapes, max_rows=12)
+    assert 1 <= multiple <= 16
+    layer = PaddedLinear(torch.nn.Linear(64, 192, bias=False), multiple)
+    x = torch.randn(12, 1, 64)
+    alone = [layer(x[i : i + 1]) for i in range(12)]
+    for batch in range(2, 13):
+        out = layer(x[:batch])
+        assert out.shape == (batch, 1, 192)
+        for i in range(batch):
+            assert torch.equal(out[i : i + 1], alone[i])
+
+
+def test_row_multiple_is_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = tmp_path / "row-multiples.json"
+    shapes = {(32, 16)}
+    first = row_multiple_for(shapes, 8, torch.float32, store)
+    assert list(json.loads(store.read_text()).values()) == [first]
+    import testbed.servers.reference.invariance as invariance
+
+    def boom(*_: Any) -> int:
+        raise AssertionError("calibrated again")
+
+    monkeypatch.setattr(invariance, "calibrate_row_multiple", boom)
+    assert row_multiple_for(shapes, 8, torch.float32, store) == first
+
+
+def test_row_cache_refuses_to_overflow() -> None:
+    cache = RowCache(layers=1, kv_heads=1, head_dim=2, capacity=3)
+    cache.length = cache.write(0, torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2))
+    assert cache.length == 2
+    with pytest.raises(ValueError, match="full"):
+        cache.write(0, torch.ones(1, 1, 2, 2), torch.ones(1, 1, 2, 2))
+
+
+# -- sampling -------------------------------------------------------------------------------
+
+
+def test_greedy_and_degenerate_sampling_pick_the_arg_max() -> None:
+    logits = torch.tensor([0.1, 2.0, 0.5, 1.9])
+    g = new_generator(0)
+    assert choose(logits, SamplingParams(max_tokens=1), g) == 1
+    assert choose(logits, SamplingParams(max_tokens=1, temperature=1.0, top_k=1), g) == 1
+    assert choose(logits, SamplingParams(max_tokens=1, temperature=1.0, top_p=0.01), g) == 1
+
+
+def test_seeded_sampling_repeats_and_stays_in_the_nucleus() -> None:
+    logits = torch.tensor([3.0, 2.9, -5.0, -5.0, -5.0])
+    params = SamplingParams(max_tokens=1, temperature=1.0, top_p=0.9, seed=7)
+    first = [choose(logits, params, g) for g in [new_generator(7)] for _ in range(50)]
+    again = [choose(logits, params, g) for g in [new_generator(7)] for _ in range(50)]
+    assert first == again
+    assert set(first) <= {0, 1}
+
+
+def test_logprobs_of() -> None:
+    logits = torch.tensor([0.0, 1.0, 2.0])
+    chosen, top = logprobs_of(logits, 1, 2)
+    expected = torch.log_softmax(logits, -1)
+    assert chosen == pytest.approx(float(expected[1]))
+    assert [i for i, _ in top] == [2, 1]
+    assert logprobs_of(logits, 0, 0)[1] == []
+
+
+# -- stop strings ---------------------------------------------------------------------------
+
+
+def test_stop_string_holdback() -> None:
+    assert engine_module._safe_length("Hello wor", ("world",)) == len("Hello ")
+    assert engine_module._safe_length("Hello", ("xyz",)) == 5
+    assert engine_module._safe_length("caf\ufffd", ()) == 3  # an incomplete character
+    assert engine_module._find_stop("a b. c", (".",), 0) == 3
+    assert engine_module._find_stop("a b c", (".",), 0) is None
+
+
+# -- the engine, with a fake model: token t is followed by t + 1 ------------------------------
+
+VOCAB = 32
+EOS = 31
+
+
+class FakeTokenizer:
+    def decode(self, ids: list[int], skip_special_tokens: bool = False) -> str:
+        return "".join(
+            " " + chr(97 + i % 26) for i in ids if not (skip_special_tokens and i == EOS)
+        )
+
+
+@dataclass
+class FakeModel:
+    """Quacks like LoadedModel; records the rows of every decode step."""
+
+    name: str = "fake"
+    eos_ids: frozenset[int] = frozenset({EOS})
+    tokenizer: FakeTokenizer = field(default_factory=FakeTokenizer)
+    steps: list[int] = field(default_factory=list)
+
+    def new_cache(self, capacity: int) -> RowCache:
+        return RowCache(1, 1, 1, capacity)
+
+    @staticmethod
+    def _logits(last: int) -> torch.Tensor:
+        return torch.nn.functional.one_hot(torch.tensor((last + 1) % VOCAB), VOCAB).float() * 10
+
+    def prefill(self, ids: list[int], cache: RowCache) -> torch.Tensor:
+        cache.length = len(ids)
+        return self._logits(ids[-1])
+
+    def decode(self, tokens: list[int], caches: list[RowCache]) -> torch.Tensor:
+        self.steps.append(len(tokens))
+        for cache in caches:
+            cache.length += 1
+        return torch.stack([self._logits(t) for t in tokens])
+
+
+async def run_engine(model: FakeModel, body: Any) -> Any:
+    engine = Engine(model, max_batch=4, max_len=64, threads=1)  # type: ignore[arg-type]
+    async with asyncio.TaskGroup() as tasks:
+        tasks.create_task(engine.run())
+        try:
+            return await body(engine)
+        finally:
+            engine.stop()
+
+
+async def collect(engine: Engine, prompt: list[int], **fields: Any) -> list[Any]:
+    return [s async for s in engine.generate(prompt, SamplingParams(**fields))]
+
+
+async def test_engine_batches_concurrent_requests() -> None:
+    model = FakeModel()
+
+    async def body(engine: Engine) -> list[list[Any]]:
+        return list(await asyncio.gather(*(collect(engine, [i], max_tokens=6) for i in range(3))))
+
+    results = await run_engine(model, body)
+    for first, steps in enumerate(results):
+        assert [s.token.id for s in steps] == [first + k for k in range(1, 7)]
+        assert steps[-1].finish_reason == "length"
+        assert "".join(s.text for s in steps) == "".join(
+            " " + chr(97 + first + k) for k in range(1, 7)
+        )
+    assert max(model.steps) > 1  # rows were decoded together
+
+
+async def test_engine_stops_at_eos_stop_strings_and_abandoned_streams() -> None:
+    model = FakeModel()
+
+    async def body(engine: Engine) -> tuple[list[Any], list[Any], list[Any]]:
+        eos = await collect(engine, [27], max_tokens=10)
+        stop = await collect(engine, [0], max_tokens=10, stop=(" d",))
+        abandoned = []
+        async for step in engine.generate([0], SamplingParams(max_tokens=50)):
+            abandoned.append(step)
+            if len(abandoned) == 2:
+                break  # the client went away
+        return eos, stop, abandoned
+
+    eos, stop, abandoned = await run_engine(model, body)
+    assert [s.token.id for s in eos] == [28, 29, 30, 31]
+    assert (eos[-1].finish_reason, eos[-1].stop_kind) == ("stop", "eos_token")
+    assert "".join(s.text for s in stop) == " b c"
+    assert (stop[-1].finish_reason, stop[-1].stop_kind) == ("stop", "stop_sequence")
+    assert len(abandoned) == 2
+    assert len(model.steps) < 30  # the abandoned request did not decode its 50 tokens
+
+
+async def test_engine_refuses_requests_longer_than_the_context() -> None:
+    async def body(engine: Engine) -> None:
+        with pytest.raises(RequestTooLong, match="maximum context length is 64"):
+            await collect(engine, list(range(60)), max_tokens=10)
+
+    await run_engine(FakeModel(), body)
+
+
+# -- metrics, settings, HTTP -----------------------------------------------------------------
+
+
+def test_metrics_render_vllm_names_with_cumulative_buckets() -> None:
+    metrics = EngineMetrics("m")
+    metrics.observe_first_token(30_000_000)
+    metrics.observe_first_token(2_000_000_000)
+    text = metrics.render()
+    assert 'vllm:time_to_first_token_seconds_bucket{model_name="m",le="0.04"} 1' in text
+    assert 'vllm:time_to_first_token_seconds_bucket{model_name="m",le="+Inf"} 2' in text
+    assert 'vllm:time_to_first_token_seconds_count{model_name="m"} 2' in text
+
+
+def test_settings_from_set_and_flags() -> None:
+    args = argparse.Namespace(overrides=["max_batch_size=16", "batch_invariant=false"], threads=2)
+    settings = settings_from(args)
+    assert (settings.max_batch_size, settings.batch_invariant, settings.threads) == (16, False, 2)
+    with pytest.raises(InputError, match="key=value"):
+        settings_from(argparse.Namespace(overrides=["threads"]))
+    with pytest.raises(InputError, match="bad hf server setting"):
+        settings_from(argparse.Namespace(overrides=["threads=0"]))
+
+
+async def test_http_keep_alive_and_chunked_stream() -> None:
+    async def handler(request: HttpRequest, out: Responder) -> None:
+        if request.path == "/stream":
+            await out.start_stream()
+            await out.send_event("one")
+            await out.send_event("[DONE]")
+            await out.end_stream()
+        else:
+            await out.send_json(200, {"echo": request.json(), "method": request.method})
+
+    server = await start(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    for i in range(2):  # two requests on one connection
+        body = f'{{"n": {i}}}'.encode()
+        writer.write(b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+        assert (await reader.readexactly(length)) == b'{"echo": {"n": %d}, "method": "POST"}' % i
+    writer.write(b"GET /stream HTTP/1.1\r\nConnection: close\r\n\r\n")
+    rest = await reader.read()
+    assert b"Transfer-Encoding: chunked" in rest
+    assert rest.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+    writer.close()
+    server.close()
+    await server.wait_closed()
