@@ -226,6 +226,12 @@ def test_stop_strings_and_seeded_sampling(server: Server) -> None:
     [
         ("/v1/completions", {"model": "other", "prompt": "x"}, 404, "does not exist"),
         ("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 9000}, 400, "context"),
+        (
+            "/v1/completions",
+            {"model": MODEL, "prompt": "x", "max_tokens": 9000, "stream": True},
+            400,
+            "context",
+        ),
         ("/v1/completions", b"{not json", 400, ""),
         ("/v1/completions", {"model": MODEL, "prompt": "x", "n": 2}, 400, "n > 1"),
         ("/v1/chat/completions", {"model": MODEL, "messages": []}, 400, "messages"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 import torch
@@ -113,8 +113,10 @@ class Engine:
                 f" {max_tokens} for the completion). Please reduce the prompt or max_tokens."
             )
 
-    async def generate(self, prompt: list[int], params: SamplingParams) -> AsyncIterator[Step]:
-        """Queue a request and yield its steps; leaving the loop early abandons the request."""
+    def generate(self, prompt: list[int], params: SamplingParams) -> AsyncGenerator[Step]:
+        """Queue a request; its steps, in order. Closing the generator early (a client that
+        went away) abandons the request. Raises :class:`RequestTooLong` here, before any
+        step, so a handler can still answer 400."""
         self.check_length(len(prompt), params.max_tokens)
         seq = _Sequence(prompt, params, asyncio.get_running_loop(), asyncio.Queue(), monotonic_ns())
         with self._wake:
@@ -123,6 +125,9 @@ class Engine:
             self._waiting.append(seq)
             self.metrics.waiting = len(self._waiting)
             self._wake.notify()
+        return self._steps(seq)
+
+    async def _steps(self, seq: _Sequence) -> AsyncGenerator[Step]:
         try:
             while True:
                 step = await seq.queue.get()

@@ -14,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,11 +80,11 @@ async def handle(ctx: ServerContext, request: HttpRequest, out: Responder, chat:
     """Serve one completion or chat completion request, streamed or whole."""
     call, params = _parse(ctx, request.json(), chat)
     ctx.check_model(call.model)
-    steps = ctx.engine.generate(call.prompt, params)
-    if call.stream:
-        await _stream(call, steps, out)
-    else:
-        await out.send_json(200, await _whole(call, steps))
+    async with aclosing(ctx.engine.generate(call.prompt, params)) as steps:
+        if call.stream:
+            await _stream(call, steps, out)
+        else:
+            await out.send_json(200, await _whole(call, steps))
 
 
 def _usage(call: _Call, completion_tokens: int) -> dict[str, int]:

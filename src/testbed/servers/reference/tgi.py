@@ -9,6 +9,8 @@ TGIS's goldens came from transformers; so can testbed's. Sampling follows TGI: g
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from testbed.servers.reference.context import BadRequest, ServerContext, sampling
@@ -71,18 +73,23 @@ async def handle(ctx: ServerContext, request: HttpRequest, out: Responder, strea
     """Serve ``/generate`` (``stream=False``) or ``/generate_stream``."""
     body = request.json()
     prompt, params, raw = _parse(ctx, body)
-    steps = ctx.engine.generate(prompt, params)
     prefix = body["inputs"] if raw.get("return_full_text") else ""
-    top_n = params.logprobs or 0
-    if not stream:
+    async with aclosing(ctx.engine.generate(prompt, params)) as steps:
+        if stream:
+            await _stream(steps, params, prefix, out)
+            return
         collected = [s async for s in steps]
-        if collected[-1].finish_reason == "error":
-            raise RuntimeError(collected[-1].error)
-        answer: dict[str, Any] = {"generated_text": prefix + "".join(s.text for s in collected)}
-        if raw.get("details"):
-            answer["details"] = _details(collected, params, top_n)
-        await out.send_json(200, answer)
-        return
+    if collected[-1].finish_reason == "error":
+        raise RuntimeError(collected[-1].error)
+    answer: dict[str, Any] = {"generated_text": prefix + "".join(s.text for s in collected)}
+    if raw.get("details"):
+        answer["details"] = _details(collected, params, params.logprobs or 0)
+    await out.send_json(200, answer)
+
+
+async def _stream(
+    steps: AsyncIterator[Step], params: SamplingParams, prefix: str, out: Responder
+) -> None:
     await out.start_stream()
     text, count = prefix, 0
     async for step in steps:
@@ -97,7 +104,7 @@ async def handle(ctx: ServerContext, request: HttpRequest, out: Responder, strea
             "details": None,
         }
         count += 1
-        if top_n:
+        if params.logprobs:
             event["top_tokens"] = _top(step.token)
         if step.finish_reason is not None:
             event["generated_text"] = text
