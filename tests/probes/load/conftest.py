@@ -49,6 +49,12 @@ def sim_process(*flags: str) -> Iterator[str]:
             child.stdout.close()
 
 
+@pytest.fixture
+def simulator() -> Any:
+    """The ``sim_process`` factory, for tests that need their own simulator flags."""
+    return sim_process
+
+
 @pytest.fixture(scope="module")
 def sim_url() -> Iterator[str]:
     """A simulator with TTFT 10 ms and ITL 2 ms, shared by a test module."""

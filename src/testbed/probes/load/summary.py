@@ -67,7 +67,8 @@ def stage_summary(
 
 
 def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
-    """PASS / FAIL (an SLO missed) / INCONCLUSIVE (the harness or the data cannot tell).
+    """PASS / FAIL (an SLO missed; without SLOs, any failed request) / INCONCLUSIVE (the
+    harness or the data cannot tell).
 
     For a sweep, the SLOs judge the lightest stage (synchronous) and the evidence carries
     the highest rate meeting them; the saturation stage is allowed to overload the harness.
@@ -92,6 +93,13 @@ def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
     if problems:
         return Verdict(status=Status.INCONCLUSIVE, reason="; ".join(problems), evidence=evidence)
     violations = [f"{s['stage']}: {v}" for s in judged for v in s.get("slo_violations", [])]
+    if not config.slo:  # without SLOs every request must still succeed
+        violations += [
+            f"{s['stage']}: {s['requests']['errors']} of {s['requests']['total']} requests"
+            f" failed ({', '.join(s['requests']['top_errors'])})"
+            for s in judged
+            if s["requests"]["errors"]
+        ]
     if violations:
         return Verdict(status=Status.FAIL, reason="; ".join(violations), evidence=evidence)
     reason = "SLOs met" if config.slo else "no SLOs set; harness self-check ok"
