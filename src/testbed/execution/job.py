@@ -46,6 +46,9 @@ class JobRunner:
                     verdict = Verdict(status=Status.ERROR, reason=str(exc))
                     for treatment in remaining:
                         attempt = self.ledger.start(treatment.id)
+                        # an interrupted earlier attempt's records go to attempts/, not
+                        # beside this ERROR's summary
+                        self.run_dir.reset_treatment(treatment.dirname, attempt - 1)
                         write_summary(
                             self.run_dir.treatment(treatment.dirname), treatment, verdict, attempt
                         )

@@ -52,19 +52,23 @@ def verdict_table(document: Mapping[str, Any]) -> Table:
 
 def load_table(document: Mapping[str, Any]) -> Table | None:
     """Headline numbers of every load treatment that has them (milliseconds, per second)."""
-    rows = [r for r in document["treatments"] if r["probe"] == "load" and r.get("metrics")]
+    rows = [
+        (number, row)
+        for number, row in enumerate(document["treatments"], start=1)
+        if row["probe"] == "load" and row.get("metrics")
+    ]
     if not rows:
         return None
-    table = Table(title="Load (ms; steady-state window)", title_justify="left")
-    table.add_column("treatment", overflow="fold")
+    table = Table(title="Load (ms; steady-state window; # as above)", title_justify="left")
+    table.add_column("#", justify="right", no_wrap=True, min_width=2)
     for header, _, _ in LOAD_COLUMNS:
-        table.add_column(header, justify="right")
-    for row in rows:
+        table.add_column(header, justify="right", no_wrap=True)
+    for number, row in rows:
         cells = []
         for _, name, fmt in LOAD_COLUMNS:
             value = row["metrics"].get(name)
             cells.append("–" if value is None else fmt.format(value))
-        table.add_row(row["dir"], *cells)
+        table.add_row(str(number), *cells)
     return table
 
 

@@ -61,7 +61,10 @@ class RunDir:
     @classmethod
     def existing(cls, path: Path) -> RunDir:
         if not (path / RUN_FILE).is_file():
-            raise InputError(f"{path} is not a testbed run directory (no {RUN_FILE})")
+            raise InputError(
+                f"{path} is not a testbed run directory (no {RUN_FILE}); a run killed before"
+                " it was planned has nothing to resume — start it again with another --out"
+            )
         return cls(path)
 
     @property
@@ -77,9 +80,11 @@ class RunDir:
     def write_metadata(
         self, meta: dict[str, Any], document: dict[str, Any], plan: dict[str, Any]
     ) -> None:
-        write_json(self.path / RUN_FILE, meta)
+        # run.json last: it marks a run directory (``existing``), so a crash in between
+        # never leaves one that ``--resume`` accepts but cannot reopen.
         write_atomic(self.path / RESOLVED, yaml.safe_dump(document, sort_keys=False))
         write_json(self.path / PLAN, plan)
+        write_json(self.path / RUN_FILE, meta)
 
     def metadata(self) -> dict[str, Any]:
         return dict(json.loads((self.path / RUN_FILE).read_text()))
