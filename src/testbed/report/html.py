@@ -234,8 +234,33 @@ def tree(value: Any, depth: int = 0) -> str:
     if isinstance(value, str | int | bool) or value is None:
         return e(value)
     if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
-        return e(", ".join(str(v) for v in value)) if len(value) <= 20 else pre_json(value)
+        return e(", ".join(_scalar(v) for v in value)) if len(value) <= 20 else pre_json(value)
+    if (
+        isinstance(value, list)
+        and value
+        and depth < 4
+        and all(isinstance(v, Mapping) for v in value)
+    ):
+        return _rows_table(value, depth)
     return pre_json(value)
+
+
+def _scalar(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _rows_table(rows: Sequence[Mapping[str, Any]], depth: int) -> str:
+    """A list of mappings (criteria, failures) as one table, a column per key."""
+    columns: dict[str, None] = {}
+    for row in rows[:200]:
+        columns.update(dict.fromkeys(str(k) for k in row))
+    head = "".join(f"<th>{e(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{tree(row.get(c), depth + 1)}</td>" for c in columns) + "</tr>"
+        for row in rows[:200]
+    )
+    more = f'<p class="muted">{len(rows) - 200} more rows</p>' if len(rows) > 200 else ""
+    return f"<table><tr>{head}</tr>{body}</table>{more}"
 
 
 def latency_table(summary: Mapping[str, Any]) -> str:

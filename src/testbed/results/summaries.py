@@ -48,8 +48,11 @@ _NOT_METRICS = frozenset(
         "profile",
         "stage",
         "duration_s",
+        "seed",
     }
 )
+#: Numbers about a test rather than the product (p-values, levels, sample sizes): never judged.
+_NEUTRAL_NAMES = ("_p", "p_value", "p_meets", "p_violates", "confidence", "min_samples", "n_")
 _LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _STATS = {**{name: float(q) for name, q in metrics.PERCENTILES.items()}}
 _HIGHER_WORDS = ("accuracy", "pass_rate", "agreement", "similarity", "score", "passed", "match")
@@ -90,6 +93,8 @@ def direction(metric: str) -> Direction:
     if parts[0] == "stages" and len(parts) > 2:
         parts = parts[2:]
     head, last = parts[0], parts[-1]
+    if last.endswith(_NEUTRAL_NAMES[:4]) or last.startswith(_NEUTRAL_NAMES[4:]):
+        return NEUTRAL
     if head in ("harness", "requests") and last != "success_ratio":
         return LOWER if head == "requests" and last == "errors" else NEUTRAL
     if head in _LATENCIES:
