@@ -13,7 +13,7 @@ from testbed.clients.endpoint import Endpoint
 from testbed.config.ab import AbProbe
 from testbed.config.sim import SimParams
 from testbed.core.errors import InfrastructureError
-from testbed.probes.ab import PROMPTS_FILE, Scorer, run
+from testbed.probes.ab import PROMPTS_FILE, Scorer, prompts, run
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.results.files import RecordWriter, read_records
 from testbed.results.verdict import Status
@@ -130,6 +130,7 @@ def test_records_and_prompt_set_on_disk(tmp_path: Path) -> None:
     assert len(pairs) == 40
     written = [json.loads(line) for line in (tmp_path / PROMPTS_FILE).read_text().splitlines()]
     assert {p["id"] for p in written} == {r["prompt_id"] for r in records}
+    assert prompts.load(tmp_path / PROMPTS_FILE) == prompts.synthetic(20, 7)  # reloadable
 
 
 @pytest.mark.parametrize("api", ["chat", "tgi"])

@@ -23,6 +23,8 @@ def test_synthetic_prompts_are_distinct_and_seeded() -> None:
     assert len({p.text for p in a}) == 300
     assert a == prompts.synthetic(300, seed=4)
     assert a != prompts.synthetic(300, seed=5)
+    assert a[0].as_text().endswith("\nAnswer:")
+    assert a[0].as_messages()[0]["content"] in a[0].as_text()
 
 
 def test_prompt_file(tmp_path: Path) -> None:
@@ -45,7 +47,8 @@ def test_prompt_file(tmp_path: Path) -> None:
     ("line", "message"),
     [
         ('{"prompt": 3}', "must be a string"),
-        ('{"prompt": "a", "messages": []}', "exactly one of"),
+        ('{"id": "x"}', "or both"),
+        ('{"prompt": "a", "messages": []}', "non-empty list"),
         ('{"text": "a"}', "unknown key"),
         ("[1]", "expected a JSON object"),
         ("{nope", "not valid JSON"),

@@ -171,8 +171,8 @@ def _prompt_json(prompt: prompts.Prompt) -> dict[str, Any]:
     out: dict[str, Any] = {"id": prompt.id}
     if prompt.text is not None:
         out["prompt"] = prompt.text
-    else:
-        out["messages"] = list(prompt.messages or ())
+    if prompt.messages is not None:
+        out["messages"] = list(prompt.messages)
     if prompt.max_tokens is not None:
         out["max_tokens"] = prompt.max_tokens
     return out

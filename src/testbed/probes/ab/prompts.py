@@ -1,6 +1,6 @@
 """The prompt set of an A/B probe: a JSONL file, or a seeded synthetic set.
 
-A file holds one JSON object a line: ``{"prompt": "..."}`` (completions, TGI) or
+A file holds one JSON object a line: ``{"prompt": "..."}`` (completions, TGI) and/or
 ``{"messages": [{"role": "user", "content": "..."}]}`` (chat), with an optional ``"id"``
 (default: ``line-<n>``) and ``"max_tokens"`` (default: the probe's). Blank lines and lines
 starting with ``#`` are skipped. The synthetic set is short instructions built from a
@@ -59,7 +59,8 @@ _TASKS = (
 
 @dataclass(frozen=True)
 class Prompt:
-    """One prompt of the set; ``text`` is set for completions/TGI, ``messages`` for chat."""
+    """One prompt of the set: ``text`` for completions/TGI, ``messages`` for chat (either may
+    be derived from the other when only one is given)."""
 
     id: str
     text: str | None = None
@@ -80,7 +81,10 @@ class Prompt:
 
 
 def synthetic(count: int, seed: int) -> list[Prompt]:
-    """``count`` distinct short instructions, the same for the same ``seed``."""
+    """``count`` distinct short instructions, the same for the same ``seed``.
+
+    The text form ends in ``Answer:`` so that a base model continues it (a bare instruction
+    often gets an immediate end of sequence: no TTFT); chat gets the question alone."""
     rng = random.Random(f"ab-prompts-{seed}")
     prompts: list[Prompt] = []
     seen: set[str] = set()
@@ -90,7 +94,13 @@ def synthetic(count: int, seed: int) -> list[Prompt]:
         if text in seen:  # past the distinct combinations: number the rest
             text = f"{text} (variant {len(prompts)})"
         seen.add(text)
-        prompts.append(Prompt(id=f"syn-{len(prompts):04d}", text=text))
+        prompts.append(
+            Prompt(
+                id=f"syn-{len(prompts):04d}",
+                text=f"Question: {text}\nAnswer:",
+                messages=({"role": "user", "content": text},),
+            )
+        )
     return prompts
 
 
@@ -104,8 +114,8 @@ def _parse_line(obj: Any, where: str, line: int) -> Prompt:
             " allowed: id, prompt, messages, max_tokens"
         )
     text, messages = obj.get("prompt"), obj.get("messages")
-    if (text is None) == (messages is None):
-        raise InputError(f'{where}:{line}: give exactly one of "prompt" (text) or "messages"')
+    if text is None and messages is None:
+        raise InputError(f'{where}:{line}: give "prompt" (text) or "messages" (chat), or both')
     if text is not None and not isinstance(text, str):
         raise InputError(f'{where}:{line}: "prompt" must be a string')
     if messages is not None and not (
