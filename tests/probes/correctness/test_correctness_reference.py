@@ -1,0 +1,64 @@
+"""The SmolLM2 goldens against testbed's reference server (one model load for the file).
+
+The shipped cases pass; a second run with another concurrency and order gives the same
+answers (the differential finds nothing); and recording them again reproduces the shipped
+file's expectations exactly.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testbed.config.correctness import CorrectnessProbe
+from testbed.config.loader import load_campaign
+from testbed.execution.single import provision_one
+from testbed.probes.base import ProbeContext, ProbeOutcome
+from testbed.probes.correctness import run
+from testbed.probes.correctness.differential import differential_summary
+from testbed.probes.correctness.record import record_file
+from testbed.results.files import RecordWriter, read_records
+from testbed.results.verdict import Status
+
+pytestmark = [pytest.mark.reference, pytest.mark.slow]
+
+EXAMPLES = Path(__file__).parents[3] / "examples"
+
+
+async def probe(ctx_args: dict[str, object], folder: Path, **config: object) -> ProbeOutcome:
+    settings = CorrectnessProbe(cases=[str(EXAMPLES / "cases" / "smollm2.yaml")], **config)
+    with RecordWriter(folder / "records.jsonl") as records:
+        ctx = ProbeContext(config=settings, out_dir=folder, records=records, **ctx_args)  # type: ignore[arg-type]
+        return await run(ctx)
+
+
+async def test_smollm2_goldens_against_the_reference_server(tmp_path: Path) -> None:
+    loaded = load_campaign(EXAMPLES / "tgis-correctness.yaml")
+    async with provision_one(loaded, "fp32-threads1", tmp_path / "work") as running:
+        where = {"endpoints": {"ref": running.handle.endpoint}, "deployment": running.config}
+        first = await probe(where, tmp_path / "a", concurrency=4, shuffle_seed=1, reference="x")
+        second = await probe(where, tmp_path / "b", concurrency=1, shuffle_seed=2, reference="x")
+        copy = tmp_path / "smollm2.yaml"
+        shutil.copy(EXAMPLES / "cases" / "smollm2.yaml", copy)
+        config = CorrectnessProbe(cases=[str(copy)])
+        again = await record_file(copy, running.handle.endpoint, config, running.config)
+    for outcome in (first, second):
+        counts = outcome.summary["cases"]
+        assert outcome.verdict.status == Status.PASS, outcome.summary
+        assert counts["failed"] == counts["errored"] == 0
+        assert counts["skipped"] == 0  # fp32, one shard: every rule lets its case run
+    diff = differential_summary(
+        read_records(tmp_path / "a" / "records.jsonl"),
+        read_records(tmp_path / "b" / "records.jsonl"),
+        0.05,
+    )
+    assert diff["compared"] >= 15
+    assert diff["divergences"] == []
+    shipped = yaml.safe_load((EXAMPLES / "cases" / "smollm2.yaml").read_text())
+    assert [case.get("expected") for case in again.document] == [
+        case.get("expected") for case in shipped
+    ]
+    assert [case.get("error") for case in again.document] == [case.get("error") for case in shipped]
