@@ -16,8 +16,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from testbed.core.secrets import redact
 from testbed.report import load_view
+from testbed.report.differential_view import differentials
 from testbed.report.run_summary import read_summary
 from testbed.results.rundir import PLAN, RESOLVED
 
@@ -46,7 +49,7 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
     summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
     sections = [
         ("verdicts", "Verdicts", _verdicts(rows)),
-        ("correctness", "Correctness", _correctness(rows, summaries)),
+        ("correctness", "Correctness", _correctness(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),
         ("ab", "A/B", _ab(rows, summaries)),
         ("treatments", "Treatments", _treatments(rows, summaries)),
@@ -126,7 +129,7 @@ def _verdicts(rows: Sequence[Mapping[str, Any]]) -> str:
 # -- correctness ------------------------------------------------------------------------------
 
 
-def divergence_html(d: Mapping[str, Any]) -> str:
+def divergence_html(d: Mapping[str, Any], labels: tuple[str, str] = ("expected", "actual")) -> str:
     """A first divergence: the shared text, then each side's token highlighted and its
     continuation (fields of the correctness probe's FirstDivergence or Divergence)."""
     prefix = str(d.get("common_prefix") or "")
@@ -137,14 +140,14 @@ def divergence_html(d: Mapping[str, Any]) -> str:
          d.get("actual_continuation", d.get("other_continuation"))),
     ]  # fmt: skip
     lines = []
-    for side, token, rest in sides:
+    for (side, token, rest), label in zip(sides, labels, strict=True):
         shown_token = "∅ (ended)" if token is None else str(token)
         rest_text = str(rest or "")
         if token is not None and rest_text.startswith(str(token)):
             rest_text = rest_text[len(str(token)) :]
         lines.append(
-            f'<div><b>{side}:</b> …{e(prefix[-80:])}<mark class="{side}">{e(shown_token)}</mark>'
-            f"{e(rest_text[:160])}</div>"
+            f"<div><b>{e(label)}:</b> …{e(prefix[-80:])}"
+            f'<mark class="{side}">{e(shown_token)}</mark>{e(rest_text[:160])}</div>'
         )
     facts = {k: d.get(k) for k in ("index", "unit", "margin_nats", "near_tie", "kind")}
     return f'<div class="diff">{"".join(lines)}</div>{_kv(facts)}'
@@ -167,8 +170,29 @@ def text_divergence(expected: str, actual: str) -> dict[str, Any]:
     }
 
 
-def _correctness(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
+def _differentials(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each deployment's answers against the reference deployment's (correctness.reference)."""
+    try:
+        campaign = yaml.safe_load((run_path / RESOLVED).read_text(encoding="utf-8")) or {}
+        found = differentials(run_path, rows, campaign)
+    except (OSError, yaml.YAMLError, ImportError) as exc:
+        return [f'<p class="muted">differential not computed: {e(exc)}</p>']
     parts = []
+    for ref_row, row, summary in found:
+        counts = {k: v for k, v in summary.items() if not isinstance(v, list | dict)}
+        parts.append(f"<h3>{e(row['dir'])} against the reference {e(ref_row['dir'])}</h3>")
+        parts.append(_kv(counts))
+        for d in summary.get("divergences") or []:
+            head = " · ".join(str(d[k]) for k in ("case", "protocol", "kind") if d.get(k))
+            body = divergence_html(d, ("reference", "other"))
+            parts.append(f"<h4>{e(head)}</h4><p>{e(d.get('detail') or '')}</p>{body}")
+    return parts
+
+
+def _correctness(
+    run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]
+) -> str:
+    parts = _differentials(run_path, rows)
     for row in rows:
         summary = summaries.get(row["id"]) or {}
         if row["probe"] != "correctness" or not summary:
@@ -177,7 +201,12 @@ def _correctness(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]
         counts = summary.get("cases")
         if isinstance(counts, Mapping):
             parts.append(_kv(counts))
-        divergent = [*(summary.get("failures") or []), *(summary.get("divergences") or [])]
+        nested = summary.get("differential")
+        divergent = [
+            *(summary.get("failures") or []),
+            *(summary.get("divergences") or []),
+            *((nested.get("divergences") or []) if isinstance(nested, Mapping) else []),
+        ]
         for failure in divergent:
             if not isinstance(failure, Mapping):
                 continue
