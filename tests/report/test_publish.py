@@ -147,3 +147,15 @@ def test_text_divergence() -> None:
     assert d["index"] == 3
     assert d["expected_token"] is None
     assert d["actual_token"] == "d"
+
+
+def test_report_command_rerenders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from testbed.cli import main
+
+    run = make_run(tmp_path, "r1", extras=True)
+    html = tmp_path / "elsewhere" / "r.html"
+    assert main(["report", str(run), "--no-index", "--html", str(html)]) == 1  # a FAIL inside
+    assert html.is_file()
+    assert not (tmp_path / "index.sqlite").exists()
+    assert "run FAIL" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "nope")]) == 2

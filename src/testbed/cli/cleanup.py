@@ -17,9 +17,9 @@ def handle(args: argparse.Namespace) -> int:
 
     from testbed.execution.cleanup import cleanup_run
 
-    lines = asyncio.run(cleanup_run(Path(args.dir)))
-    for line in lines:
+    done = asyncio.run(cleanup_run(Path(args.dir)))
+    for line in done.notes + done.ended:
         print(line)
-    if not lines:
+    if not done.ended:
         print(f"nothing left behind by {args.dir}")
     return 0

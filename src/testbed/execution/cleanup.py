@@ -8,27 +8,34 @@ be loaded any more, the local pid files are still honoured.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.core.errors import TestbedError
 from testbed.results.rundir import RESOLVED, RunDir
 
 
-async def cleanup_run(path: Path) -> list[str]:
-    """End leftovers of the run in ``path``; one line per thing ended."""
+@dataclass
+class Cleanup:
+    ended: list[str] = field(default_factory=list)  # one line per thing ended
+    notes: list[str] = field(default_factory=list)
+
+
+async def cleanup_run(path: Path) -> Cleanup:
+    """End leftovers of the run in ``path``."""
     run_dir = RunDir.existing(path)
     from testbed.backends.local import LocalBackend
     from testbed.config.loader import load_campaign
     from testbed.execution.pipeline import make_backend
 
-    lines: list[str] = []
+    done = Cleanup()
     try:
         loaded = load_campaign(run_dir.path / RESOLVED)
         backend = make_backend(loaded, run_dir)
     except TestbedError as exc:
-        lines.append(f"campaign not loadable ({exc}); ending local leftovers only")
+        done.notes.append(f"campaign not loadable ({exc}); ending local leftovers only")
         backend = LocalBackend(run_dir.path)
-    lines += await backend.cleanup_leftovers(run_dir.path)
+    done.ended += await backend.cleanup_leftovers(run_dir.path)
     if not isinstance(backend, LocalBackend):
-        lines += await LocalBackend(run_dir.path).cleanup_leftovers(run_dir.path)
-    return lines
+        done.ended += await LocalBackend(run_dir.path).cleanup_leftovers(run_dir.path)
+    return done
