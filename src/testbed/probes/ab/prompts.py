@@ -81,10 +81,9 @@ class Prompt:
 
 
 def synthetic(count: int, seed: int) -> list[Prompt]:
-    """``count`` distinct short instructions, the same for the same ``seed``.
-
-    The text form ends in ``Answer:`` so that a base model continues it (a bare instruction
-    often gets an immediate end of sequence: no TTFT); chat gets the question alone."""
+    """``count`` distinct short instructions, the same for the same ``seed``. (An instruct
+    model answers them best through ``api: chat``; over plain completions it often ends at
+    once, which leaves those requests without a TTFT.)"""
     rng = random.Random(f"ab-prompts-{seed}")
     prompts: list[Prompt] = []
     seen: set[str] = set()
@@ -94,13 +93,7 @@ def synthetic(count: int, seed: int) -> list[Prompt]:
         if text in seen:  # past the distinct combinations: number the rest
             text = f"{text} (variant {len(prompts)})"
         seen.add(text)
-        prompts.append(
-            Prompt(
-                id=f"syn-{len(prompts):04d}",
-                text=f"Question: {text}\nAnswer:",
-                messages=({"role": "user", "content": text},),
-            )
-        )
+        prompts.append(Prompt(id=f"syn-{len(prompts):04d}", text=text))
     return prompts
 
 
