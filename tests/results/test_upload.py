@@ -112,3 +112,24 @@ def test_publish_uploads_last_and_reports_failure(tmp_path: Path, s3_server: str
     bad = PublishOptions(use_index=False, upload="s3://missing-bucket", s3_endpoint_url=s3_server)
     assert publish(run, console, bad) == 3  # the verdicts passed; the upload did not
     assert "upload failed" in console.export_text()
+
+
+@pytest.mark.usefixtures("aws_env")
+def test_report_command_uploads(tmp_path: Path, s3_server: str) -> None:
+    from testbed.cli import main
+    from tests.report.fake_runs import make_run
+
+    s3(s3_server).create_bucket(Bucket="cli")
+    run = make_run(tmp_path, "r-cli")
+    argv = [
+        "report",
+        str(run),
+        "--no-index",
+        "--upload",
+        "s3://cli/x",
+        "--s3-endpoint-url",
+        s3_server,
+    ]
+    assert main(argv) == 0
+    listed = s3(s3_server).list_objects_v2(Bucket="cli", Prefix="x/r-cli/")
+    assert any(o["Key"].endswith("/report.html") for o in listed["Contents"])
