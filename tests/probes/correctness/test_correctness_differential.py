@@ -99,3 +99,19 @@ def test_summary_counts() -> None:
     assert summary["only_reference"] == ["only-ref/openai"]
     assert summary["only_other"] == ["only-other/openai"]
     assert differential(REF, REF, 0.05) == []
+
+
+def test_run_differentials_pair_every_treatment_with_the_reference() -> None:
+    from testbed.probes.correctness.differential import TreatmentRecords, run_differentials
+
+    runs = [
+        TreatmentRecords("001__ref", "ref", REF),
+        TreatmentRecords("002__bf16", "bf16", OTHER),
+        TreatmentRecords("003__same", "same", REF),
+    ]
+    found = run_differentials(runs, "ref", 0.05)
+    assert set(found) == {"002__bf16", "003__same"}
+    assert found["002__bf16"]["near_ties"] == 1
+    assert found["003__same"]["divergences"] == []
+    assert found["003__same"]["reference"] == "001__ref"
+    assert run_differentials(runs, "missing", 0.05) == {}

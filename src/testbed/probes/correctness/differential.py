@@ -129,3 +129,33 @@ def differential_summary(
         "near_tie_nats": near_tie_nats,
         "divergences": [d.to_json() for d in found],
     }
+
+
+@dataclass
+class TreatmentRecords:
+    """One correctness treatment of a run: a label (its directory), its deployment, its
+    records (``read_records(dir / "records.jsonl")``)."""
+
+    label: str
+    deployment: str
+    records: list[dict[str, Any]]
+
+
+def run_differentials(
+    treatments: Iterable[TreatmentRecords], reference: str, near_tie_nats: float
+) -> dict[str, dict[str, Any]]:
+    """Every other treatment's :func:`differential_summary` against the reference
+    deployment's treatment, by label (empty when the reference did not run)."""
+    listed = list(treatments)
+    ref = next((t for t in listed if t.deployment == reference), None)
+    if ref is None:
+        return {}
+    return {
+        t.label: {
+            "deployment": t.deployment,
+            "reference": ref.label,
+            **differential_summary(ref.records, t.records, near_tie_nats),
+        }
+        for t in listed
+        if t is not ref
+    }
