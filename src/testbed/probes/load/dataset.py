@@ -66,13 +66,16 @@ def build(dataset: SyntheticDataset | FileDataset, counter: TokenCounter, seed: 
 
 def _synthetic(ds: SyntheticDataset, counter: TokenCounter, rng: random.Random) -> list[Item]:
     lengths = [(draw(ds.input_tokens, rng), draw(ds.output_tokens, rng)) for _ in range(ds.samples)]
-    if ds.prefix_tokens:
-        prefixes = counter.make_texts([ds.prefix_tokens] * ds.prefix_groups, rng)
-        bodies = counter.make_texts([max(1, n - ds.prefix_tokens) for n, _ in lengths], rng)
-        texts = [f"{prefixes[i % ds.prefix_groups]} {body}" for i, body in enumerate(bodies)]
-    else:
-        texts = counter.make_texts([n for n, _ in lengths], rng)
-    counts = counter.count_many(texts)
+    if not ds.prefix_tokens:
+        made = counter.make_texts([n for n, _ in lengths], rng)
+        return [
+            Item(text, count, n_out)
+            for (text, count), (_, n_out) in zip(made, lengths, strict=True)
+        ]
+    prefixes = [text for text, _ in counter.make_texts([ds.prefix_tokens] * ds.prefix_groups, rng)]
+    bodies = counter.make_texts([max(1, n - ds.prefix_tokens) for n, _ in lengths], rng)
+    texts = [f"{prefixes[i % ds.prefix_groups]} {body}" for i, (body, _) in enumerate(bodies)]
+    counts = counter.count_many(texts)  # a merge at the seam can change the sum by one
     return [
         Item(text, count, n_out)
         for text, count, (_, n_out) in zip(texts, counts, lengths, strict=True)

@@ -50,8 +50,9 @@ class TokenCounter(Protocol):
 
     def make_text(self, tokens: int, rng: random.Random) -> str: ...
 
-    def make_texts(self, lengths: list[int], rng: random.Random) -> list[str]:
-        """``make_text`` for many lengths at once (batched where the tokenizer can)."""
+    def make_texts(self, lengths: list[int], rng: random.Random) -> list[tuple[str, int]]:
+        """``make_text`` for many lengths at once (batched where the tokenizer can), with
+        each text's measured count (equal to its length but in the rarest cases)."""
         ...
 
     def count_many(self, texts: list[str]) -> list[int]: ...
@@ -82,8 +83,9 @@ class RuleCounter:
     def count_many(self, texts: list[str]) -> list[int]:
         return [self.count(text) for text in texts]
 
-    def make_texts(self, lengths: list[int], rng: random.Random) -> list[str]:
-        return [self.make_text(n, rng) for n in lengths]
+    def make_texts(self, lengths: list[int], rng: random.Random) -> list[tuple[str, int]]:
+        texts = [self.make_text(n, rng) for n in lengths]
+        return list(zip(texts, self.count_many(texts), strict=True))
 
     def make_text(self, tokens: int, rng: random.Random) -> str:
         if self.rule == "whitespace":
@@ -123,7 +125,7 @@ class HfCounter:
     def count_many(self, texts: list[str]) -> list[int]:
         return [len(e.ids) for e in self._tok.encode_batch_fast(texts, add_special_tokens=False)]
 
-    def make_texts(self, lengths: list[int], rng: random.Random) -> list[str]:
+    def make_texts(self, lengths: list[int], rng: random.Random) -> list[tuple[str, int]]:
         """Windows decoded and counted in two batched calls; the few whose edges merged are
         redone one by one."""
         stream = self._stream(max(lengths, default=1))
@@ -132,10 +134,11 @@ class HfCounter:
             [stream[a : a + n] for a, n in zip(starts, lengths, strict=True)]
         )
         counts = self.count_many(texts)
-        return [
-            text if got == n else self.make_text(n, rng)
-            for text, got, n in zip(texts, counts, lengths, strict=True)
-        ]
+        out = []
+        for text, got, n in zip(texts, counts, lengths, strict=True):
+            redone = text if got == n else self.make_text(n, rng)
+            out.append((redone, got if redone is text else self.count(redone)))
+        return out
 
     def make_text(self, tokens: int, rng: random.Random) -> str:
         """A window of ``tokens`` ids from a long stream of word tokens, decoded, then
