@@ -27,7 +27,7 @@ from testbed.probes.correctness.cases import CaseFile, load_case_files
 from testbed.probes.correctness.differential import Divergence, differential
 from testbed.probes.correctness.embedding import Embedder
 from testbed.probes.correctness.evaluators import Settings
-from testbed.probes.correctness.runner import Result, Runner, plan
+from testbed.probes.correctness.runner import Result, Runner, plan_items
 from testbed.results.verdict import Status, Verdict
 
 __all__ = [
@@ -53,7 +53,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         )
     endpoint = next(iter(ctx.endpoints.values()))
     served: list[str] = list(endpoint.protocols)
-    items, skipped = plan(files, config, ctx.deployment, served)
+    items, skipped = plan_items(files, config, ctx.deployment, served)
     results: list[Result] = []
 
     def emit(result: Result) -> None:

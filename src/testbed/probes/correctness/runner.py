@@ -92,7 +92,7 @@ def protocols_of(case: Case, config: CorrectnessProbe) -> list[ProtocolName]:
     return ["openai", "tgi"] if chosen == "both" else [chosen]
 
 
-def plan(
+def plan_items(
     files: Sequence[CaseFile],
     config: CorrectnessProbe,
     deployment: Mapping[str, Any],
