@@ -197,3 +197,35 @@ async def test_through_the_pipeline_a_killed_server_is_an_error(tmp_path: Path) 
     assert verdict.status == Status.ERROR
     assert "died" in verdict.reason or "exited" in verdict.reason
     assert all(r["status"] != "FAIL" for r in read_records(records) if r["kind"] == "case")
+
+
+async def test_run_dir_differentials_after_a_pipeline_run(tmp_path: Path) -> None:
+    from testbed.probes.correctness.differential import run_dir_differentials
+
+    campaign = textwrap.dedent(
+        f"""\
+        name: diff
+        deployments:
+          - {{name: good, server: sim, params: {{seed: 0, max_model_len: 256}}}}
+          - {{name: same, server: sim, params: {{seed: 0, max_model_len: 256}}}}
+          - name: bad
+            server: sim
+            params: {{seed: 0, max_model_len: 256, faults: {{corrupt_rate: 1}}}}
+        correctness:
+          cases: [{SIM_CASES}]
+          protocol: both
+          reference: good
+        """
+    )
+    loaded = load_campaign_text(campaign, "diff.yaml")
+    run_dir, plan = open_new(loaded, RunOptions(out=tmp_path / "run"))
+    await execute(loaded, run_dir, plan, RunOptions())
+    found = run_dir_differentials(run_dir.path)
+    by_deployment = {summary["deployment"]: summary for summary in found.values()}
+    assert set(by_deployment) == {"same", "bad"}
+    assert by_deployment["same"]["divergences"] == []
+    bad = by_deployment["bad"]
+    assert bad["compared"] == by_deployment["same"]["compared"] > 10
+    kinds = {f"{d['case']}/{d['protocol']}": d["kind"] for d in bad["divergences"]}
+    assert kinds["plain-prompt/openai"] == "unclassified"  # no logprobs over OpenAI
+    assert "unknown-model/openai" not in kinds  # refused the same way on both

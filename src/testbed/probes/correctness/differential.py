@@ -10,12 +10,16 @@ as a ``near_tie`` (numerical noise, margin ≤ ``near_tie_nats``), a real ``diff
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from testbed.probes.correctness.diff import first_divergence
 from testbed.probes.correctness.outputs import Output
+from testbed.results.files import read_records
+from testbed.results.rundir import PLAN, RECORDS
 
 Kind = Literal["near_tie", "different", "unclassified", "error_mismatch"]
 
@@ -159,3 +163,32 @@ def run_differentials(
         for t in listed
         if t is not ref
     }
+
+
+def run_dir_differentials(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The differentials of a finished run, from its files: for each group of correctness
+    treatments sharing one probe configuration with a ``reference``, every treatment's
+    :func:`differential_summary` against the reference deployment's, by treatment dir."""
+    plan = json.loads((run_dir / PLAN).read_text())
+    deployment_of = {w["id"]: w["deployment"] for w in plan["workers"]}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for treatment in plan["treatments"]:
+        config = treatment.get("config") or {}
+        if treatment["probe"] == "correctness" and config.get("reference"):
+            groups.setdefault(json.dumps(config, sort_keys=True), []).append(treatment)
+    found: dict[str, dict[str, Any]] = {}
+    for members in groups.values():
+        config = members[0]["config"]
+        runs = [
+            TreatmentRecords(
+                t["dir"],
+                deployment_of.get(t["workers"][0], "") if t["workers"] else "",
+                read_records(run_dir / t["dir"] / RECORDS),
+            )
+            for t in members
+            if t["status"] == "planned"
+        ]
+        found |= run_differentials(
+            runs, config["reference"], float(config.get("near_tie_nats", 0.05))
+        )
+    return found
