@@ -154,6 +154,7 @@ async def _child(spec: dict[str, Any]) -> None:
 
     from testbed.clients.http import ConnectionPool
     from testbed.probes.load import dataset
+    from testbed.probes.load.recording import BackgroundWriter
     from testbed.probes.load.runner import LoadGenerator, Options, Stage
     from testbed.probes.load.tokens import counter_from_spec
 
@@ -173,9 +174,15 @@ async def _child(spec: dict[str, Any]) -> None:
     loop = asyncio.get_running_loop()
     with open(spec["part"], "wb") as part:  # noqa: ASYNC230 - one open before the stage
 
-        def write(record: dict[str, Any]) -> None:
-            part.write(orjson.dumps(record) + b"\n")
+        def append(line: bytes) -> None:
+            part.write(line)
             part.flush()
+
+        to_disk: BackgroundWriter | None = None
+
+        def write(record: dict[str, Any]) -> None:
+            assert to_disk is not None
+            to_disk(orjson.dumps(record) + b"\n")
 
         generator = LoadGenerator(
             pool, items, payloads, counter_from_spec(spec["counter"]), write, options
@@ -186,7 +193,11 @@ async def _child(spec: dict[str, Any]) -> None:
         sys.stdout.flush()
         line = await loop.run_in_executor(None, sys.stdin.readline)
         t0 = int(line.split()[1])
-        run = await generator.run(stage, t0_ns=t0, seed=spec["seed"])
+        to_disk = BackgroundWriter(append)
+        try:
+            run = await generator.run(stage, t0_ns=t0, seed=spec["seed"])
+        finally:
+            to_disk.close()
     await pool.aclose()
     Path(spec["run"]).write_text(json.dumps(asdict(run)), encoding="utf-8")
 

@@ -20,6 +20,7 @@ from testbed.core.secrets import resolve
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.load import dataset, multiprocess, profiles
 from testbed.probes.load.loops import loop_name
+from testbed.probes.load.recording import BackgroundWriter
 from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
 from testbed.probes.load.summary import probe_summary, stage_summary, verdict_of
 from testbed.probes.load.tokens import TokenCounter, counter_for
@@ -118,15 +119,17 @@ async def execute_stage(
 ) -> tuple[StageRun, list[dict[str, Any]]]:
     if config.processes == 1:
         records: list[dict[str, Any]] = []
+        with BackgroundWriter(ctx.records.write) as to_disk:
 
-        def write(record: dict[str, Any]) -> None:
-            ctx.records.write(record)
-            records.append(record)
+            def write(record: dict[str, Any]) -> None:
+                to_disk(record)
+                records.append(record)
 
-        generator = LoadGenerator(
-            setup.pool, setup.items, setup.payloads, setup.counter, write, setup.options
-        )
-        return await generator.run(stage, seed=seed), records
+            generator = LoadGenerator(
+                setup.pool, setup.items, setup.payloads, setup.counter, write, setup.options
+            )
+            run_ = await generator.run(stage, seed=seed)
+        return run_, records
     options = asdict(setup.options)
     del options["proc"], options["procs"]
     base = {
