@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import threading
+import time
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +131,7 @@ class FakeModel:
     eos_ids: frozenset[int] = frozenset({EOS})
     tokenizer: FakeTokenizer = field(default_factory=FakeTokenizer)
     steps: list[int] = field(default_factory=list)
+    gate: threading.Semaphore | None = None  # when set, each decode step takes one permit
 
     def new_cache(self, capacity: int) -> RowCache:
         return RowCache(1, 1, 1, capacity)
@@ -141,6 +145,8 @@ class FakeModel:
         return self._logits(ids[-1])
 
     def decode(self, tokens: list[int], caches: list[RowCache]) -> torch.Tensor:
+        if self.gate is not None:
+            assert self.gate.acquire(timeout=30)
         self.steps.append(len(tokens))
         for cache in caches:
             cache.length += 1
@@ -177,26 +183,37 @@ async def test_engine_batches_concurrent_requests() -> None:
     assert max(model.steps) > 1  # rows were decoded together
 
 
-async def test_engine_stops_at_eos_stop_strings_and_abandoned_streams() -> None:
-    model = FakeModel()
-
-    async def body(engine: Engine) -> tuple[list[Any], list[Any], list[Any]]:
+async def test_engine_stops_at_eos_and_stop_strings() -> None:
+    async def body(engine: Engine) -> tuple[list[Any], list[Any]]:
         eos = await collect(engine, [27], max_tokens=10)
         stop = await collect(engine, [0], max_tokens=10, stop=(" d",))
-        abandoned = []
-        async for step in engine.generate([0], SamplingParams(max_tokens=50)):
-            abandoned.append(step)
-            if len(abandoned) == 2:
-                break  # the client went away
-        return eos, stop, abandoned
+        return eos, stop
 
-    eos, stop, abandoned = await run_engine(model, body)
+    eos, stop = await run_engine(FakeModel(), body)
     assert [s.token.id for s in eos] == [28, 29, 30, 31]
     assert (eos[-1].finish_reason, eos[-1].stop_kind) == ("stop", "eos_token")
     assert "".join(s.text for s in stop) == " b c"
     assert (stop[-1].finish_reason, stop[-1].stop_kind) == ("stop", "stop_sequence")
-    assert len(abandoned) == 2
-    assert len(model.steps) < 30  # the abandoned request did not decode its 50 tokens
+
+
+async def test_an_abandoned_request_leaves_the_batch() -> None:
+    model = FakeModel(gate=threading.Semaphore(0))
+
+    async def body(engine: Engine) -> int:
+        async with aclosing(engine.generate([0], SamplingParams(max_tokens=50))) as steps:
+            await anext(steps)  # the prefill's token
+            model.gate.release()  # type: ignore[union-attr]
+            await anext(steps)  # one decode step
+        # The client went away. The worker may be blocked in one more step; let it finish.
+        model.gate.release(100)  # type: ignore[union-attr]
+        deadline = time.monotonic() + 10
+        # The worker thread owns this state and signals nothing: poll it, with a deadline.
+        while engine.metrics.running and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.005)
+        return engine.metrics.running
+
+    assert await run_engine(model, body) == 0
+    assert len(model.steps) <= 2  # not the 49 decode steps a finished request needs
 
 
 async def test_engine_refuses_requests_longer_than_the_context() -> None:
