@@ -103,10 +103,11 @@ def rows_attention(
     outputs = []
     for i, row in enumerate(cache.rows):
         end = cache.new_length[i]
-        k = row.keys[layer][:, :, :end].repeat_interleave(groups, dim=1)
-        v = row.values[layer][:, :, :end].repeat_interleave(groups, dim=1)
+        # The same views and the same call for a row whether it runs alone or batched.
+        k = row.keys[layer][:, :, :end]
+        v = row.values[layer][:, :, :end]
         out = F.scaled_dot_product_attention(
-            query[i : i + 1], k, v, is_causal=q_len > 1, scale=scaling
+            query[i : i + 1], k, v, is_causal=q_len > 1, scale=scaling, enable_gqa=groups > 1
         )
         outputs.append(out)
     return torch.cat(outputs).transpose(1, 2).contiguous(), None
