@@ -141,6 +141,8 @@ class FakeModel:
         return torch.nn.functional.one_hot(torch.tensor((last + 1) % VOCAB), VOCAB).float() * 10
 
     def prefill(self, ids: list[int], cache: RowCache) -> torch.Tensor:
+        if ids[0] == 13:
+            raise MemoryError("prompts starting with 13 are cursed")
         cache.length = len(ids)
         return self._logits(ids[-1])
 
@@ -214,6 +216,20 @@ async def test_an_abandoned_request_leaves_the_batch() -> None:
 
     assert await run_engine(model, body) == 0
     assert len(model.steps) <= 2  # not the 49 decode steps a finished request needs
+
+
+async def test_a_failing_prefill_fails_only_its_request() -> None:
+    async def body(engine: Engine) -> list[list[Any]]:
+        return list(
+            await asyncio.gather(
+                collect(engine, [13], max_tokens=3), collect(engine, [1], max_tokens=3)
+            )
+        )
+
+    cursed, fine = await run_engine(FakeModel(), body)
+    assert cursed[-1].finish_reason == "error"
+    assert "cursed" in cursed[-1].error
+    assert [s.token.id for s in fine] == [2, 3, 4]
 
 
 async def test_engine_refuses_requests_longer_than_the_context() -> None:

@@ -140,18 +140,20 @@ class Engine:
     # -- worker thread --------------------------------------------------------------------
 
     def _work(self) -> None:
-        torch.set_num_threads(self.threads)  # OpenMP settings are per thread
+        torch.set_num_threads(self.threads)  # again here: some OpenMP runtimes keep it per thread
         while True:
             with self._wake:
                 while not self._stopping and not self._waiting and not self._running:
                     self._wake.wait()
                 if self._stopping:
                     break
+            self._admit()
             try:
-                self._admit()
                 self._decode()
-            except Exception as exc:  # a failed forward pass fails its requests, not the server
-                self._fail_all(f"{type(exc).__name__}: {exc}")
+            except Exception as exc:  # a failed step fails its requests, not the server
+                failed, self._running = self._running, []
+                for seq in failed:
+                    seq.emit(Step(None, "", "error", error=f"{type(exc).__name__}: {exc}"))
         self._fail_all("the server is shutting down")
 
     def _admit(self) -> None:
@@ -166,9 +168,13 @@ class Engine:
             capacity = min(
                 len(seq.prompt) + seq.params.max_tokens, len(seq.prompt) + FIRST_CAPACITY
             )
-            seq.cache = self.loaded.new_cache(capacity)
-            seq.generator = new_generator(seq.params.seed)
-            logits = self.loaded.prefill(seq.prompt, seq.cache)
+            try:
+                seq.cache = self.loaded.new_cache(capacity)
+                seq.generator = new_generator(seq.params.seed)
+                logits = self.loaded.prefill(seq.prompt, seq.cache)
+            except Exception as exc:  # this request fails; the others go on
+                seq.emit(Step(None, "", "error", error=f"{type(exc).__name__}: {exc}"))
+                continue
             self.metrics.prompt_tokens += len(seq.prompt)
             seq.first_token_ns = monotonic_ns()
             self.metrics.observe_first_token(seq.first_token_ns - seq.arrival_ns)
