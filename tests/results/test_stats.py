@@ -35,7 +35,7 @@ def test_weights_equal_explicit_resampling_of_clusters() -> None:
         got = evaluate(
             sample,
             [Statistic("percentile", q=90), Statistic("mean")],
-            counts[sample.clusters][None, :],
+            counts[None, :],
         )
         assert got[:, 0] == pytest.approx([np.percentile(expanded, 90), expanded.mean()])
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import cached_property
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +59,17 @@ class Sample:
     @property
     def size(self) -> int:
         return int(self.values.size)
+
+    @cached_property
+    def cluster_sizes(self) -> IntArray:
+        """Values per cluster."""
+        return np.bincount(self.clusters, minlength=self.n_clusters).astype(np.int64)
+
+    @cached_property
+    def cluster_sums(self) -> FloatArray:
+        """Sum of the values of each cluster."""
+        sums = np.bincount(self.clusters, weights=self.values, minlength=self.n_clusters)
+        return np.asarray(sums, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -99,31 +111,36 @@ class Difference:
 
 
 def evaluate(
-    sample: Sample, stats: Sequence[Statistic], weights: IntArray | None = None
+    sample: Sample, stats: Sequence[Statistic], counts: IntArray | None = None
 ) -> FloatArray:
-    """Each of ``stats`` for each row of ``weights`` (shape ``(rows, sample.size)``; all ones
-    when None): an array ``(len(stats), rows)``. A row of zero weights gives NaN."""
-    if weights is None:
-        weights = np.ones((1, sample.size), dtype=np.int64)
-    out = np.full((len(stats), weights.shape[0]), math.nan)
-    values = sample.values
-    if values.size == 0:
+    """Each of ``stats`` for each row of ``counts`` (how many times each cluster is drawn,
+    shape ``(rows, sample.n_clusters)``; all ones when None): an array
+    ``(len(stats), rows)``. A row without values gives NaN (a rate gives 0)."""
+    if counts is None:
+        counts = np.ones((1, sample.n_clusters), dtype=np.int32)
+    out = np.full((len(stats), counts.shape[0]), math.nan)
+    if sample.size == 0:
         for i, stat in enumerate(stats):
             if stat.kind == "rate":
                 out[i] = 0.0
         return out
-    totals = weights.sum(axis=1)
-    sums = weights @ values
-    search = _Search.of(weights, totals) if any(s.kind == "percentile" for s in stats) else None
+    # Totals and sums per row from per-cluster aggregates: rows × clusters, not × values.
+    totals = counts @ sample.cluster_sizes
+    sums = counts @ sample.cluster_sums if any(s.kind != "percentile" for s in stats) else None
+    search = None
+    if any(s.kind == "percentile" for s in stats):
+        search = _Search.of(counts[:, sample.clusters], totals)
     with np.errstate(invalid="ignore", divide="ignore"):
         for i, stat in enumerate(stats):
+            if stat.kind == "percentile":
+                assert search is not None
+                out[i] = search.percentile(sample.values, totals, stat.q)
+                continue
+            assert sums is not None
             if stat.kind == "rate":
                 out[i] = sums / stat.seconds
-            elif stat.kind == "mean":
-                out[i] = np.where(totals > 0, sums / totals, math.nan)
             else:
-                assert search is not None
-                out[i] = search.percentile(values, totals, stat.q)
+                out[i] = np.where(totals > 0, sums / totals, math.nan)
     return out
 
 
@@ -132,23 +149,27 @@ class _Search:
     """Cumulative weights of every row as one sorted array: row ``i`` is offset by
     ``i * (max total + 1)``, so one :func:`numpy.searchsorted` call serves all rows."""
 
-    flat: IntArray
-    offsets: IntArray
+    flat: npt.NDArray[Any]
+    offsets: npt.NDArray[Any]
     starts: IntArray
     width: int
 
     @classmethod
-    def of(cls, weights: IntArray, totals: IntArray) -> _Search:
+    def of(cls, weights: npt.NDArray[Any], totals: IntArray) -> _Search:
         rows, width = weights.shape
-        offsets = np.arange(rows, dtype=np.int64) * (int(totals.max(initial=0)) + 1)
-        cumulative = np.cumsum(weights, axis=1)
+        span = int(totals.max(initial=0)) + 1
+        # 32-bit sums halve the memory traffic; 64 only when the offsets need it
+        dtype: type[np.signedinteger[Any]] = np.int32 if rows * span < 2**31 - 1 else np.int64
+        offsets: npt.NDArray[Any] = np.arange(rows, dtype=dtype) * span
+        cumulative: npt.NDArray[Any] = np.cumsum(weights, axis=1, dtype=dtype)
         cumulative += offsets[:, None]
         starts = np.arange(rows, dtype=np.int64) * width
         return cls(cumulative.ravel(), offsets, starts, width)
 
     def index(self, position: IntArray) -> IntArray:
         """Per row, the first value whose cumulative weight exceeds ``position``."""
-        found = np.searchsorted(self.flat, position + self.offsets, side="right") - self.starts
+        query = (position + self.offsets).astype(self.flat.dtype)
+        found = np.searchsorted(self.flat, query, side="right") - self.starts
         return np.asarray(np.minimum(found, self.width - 1), dtype=np.int64)
 
     def percentile(self, values: FloatArray, totals: IntArray, q: float) -> FloatArray:
@@ -177,7 +198,7 @@ def resample(sample: Sample, stats: Sequence[Statistic], resamples: int, seed: i
         # Cluster counts of each resample: n draws with replacement, counted per row.
         drawn = rng.integers(0, n, size=(rows, n)) + (np.arange(rows) * n)[:, None]
         counts = np.bincount(drawn.ravel(), minlength=rows * n).reshape(rows, n)
-        out[:, start : start + rows] = evaluate(sample, stats, counts[:, sample.clusters])
+        out[:, start : start + rows] = evaluate(sample, stats, counts.astype(np.int32))
     return out
 
 
