@@ -17,6 +17,7 @@ from typing import Any
 
 from testbed.clients.http import ConnectionPool
 from testbed.config.correctness import CorrectnessProbe
+from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
 from testbed.probes.correctness.cases import Case, CaseFile, ProtocolName
 from testbed.probes.correctness.evaluators import (
@@ -182,6 +183,7 @@ class Runner:
     async def _exchange(self, item: Item, stream: bool) -> Exchange | Result:
         case = item.case
         body = build_body(item.protocol, case.request, self.model, self._logprobs(case))
+        started = monotonic_ns()
         try:
             return await send(
                 self.pool,
@@ -201,6 +203,7 @@ class Runner:
                 item.file,
                 case.request.greedy,
                 request=body,
+                duration_ms=round((monotonic_ns() - started) / 1e6, 3),
             )
 
     def _result(self, item: Item, exchange: Exchange, checks: list[Check]) -> Result:
