@@ -49,9 +49,9 @@ def test_publish_writes_everything(tmp_path: Path, console: Console) -> None:
     assert "window.start_ns" not in load["metrics"]
     text = console.export_text()
     assert "run FAIL" in text
-    assert "TTFT p99" in text
+    assert "TTFT99" in text
     assert "001__sim-c1" in text
-    assert "TTFT p50" in text
+    assert "TTFT50" in text
     with ResultsIndex(url) as index:
         assert [r.run_id for r in index.runs()] == ["r1"]
         assert len(index.history("ttft_ms.p99", config_hash=load["id"])) == 1

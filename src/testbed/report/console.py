@@ -16,12 +16,12 @@ from testbed.results.verdict import Status
 
 #: The headline columns of a load treatment: (header, metric name, format).
 LOAD_COLUMNS = (
-    ("TTFT p50", "ttft_ms.p50", "{:.1f}"),
-    ("TTFT p99", "ttft_ms.p99", "{:.1f}"),
-    ("ITL p50", "itl_ms.p50", "{:.2f}"),
-    ("ITL p99", "itl_ms.p99", "{:.2f}"),
-    ("e2e p99", "e2e_ms.p99", "{:.0f}"),
-    ("req/s", "throughput.requests_per_s", "{:.2f}"),
+    ("TTFT50", "ttft_ms.p50", "{:.1f}"),
+    ("TTFT99", "ttft_ms.p99", "{:.1f}"),
+    ("ITL50", "itl_ms.p50", "{:.2f}"),
+    ("ITL99", "itl_ms.p99", "{:.2f}"),
+    ("e2e99", "e2e_ms.p99", "{:.0f}"),
+    ("req/s", "throughput.requests_per_s", "{:.1f}"),
     ("tok/s", "throughput.output_tokens_per_s", "{:.0f}"),
     ("errors", "requests.errors", "{:.0f}"),
 )
@@ -59,7 +59,10 @@ def load_table(document: Mapping[str, Any]) -> Table | None:
     ]
     if not rows:
         return None
-    table = Table(title="Load (ms; steady-state window; # as above)", title_justify="left")
+    table = Table(
+        title="Load: latency percentiles in ms (50th, 99th), steady-state window; # as above",
+        title_justify="left",
+    )
     table.add_column("#", justify="right", no_wrap=True, min_width=2)
     for header, _, _ in LOAD_COLUMNS:
         table.add_column(header, justify="right", no_wrap=True)

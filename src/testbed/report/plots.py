@@ -128,5 +128,5 @@ def time_series(
         ax.grid(alpha=0.3)
         if window is not None:
             ax.axvspan(window[0], window[1], color="tab:green", alpha=0.08)
-    fig.suptitle("Over time (shaded: steady-state window)")
+    fig.suptitle("Over time" + (" (shaded: steady-state window)" if window else ""))
     return to_svg(fig, key, "time series")
