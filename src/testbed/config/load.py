@@ -224,6 +224,14 @@ class LoadProbe(_Strict):
     keep_text: bool = Field(False, description="Keep each output text in the records.")
     plots: bool = Field(True, description="Write PNG plots into the treatment directory.")
 
+    @field_validator("dataset", mode="before")
+    @classmethod
+    def _synthetic_by_default(cls, value: Any) -> Any:
+        """``dataset: {input_tokens: 256}`` needs no ``kind``: synthetic is the default."""
+        if isinstance(value, dict) and "kind" not in value:
+            return {"kind": "synthetic", **value}
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> LoadProbe:
         if self.profile == "rate" and self.rate is None:

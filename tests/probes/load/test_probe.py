@@ -169,3 +169,15 @@ def test_faulty_server_errors_are_recorded_and_fail(
     assert any(e.startswith("HTTP 500") for e in errors)
     assert outcome.verdict.status == Status.FAIL
     assert "requests failed" in outcome.verdict.reason
+
+
+@pytest.mark.parametrize("api", ["chat", "tgi"])
+def test_chat_and_tgi_protocols(api: str, sim_url: str, context: Any, tmp_path: Path) -> None:
+    config = {"api": api, "concurrency": 2, "requests": 6, "dataset": {"output_tokens": 8}}
+    with context(sim_url, tmp_path, **config) as ctx:
+        outcome = asyncio.run(run(ctx))
+    records = read_records(tmp_path / "records.jsonl")
+    assert outcome.verdict.status == Status.PASS, outcome.verdict.reason
+    assert [len(r["chunks_ns"]) for r in records] == [8] * 6
+    assert all(r["usage_output_tokens"] == 8 for r in records)
+    assert outcome.summary["itl_ms"]["n"] == 6 * 7
