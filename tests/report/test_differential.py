@@ -10,7 +10,6 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from testbed.report.differential_view import pairs
 from testbed.report.run_summary import PublishOptions, publish
 from testbed.results.files import write_json
 from tests.report.fake_runs import make_run
@@ -94,7 +93,7 @@ def add_correctness(run: Path) -> None:
                 "status": "planned",
                 "reason": "",
                 "params": {},
-                "config": {},
+                "config": {"cases": ["cases.yaml"], "reference": "ref", "near_tie_nats": 0.05},
             }
         )
     write_json(run / "plan.json", plan)
@@ -112,31 +111,3 @@ def test_differential_against_the_reference(tmp_path: Path) -> None:
     assert '<mark class="expected"> Paris</mark>' in page  # the reference side
     assert '<mark class="actual"> Lyon</mark>' in page
     assert "capital · openai · different" in page
-
-
-def test_pairs_by_probe_factors() -> None:
-    rows = [
-        {
-            "dir": "r1",
-            "probe": "correctness",
-            "deployments": ["ref"],
-            "params": {"correctness.protocol": "tgi"},
-            "metrics": {},
-        },
-        {
-            "dir": "r2",
-            "probe": "correctness",
-            "deployments": ["ref"],
-            "params": {"correctness.protocol": "openai"},
-            "metrics": {},
-        },
-        {
-            "dir": "o1",
-            "probe": "correctness",
-            "deployments": ["b"],
-            "params": {"correctness.protocol": "openai", "x": 1},
-            "metrics": {},
-        },
-        {"dir": "l1", "probe": "load", "deployments": ["b"], "params": {}, "metrics": {}},
-    ]
-    assert [(a["dir"], b["dir"]) for a, b in pairs(rows, "ref")] == [("r2", "o1")]

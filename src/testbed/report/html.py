@@ -16,8 +16,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from testbed.core.secrets import redact
 from testbed.report import load_view
 from testbed.report.differential_view import differentials
@@ -173,9 +171,8 @@ def text_divergence(expected: str, actual: str) -> dict[str, Any]:
 def _differentials(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each deployment's answers against the reference deployment's (correctness.reference)."""
     try:
-        campaign = yaml.safe_load((run_path / RESOLVED).read_text(encoding="utf-8")) or {}
-        found = differentials(run_path, rows, campaign)
-    except (OSError, yaml.YAMLError, ImportError) as exc:
+        found = differentials(run_path, rows)
+    except (OSError, ValueError, KeyError, ImportError) as exc:
         return [f'<p class="muted">differential not computed: {e(exc)}</p>']
     parts = []
     for ref_row, row, summary in found:
