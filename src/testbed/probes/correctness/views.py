@@ -100,12 +100,13 @@ def differential_table(name: str, summary: Mapping[str, Any]) -> Table:
         table.add_column(column, overflow="fold")
     for d in summary.get("divergences") or []:
         margin = d.get("margin_nats")
+        located = d.get("index") is not None
         table.add_row(
             f"{d['case']}/{d['protocol']}",
             Text(str(d["kind"]), style="yellow" if d["kind"] == "near_tie" else "red"),
-            f"{d.get('unit')} {d.get('index')}" if d.get("index") is not None else "",
-            repr(d.get("reference_token")),
-            repr(d.get("other_token")),
+            f"{d.get('unit')} {d.get('index')}" if located else str(d.get("detail") or "")[:80],
+            repr(d.get("reference_token")) if located else "",
+            repr(d.get("other_token")) if located else "",
             f"{margin:.4f}" if margin is not None else "",
         )
     return table
