@@ -42,6 +42,7 @@ async def test_provision_serves_then_stops_the_group(tmp_path: Path) -> None:
         assert await http_status(host, int(port), "/health") == 200
         assert handle.endpoint.model == "sim-model"
         assert "tgi" in handle.endpoint.protocols
+        assert handle.info["version"].startswith("sim")
         pid = handle.info["pid"]
         assert (tmp_path / "pids" / "w1.json").is_file()
     assert not alive(pid)

@@ -23,6 +23,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--cpu-budget", type=float, help="cores for workers (default: all)")
     parser.add_argument("--upload", metavar="S3_URL", help="copy the run directory to S3")
+    parser.add_argument("--s3-endpoint-url", metavar="URL", help="for MinIO-compatible stores")
+    parser.add_argument("--index", metavar="URL", help="results index (SQLAlchemy URL)")
     parser.set_defaults(handler=handle)
 
 
@@ -55,4 +57,10 @@ def handle(args: argparse.Namespace) -> int:
         )
         outcome = asyncio.run(execute(loaded, run_dir, plan, options))
     del outcome
-    return finish_run(run_dir, console, upload=args.upload or loaded.campaign.results.upload)
+    return finish_run(
+        run_dir,
+        console,
+        upload=args.upload,
+        index_url=args.index,
+        s3_endpoint_url=args.s3_endpoint_url,
+    )

@@ -52,6 +52,10 @@ class Results(Strict):
     )
     upload: str | None = Field(None, description="s3://bucket/prefix to copy the run dir to")
     s3_endpoint_url: str | None = Field(None, description="for MinIO-compatible stores")
+    thresholds: dict[str, str | float] = Field(
+        default_factory=dict,
+        description="testbed compare thresholds by metric pattern, e.g. {ttft_ms.p99: 10%}",
+    )
 
 
 class Campaign(Strict):

@@ -25,6 +25,7 @@ from testbed.execution.treatment import Setting
 from testbed.plan.expand import expand
 from testbed.plan.model import Plan
 from testbed.results.ledger import Ledger
+from testbed.results.machine import machine_info
 from testbed.results.rundir import LEDGER, RESOLVED, RunDir
 from testbed.results.verdict import Verdict
 
@@ -63,6 +64,7 @@ def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]
         "sets": loaded.sets,
         "started": wall_label(),
         "testbed_version": __version__,
+        "machine": machine_info(),
     }
     run_dir.write_metadata(meta, loaded.document, plan.to_json())
     return run_dir, plan

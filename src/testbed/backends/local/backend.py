@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from testbed import __version__
 from testbed.backends.base import Backend, Handle
 from testbed.backends.external import external_endpoint
 from testbed.backends.local import process
 from testbed.backends.local.ports import free_port
-from testbed.backends.local.readiness import wait_ready
+from testbed.backends.local.readiness import http_get, wait_ready
 from testbed.clients.endpoint import Endpoint
 from testbed.core.errors import ServerStartError
 from testbed.servers.adapters import adapter_for
@@ -94,7 +96,12 @@ class LocalBackend(Backend):
                     tokenizer=str(model_path) if model_path else None,
                     metrics_path=adapter.metrics_path,
                 ),
-                info={"pid": server.pid, "argv": argv, "port": port},
+                info={
+                    "pid": server.pid,
+                    "argv": argv,
+                    "port": port,
+                    "version": await _version(port, deployment["server"]),
+                },
             )
 
             def on_exit(task: asyncio.Future[int]) -> None:
@@ -123,3 +130,15 @@ def _model_path(deployment: dict[str, Any]) -> Path | None:
         endpoint_url=deployment.get("s3_endpoint_url"),
         prepare_bundled=False,
     )
+
+
+async def _version(port: int, server: str) -> str:
+    """The server's version: its ``/version`` (vLLM, TGI) or, for testbed's own servers and
+    servers that do not say, testbed's version and the kind."""
+    status, body = await http_get(HOST, port, "/version")
+    if status == 200:
+        with contextlib.suppress(ValueError, AttributeError):
+            version = json.loads(body).get("version")
+            if version:
+                return f"{server} {version}"
+    return f"{server} (testbed {__version__})"

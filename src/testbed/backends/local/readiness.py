@@ -11,19 +11,28 @@ from testbed.core.clock import monotonic_ns
 
 async def http_status(host: str, port: int, path: str, timeout_s: float = 2.0) -> int | None:
     """The status code of ``GET path``, or None when nothing answers."""
+    status, _ = await http_get(host, port, path, timeout_s, body=False)
+    return status
+
+
+async def http_get(
+    host: str, port: int, path: str, timeout_s: float = 2.0, *, body: bool = True
+) -> tuple[int | None, bytes]:
+    """``GET path`` with ``Connection: close``: the status and (when asked) the body."""
     writer = None
     try:
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_connection(host, port)
-            writer.write(
-                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
-            )
+            request = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+            writer.write(request.encode())
             await writer.drain()
-            line = await reader.readline()
-        parts = line.split()
-        return int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
+            content = await reader.read(1 << 16) if body else await reader.readline()
+        head, _, rest = content.partition(b"\r\n\r\n")
+        parts = head.split(b"\r\n", 1)[0].split()
+        status = int(parts[1]) if len(parts) >= 2 and parts[1].isdigit() else None
+        return status, rest
     except (OSError, TimeoutError, ValueError):
-        return None
+        return None, b""
     finally:
         if writer is not None:
             writer.close()
