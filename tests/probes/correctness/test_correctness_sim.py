@@ -229,3 +229,40 @@ async def test_run_dir_differentials_after_a_pipeline_run(tmp_path: Path) -> Non
     kinds = {f"{d['case']}/{d['protocol']}": d["kind"] for d in bad["divergences"]}
     assert kinds["plain-prompt/openai"] == "unclassified"  # no logprobs over OpenAI
     assert "unknown-model/openai" not in kinds  # refused the same way on both
+
+
+async def test_one_case_blowing_up_never_cancels_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from testbed.core.errors import MissingDependency
+    from testbed.probes.correctness import embedding
+
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        textwrap.dedent(
+            """\
+            - name: fine
+              request: {prompt: "a b", max_new_tokens: 2}
+              evaluate: {regex: "^ "}
+            - name: meaning
+              request: {prompt: "c d", max_new_tokens: 2}
+              evaluate: {similarity: {to: "anything"}}
+            - name: also-fine
+              request: {prompt: "e f", max_new_tokens: 2}
+              evaluate: {contains: " "}
+            """
+        )
+    )
+
+    async def missing(self: object, a: str, b: str) -> float:
+        raise MissingDependency("sentence-transformers", "embeddings")
+
+    monkeypatch.setattr(embedding.Embedder, "similarity", missing)
+    async with SimServer(sim_params()) as server:
+        outcome, _ = await probe(server.url, tmp_path / "run", cases=cases, concurrency=1)
+    counts = outcome.summary["cases"]
+    assert (counts["passed"], counts["errored"]) == (4, 1)
+    (error,) = outcome.summary["errors"]
+    assert error["case"] == "meaning/openai"
+    assert "pip install 'testbed[embeddings]'" in error["reason"]
+    assert outcome.verdict.status == Status.ERROR

@@ -160,13 +160,13 @@ class Runner:
             if self.config.streaming_twins and item.case.stream_twin:
                 self._done(out, await self._twin(item, unary))
         except Exception as exc:  # a testbed bug must not take the other cases down
+            cause = (
+                str(exc)
+                if isinstance(exc, InfrastructureError)
+                else f"testbed failed on this case: {exc!r}"
+            )
             result = Result(
-                item.case.name,
-                item.protocol,
-                bool(out),
-                Status.ERROR,
-                f"testbed failed on this case: {exc!r}",
-                item.file,
+                item.case.name, item.protocol, bool(out), Status.ERROR, cause, item.file
             )
             self._done(out, result)
         return out
