@@ -247,6 +247,7 @@ def _grown(cache: RowCache, limit: int) -> RowCache:
         cache.keys[0].shape[1],
         cache.keys[0].shape[3],
         min(2 * cache.capacity, limit),
+        cache.keys[0].dtype,
     )
     for layer in range(len(cache.keys)):
         bigger.keys[layer][:, :, : cache.length] = cache.keys[layer][:, :, : cache.length]

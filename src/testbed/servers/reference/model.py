@@ -41,10 +41,18 @@ ATTENTION = "testbed_rows"
 class RowCache:
     """One request's keys and values for every layer, preallocated, filled left to right."""
 
-    def __init__(self, layers: int, kv_heads: int, head_dim: int, capacity: int) -> None:
+    def __init__(
+        self,
+        layers: int,
+        kv_heads: int,
+        head_dim: int,
+        capacity: int,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         shape = (1, kv_heads, capacity, head_dim)
-        self.keys = [torch.empty(shape) for _ in range(layers)]
-        self.values = [torch.empty(shape) for _ in range(layers)]
+        # The cache holds what the attention layers produce: the model's own dtype.
+        self.keys = [torch.empty(shape, dtype=dtype) for _ in range(layers)]
+        self.values = [torch.empty(shape, dtype=dtype) for _ in range(layers)]
         self.capacity = capacity
         self.length = 0  # tokens stored (the same in every layer after a forward pass)
 
@@ -138,7 +146,7 @@ class LoadedModel:
         self.row_multiple = 1
 
     def new_cache(self, capacity: int) -> RowCache:
-        return RowCache(self.layers, self.kv_heads, self.head_dim, capacity)
+        return RowCache(self.layers, self.kv_heads, self.head_dim, capacity, self.dtype)
 
     @torch.inference_mode()
     def prefill(self, ids: list[int], cache: RowCache) -> torch.Tensor:
