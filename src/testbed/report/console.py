@@ -4,7 +4,7 @@ the headline load numbers, then the outcome. Reads only the run document of
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -75,12 +75,18 @@ def load_table(document: Mapping[str, Any]) -> Table | None:
     return table
 
 
-def print_summary(document: Mapping[str, Any], console: Console) -> None:
-    """The verdict table, the load table, and the run's outcome line."""
+def print_summary(
+    document: Mapping[str, Any],
+    console: Console,
+    details: Callable[[], None] | None = None,
+) -> None:
+    """The verdict table, the load table, the evidence (``details``), the outcome line."""
     console.print(verdict_table(document))
     table = load_table(document)
     if table is not None:
         console.print(table)
+    if details is not None:
+        details()
     counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))
     status = document["status"]
     style = STYLE.get(Status(status), "")

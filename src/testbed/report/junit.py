@@ -13,9 +13,13 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from testbed.core.secrets import redact
+from testbed.report.correctness_view import junit_cases
+from testbed.results.files import read_records
+from testbed.results.rundir import RECORDS
 
 #: Characters XML 1.0 cannot carry even escaped.
 _INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -25,8 +29,9 @@ def _text(value: Any) -> str:
     return _INVALID.sub("?", redact(str(value)))
 
 
-def render(document: Mapping[str, Any]) -> str:
-    """The junit.xml text of a run document."""
+def render(document: Mapping[str, Any], run_dir: Path | None = None) -> str:
+    """The junit.xml text of a run document. With ``run_dir``, each correctness treatment
+    also gets a suite with one test case per case result, so CI lists cases."""
     run = document["run"]
     suites = ET.Element(
         "testsuites", name=_text(document.get("campaign") or run.get("campaign") or "testbed")
@@ -55,6 +60,8 @@ def render(document: Mapping[str, Any]) -> str:
             totals[key] += value
         suite.set("time", f"{seconds:.3f}")
         total_time += seconds
+    if run_dir is not None:
+        _case_suites(suites, document, run_dir, totals)
     for key, value in totals.items():
         suites.set(key, str(value))
     suites.set("time", f"{total_time:.3f}")
@@ -90,3 +97,20 @@ def _case(suite: ET.Element, row: Mapping[str, Any], campaign: str) -> str | Non
         lines = [f"{name} = {value:g}" for name, value in sorted(metrics.items())]
         ET.SubElement(case, "system-out").text = _text("\n".join(lines))
     return kind
+
+
+def _case_suites(
+    suites: ET.Element, document: Mapping[str, Any], run_dir: Path, totals: dict[str, int]
+) -> None:
+    campaign = str(document["run"].get("campaign"))
+    for row in document["treatments"]:
+        if row["probe"] != "correctness":
+            continue
+        records = read_records(run_dir / row["dir"] / RECORDS)
+        if not records:
+            continue
+        suite = ET.SubElement(suites, "testsuite", name=_text(f"{campaign}.cases.{row['dir']}"))
+        counts = junit_cases(suite, records, _text(f"{campaign}.{row['dir']}"))
+        for key, value in counts.items():
+            suite.set(key, str(value))
+            totals[key] += value

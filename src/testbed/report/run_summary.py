@@ -30,6 +30,7 @@ from testbed.core.clock import wall_label
 from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, TestbedError
 from testbed.core.secrets import redact
 from testbed.report.console import print_summary
+from testbed.report.details import print_details
 from testbed.results.files import write_atomic, write_json
 from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
@@ -79,13 +80,18 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     run_dir = RunDir.existing(path)
     document = run_document(run_dir)
     write_json(path / SUMMARY, document)
-    write_atomic(path / JUNIT, render_junit(document))
+    write_atomic(path / JUNIT, render_junit(document, path))
     html_path = options.html_path or path / HTML
     try:
         write_atomic(html_path, render_html(path, document))
     except Exception as exc:  # a report that cannot be drawn must not hide the verdicts
         console.print(f"[yellow]warning:[/yellow] report.html not written: {exc!r}")
-    print_summary(document, console)
+    summaries = {row["dir"]: read_summary(path / row["dir"]) for row in document["treatments"]}
+    print_summary(
+        document,
+        console,
+        details=lambda: print_details(path, document["treatments"], summaries, console),
+    )
     console.print(f"report: {html_path}  ·  junit: {path / JUNIT}")
     settings = campaign_results(path)
     if options.use_index:

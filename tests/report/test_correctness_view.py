@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 from rich.console import Console
 
-from testbed.probes.correctness.views import (
+from testbed.report.correctness_view import (
     case_table,
     differential_table,
     failure_diff,

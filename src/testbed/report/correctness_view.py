@@ -23,7 +23,15 @@ STYLES = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold magenta", "SKIPPED
 
 def case_rows(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The case results among a treatment's records, sorted by id."""
-    return sorted((r for r in records if r.get("kind") == "case"), key=lambda r: str(r["id"]))
+    return sorted((r for r in records if r.get("kind") == "case"), key=case_id)
+
+
+def case_id(record: Mapping[str, Any]) -> str:
+    """A case result's id: ``case/protocol`` (``…/stream`` for a streaming twin)."""
+    if record.get("id"):
+        return str(record["id"])
+    twin = "/stream" if record.get("stream") else ""
+    return f"{record.get('case')}/{record.get('protocol')}{twin}"
 
 
 def case_table(records: Iterable[Mapping[str, Any]], title: str = "cases") -> Table:
@@ -123,7 +131,7 @@ def junit_cases(
             suite,
             "testcase",
             classname=classname,
-            name=str(row["id"]),
+            name=case_id(row),
             time=f"{float(row.get('duration_ms') or 0) / 1000:.3f}",
         )
         status, reason = str(row["status"]), str(row.get("reason") or "")
