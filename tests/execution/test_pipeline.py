@@ -76,3 +76,17 @@ def test_ab_workers_form_one_job_and_unroll_splits() -> None:
     assert set(jobs[0].workers) == set(plan.workers)
     unrolled = make_jobs(plan, plan.planned(), ["load.concurrency"])
     assert sorted(map(str, (job.group for job in unrolled))) == ["(1,)", "(2,)", "(None,)"]
+
+
+def test_bad_case_file_stops_the_run_before_it_starts(tmp_path: Path) -> None:
+    import pytest
+
+    from testbed.core.errors import CampaignError
+
+    cases = tmp_path / "cases.yaml"
+    cases.write_text("- name: x\n  request: {prompt: hi, max_tokns: 3}\n")
+    text = f"name: c\ndeployments: [{{name: s, server: sim}}]\ncorrectness: {{cases: [{cases}]}}\n"
+    loaded = load_campaign_text(text, "c.yaml")
+    with pytest.raises(CampaignError, match=r"cases.yaml:2:\d+: .*did you mean 'max_new_tokens'"):
+        open_new(loaded, RunOptions(out=tmp_path / "run"))
+    assert not (tmp_path / "run").exists()

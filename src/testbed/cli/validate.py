@@ -15,9 +15,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from testbed.config.loader import load_campaign
-    from testbed.plan.expand import expand
+    from testbed.execution.pipeline import check_inputs
 
-    plan = expand(load_campaign(args.file, args.preset, args.sets))
+    plan = check_inputs(load_campaign(args.file, args.preset, args.sets))
     skipped = len(plan.treatments) - len(plan.planned())
     print(
         f"{args.file}: valid — {len(plan.workers)} worker(s), {len(plan.treatments)} treatment(s)"

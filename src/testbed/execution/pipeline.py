@@ -49,9 +49,23 @@ class RunOutcome:
     ledger_states: dict[str, tuple[str, str | None, str | None, int]]
 
 
-def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
-    """Step 1 of a new run: plan it and write the run directory's metadata."""
+def check_inputs(loaded: LoadedCampaign) -> Plan:
+    """Everything that can be checked before anything starts: the campaign, its plan, and
+    the files it names (case files). Raises CampaignError (exit 2) with file and line."""
     plan = expand(loaded)
+    correctness = loaded.campaign.correctness
+    if correctness is not None:
+        from testbed.probes.correctness.cases import load_case_files
+
+        for key in {t.probe_key for t in plan.treatments if t.probe == "correctness"}:
+            cases = plan.probe_configs[key]["cases"]
+            load_case_files([loaded.base_dir / path for path in cases])
+    return plan
+
+
+def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
+    """Step 1 of a new run: check and plan it, write the run directory's metadata."""
+    plan = check_inputs(loaded)
     parent = options.runs_dir or Path(loaded.campaign.results.dir)
     run_dir = RunDir.create(parent, loaded.campaign.name, options.out)
     meta = {
