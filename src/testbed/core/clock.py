@@ -14,6 +14,11 @@ def wall_label() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def wall_seconds() -> int:
+    """Seconds since the epoch, as a label (OpenAI's ``created`` field), never an interval."""
+    return int(_dt.datetime.now(_dt.UTC).timestamp())
+
+
 def run_stamp() -> str:
     """A sortable wall-time stamp for run directory names, e.g. ``20261121-101500``."""
     return _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")

@@ -11,13 +11,13 @@ completions (OpenAI's default) and to the rest of the context for chat.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.core.clock import wall_seconds
 from testbed.servers.reference.context import BadRequest, ServerContext, number, sampling
 from testbed.servers.reference.engine import Step
 from testbed.servers.reference.http import HttpRequest, Responder
@@ -70,7 +70,7 @@ def _parse(ctx: ServerContext, body: Any, chat: bool) -> tuple[_Call, Any]:
         include_usage=bool(options.get("include_usage", False)),
         top=top,
         id=("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex,
-        created=int(time.time()),
+        created=wall_seconds(),
         model=str(body.get("model") or ctx.model_name),
     )
     return call, params

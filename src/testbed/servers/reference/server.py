@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import signal
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +20,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from testbed.config.deployments import HfParams
+from testbed.core.clock import wall_seconds
 from testbed.core.errors import InputError, ServerStartError
 from testbed.servers import models
 from testbed.servers.reference import openai, tgi
@@ -66,7 +66,7 @@ class Routes:
     def __init__(self, ctx: ServerContext, folder: str) -> None:
         self.ctx = ctx
         self.folder = folder
-        self.created = int(time.time())
+        self.created = wall_seconds()
 
     async def __call__(self, request: HttpRequest, out: Responder) -> None:
         tgi_route = request.path in ("/generate", "/generate_stream")

@@ -11,11 +11,11 @@ import asyncio
 import functools
 import itertools
 import json
-import time
 from collections import deque
 from collections.abc import Callable
 
 from testbed.config.sim import SimParams
+from testbed.core.clock import wall_seconds
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
 from testbed.servers.sim.faults import FaultInjector
 from testbed.servers.sim.http import Connection, Request
@@ -121,7 +121,7 @@ class SimApp:
             metrics.faults[kind] += 1
         prefix = "chatcmpl-" if isinstance(req, ChatRequest) else "cmpl-"
         req.rid = f"{prefix}{next(self._ids):x}"
-        req.created = int(time.time())  # a label, not an interval
+        req.created = wall_seconds()
         gen = generate(
             self.params,
             req.prompt,
@@ -260,7 +260,7 @@ class SimApp:
         card = {
             "id": name,
             "object": "model",
-            "created": int(time.time()),
+            "created": wall_seconds(),
             "owned_by": "testbed-sim",
             "root": name,
             "parent": None,
