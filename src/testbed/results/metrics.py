@@ -25,7 +25,9 @@ Formulas (all times in milliseconds; a request is *ok* when ``error`` is None):
 - **Percentiles**: linear interpolation between closest ranks (numpy's default, as in
   vLLM's benchmark); ``p999`` is the 99.9th; ``std`` is the population deviation (ddof 0).
 - **Merging** load processes is exact: concatenate their records, then compute (never
-  average percentiles).
+  average percentiles). Every sum is exactly rounded (``math.fsum``), so a statistic does
+  not depend on the order of the records: merged parts give the very same numbers, bit for
+  bit, as one process would.
 """
 
 from __future__ import annotations
@@ -111,8 +113,11 @@ def distribution(values: Iterable[float]) -> dict[str, float | int | None]:
     out: dict[str, float | int | None] = {
         name: float(value) for name, value in zip(PERCENTILES, points, strict=True)
     }
-    out["mean"] = float(data.mean())
-    out["std"] = float(data.std())
+    # numpy's pairwise sums depend on the order of the values; fsum's exact rounding does not
+    mean = math.fsum(data.tolist()) / data.size
+    deviations = data - mean
+    out["mean"] = mean
+    out["std"] = math.sqrt(math.fsum((deviations * deviations).tolist()) / data.size)
     out["n"] = int(data.size)
     return out
 
@@ -150,14 +155,15 @@ def throughput(records: Iterable[Record], win: Window) -> dict[str, float]:
     seconds = win.seconds
     if seconds <= 0:
         return {"requests_per_s": 0.0, "output_tokens_per_s": 0.0}
-    done = tokens = 0.0
+    done = 0
+    parts: list[float] = []  # summed with fsum: the total does not depend on record order
     for record in records:
         if not is_ok(record):
             continue
         if record.get("done_ns") in win:
             done += 1
-        tokens += tokens_in_window(record, win)
-    return {"requests_per_s": done / seconds, "output_tokens_per_s": tokens / seconds}
+        parts.append(tokens_in_window(record, win))
+    return {"requests_per_s": done / seconds, "output_tokens_per_s": math.fsum(parts) / seconds}
 
 
 def meets_slo_request(record: Record, slo: Mapping[str, float | None]) -> bool:
