@@ -49,6 +49,7 @@ class SimApp:
         self.latency = LatencyModel(params)
         self.pacer = Pacer(loop)
         self.connections: set[Connection] = set()
+        self.closing = False  # set by SimServer.stop(): late connections are reset
         self._faults = FaultInjector(params.faults, params.seed)
         self._limit = params.effective_concurrency
         self._max_waiting = params.max_waiting

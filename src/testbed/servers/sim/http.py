@@ -64,7 +64,10 @@ class Request:
 class Handler(Protocol):
     """What the application offers the protocol (see :class:`testbed.servers.sim.app.SimApp`)."""
 
+    #: Every connection from its creation (before ``connection_made``) until ``connection_lost``.
     connections: set[Connection]
+    #: True once the server stops: a connection made from then on is reset at once.
+    closing: bool
 
     def handle(self, request: Request, conn: Connection) -> None: ...
 
@@ -82,12 +85,16 @@ class Connection(asyncio.Protocol):
         self._continued = False  # 100 Continue already sent for the pending request
         #: Called once if the client goes away while a request is being answered.
         self.on_lost: Callable[[], None] | None = None
+        # Registered already here, not in connection_made: a connection accepted just before
+        # the server stops is made a loop iteration later, and stopping must wait for it.
+        app.connections.add(self)
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        self._app.connections.add(self)
+        if self._app.closing:
+            transport.abort()  # accepted while the server stopped; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._app.connections.discard(self)

@@ -21,6 +21,9 @@ from testbed.servers.sim.http import Connection
 from testbed.servers.sim.loop import precise_event_loop
 from testbed.servers.sim.metrics import SimMetrics
 
+#: Loop iterations :meth:`SimServer.stop` waits at most for reset connections to be lost.
+_SETTLE_ITERATIONS = 100
+
 
 def url_for(host: str, port: int) -> str:
     """The URL a client on this machine uses for a server bound to ``host``."""
@@ -71,20 +74,31 @@ class SimServer:
         self.port = server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
-        """Stop listening, reset open connections, let their jobs cancel their timers."""
+        """Stop listening, reset open connections, let their jobs cancel their timers.
+
+        Returns once every connection is released, also one accepted just before: its accept
+        task runs on the next loop iteration and makes the connection after that, which
+        ``closing`` resets. The listening sockets stop accepting first and the server closes
+        last, because on Python 3.11 a connection set up after ``Server.close()`` fails to
+        attach to the closed server and leaks its socket.
+        """
         server, app = self._server, self._app
         if server is None or app is None:
             return
         self._server = None
-        server.close()
+        app.closing = True
+        _stop_accepting(server)
         for conn in list(app.connections):
             conn.abort()
-        await server.wait_closed()
         app.pacer.close()
-        for _ in range(3):  # connection_lost callbacks run on the next loop iterations
+        # One loop iteration per step (accept task, connection_made, connection_lost); the
+        # bound only guards against a transport that never reports its loss.
+        for _ in range(_SETTLE_ITERATIONS):
+            await asyncio.sleep(0)
             if not app.connections:
                 break
-            await asyncio.sleep(0)
+        server.close()
+        await server.wait_closed()
 
     async def __aenter__(self) -> SimServer:
         await self.start()
@@ -145,6 +159,18 @@ def serve_in_thread(
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join()
+
+
+def _stop_accepting(server: asyncio.Server) -> None:
+    """Take no more connections from ``server``'s listening sockets, leaving it open.
+
+    asyncio's selector loop accepts through a reader on each listening socket; other loops
+    (uvloop) have none to remove and handle a connection racing ``close()`` themselves.
+    """
+    loop = server.get_loop()
+    if isinstance(loop, asyncio.SelectorEventLoop):
+        for sock in server.sockets:
+            loop.remove_reader(sock.fileno())
 
 
 def _run_quietly(loop: asyncio.AbstractEventLoop, main: object) -> None:
