@@ -19,7 +19,7 @@ CAMPAIGN = textwrap.dedent(
     deployments:
       - name: fast
         server: sim
-        params: {ttft_ms: 1, itl_ms: 1}
+        params: {ttft_ms: 5, itl_ms: 5}  # paced: the load generator must not be the bottleneck
       - name: broken
         server: sim
         startup_timeout_s: 0.3
@@ -48,7 +48,8 @@ async def test_run_layout_ledger_and_infrastructure_errors(tmp_path: Path) -> No
     statuses = {
         t.slug.split("-load")[0]: outcome.verdicts[t.id].status.value for t in plan.treatments
     }
-    assert statuses == {"fast": "PASS", "broken": "ERROR"}
+    reasons = [outcome.verdicts[t.id].reason for t in plan.treatments]
+    assert statuses == {"fast": "PASS", "broken": "ERROR"}, reasons
     for treatment in plan.treatments:
         folder = root / treatment.dirname
         summary = json.loads((folder / "summary.json").read_text())
