@@ -1,4 +1,5 @@
-"""Suite-wide test support: ``async def`` tests run in a fresh event loop each."""
+"""Suite-wide test support: ``async def`` tests run in a fresh event loop each; the real
+model servers are shared by the session (tests/fixtures/servers.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import asyncio
 import inspect
 
 import pytest
+
+pytest_plugins = ["tests.fixtures.servers"]
 
 
 @pytest.hookimpl(tryfirst=True)

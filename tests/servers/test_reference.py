@@ -1,32 +1,25 @@
-"""The reference server with the real bundled model, started once as ``testbed serve hf``.
+"""The reference server with the real bundled model, over HTTP.
 
-One server process (one model load) serves every test here; it needs the model prepared,
-which the session fixture does (idempotent: half a second when already prepared).
+One server process (one model load) serves every test here and the other modules that need
+it: the session's ``reference_server`` (tests/fixtures/servers.py), started by the local
+backend as ``testbed serve hf``; at the end of the session it must stop cleanly on SIGTERM.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
-from testbed.servers.models import prepare
+from testbed.execution.single import Provisioned
 
 pytestmark = [pytest.mark.reference, pytest.mark.slow]
 
 MODEL = "smollm2-135m"
-READY_TIMEOUT_S = 120.0
 PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",
@@ -78,40 +71,12 @@ class Server:
         return {le: int(n) for le, n in re.findall(pattern, data.decode())}
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    prepare(MODEL)
-    log_path = tmp_path_factory.mktemp("hf") / "server.log"
-    started = time.perf_counter()
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "testbed", "serve", "hf", "--model", f"bundled:{MODEL}",
-             "--port", "0", "--set", "max_batch_size=8"],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )  # fmt: skip
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stdout or []), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while not lines and process.poll() is None and time.monotonic() < deadline:
-        reader.join(0.05)
-    try:
-        assert lines, f"no listening line; exit {process.poll()}; log:\n{log_path.read_text()}"
-        match = re.fullmatch(r"testbed hf listening on http://([\d.]+):(\d+)\n", lines[0])
-        assert match, lines[0]
-        ready_s = time.perf_counter() - started
-        sys.stderr.write(f"reference server ready after {ready_s:.1f} s\n")
-        yield Server(match.group(1), int(match.group(2)))
-    finally:
-        os.kill(process.pid, signal.SIGTERM)
-        code = process.wait(timeout=30)
-        reader.join(5)
-        assert process.stdout is not None
-        process.stdout.close()
-    assert code == 0, log_path.read_text()  # SIGTERM stops it cleanly
+@pytest.fixture
+def server(reference_server: Provisioned) -> Server:
+    """The session's reference server (one model load for every test that needs one)."""
+    address = reference_server.handle.endpoint.base_url.removeprefix("http://")
+    host, port = address.rsplit(":", 1)
+    return Server(host, int(port))
 
 
 def test_greedy_output_is_identical_alone_and_in_a_batch(server: Server) -> None:

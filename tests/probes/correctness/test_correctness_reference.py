@@ -1,4 +1,5 @@
-"""The SmolLM2 goldens against testbed's reference server (one model load for the file).
+"""The SmolLM2 goldens against testbed's reference server (the session's, one model load:
+``fp32-threads1`` of examples/tgis-correctness.yaml, see tests/fixtures/servers.py).
 
 The shipped cases pass; a second run with another concurrency and order gives the same
 answers (the differential finds nothing); and recording them again reproduces the shipped
@@ -14,8 +15,7 @@ import pytest
 import yaml
 
 from testbed.config.correctness import CorrectnessProbe
-from testbed.config.loader import load_campaign
-from testbed.execution.single import provision_one
+from testbed.execution.single import Provisioned
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness import run
 from testbed.probes.correctness.differential import differential_summary
@@ -35,16 +35,17 @@ async def probe(ctx_args: dict[str, object], folder: Path, **config: object) -> 
         return await run(ctx)
 
 
-async def test_smollm2_goldens_against_the_reference_server(tmp_path: Path) -> None:
-    loaded = load_campaign(EXAMPLES / "tgis-correctness.yaml")
-    async with provision_one(loaded, "fp32-threads1", tmp_path / "work") as running:
-        where = {"endpoints": {"ref": running.handle.endpoint}, "deployment": running.config}
-        first = await probe(where, tmp_path / "a", concurrency=4, shuffle_seed=1, reference="x")
-        second = await probe(where, tmp_path / "b", concurrency=1, shuffle_seed=2, reference="x")
-        copy = tmp_path / "smollm2.yaml"
-        shutil.copy(EXAMPLES / "cases" / "smollm2.yaml", copy)
-        config = CorrectnessProbe(cases=[str(copy)])
-        again = await record_file(copy, running.handle.endpoint, config, running.config)
+async def test_smollm2_goldens_against_the_reference_server(
+    reference_server: Provisioned, tmp_path: Path
+) -> None:
+    running = reference_server
+    where = {"endpoints": {"ref": running.handle.endpoint}, "deployment": running.config}
+    first = await probe(where, tmp_path / "a", concurrency=4, shuffle_seed=1, reference="x")
+    second = await probe(where, tmp_path / "b", concurrency=1, shuffle_seed=2, reference="x")
+    copy = tmp_path / "smollm2.yaml"
+    shutil.copy(EXAMPLES / "cases" / "smollm2.yaml", copy)
+    config = CorrectnessProbe(cases=[str(copy)])
+    again = await record_file(copy, running.handle.endpoint, config, running.config)
     for outcome in (first, second):
         counts = outcome.summary["cases"]
         assert outcome.verdict.status == Status.PASS, outcome.summary

@@ -1,8 +1,9 @@
 """The SmolLM2 goldens (recorded from the reference server) against real vLLM on CPU.
 
 vLLM runs from .venv-vllm, started by the local backend as the vllm-vs-reference campaign
-describes it. Greedy float32 answers must match the reference server's; seeded sampling is
-skipped by the case's own rule (another sampler), and TGI-only cases by the protocol.
+describes it (the session's ``vllm_server``, tests/fixtures/servers.py). Greedy float32
+answers must match the reference server's; seeded sampling is skipped by the case's own rule
+(another sampler), and TGI-only cases by the protocol.
 """
 
 from __future__ import annotations
@@ -12,35 +13,30 @@ from pathlib import Path
 import pytest
 
 from testbed.config.correctness import CorrectnessProbe
-from testbed.config.loader import load_campaign
-from testbed.execution.single import provision_one
+from testbed.execution.single import Provisioned
 from testbed.probes.base import ProbeContext
 from testbed.probes.correctness import run
 from testbed.results.files import RecordWriter
 from testbed.results.verdict import Status
-from testbed.servers.adapters.vllm import vllm_python
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
 
 
-async def test_smollm2_goldens_against_vllm(tmp_path: Path) -> None:
-    vllm_python({})  # a clear InfrastructureError when .venv-vllm is missing
-    loaded = load_campaign(EXAMPLES / "vllm-vs-reference.yaml")
+async def test_smollm2_goldens_against_vllm(vllm_server: Provisioned, tmp_path: Path) -> None:
     settings = CorrectnessProbe(
         cases=[str(EXAMPLES / "cases" / "smollm2.yaml")], concurrency=4, reference="reference"
     )
-    async with provision_one(loaded, "vllm", tmp_path / "work") as running:
-        with RecordWriter(tmp_path / "records.jsonl") as records:
-            ctx = ProbeContext(
-                endpoints={"vllm": running.handle.endpoint},
-                config=settings,
-                out_dir=tmp_path,
-                records=records,
-                deployment=running.config,
-            )
-            outcome = await run(ctx)
+    with RecordWriter(tmp_path / "records.jsonl") as records:
+        ctx = ProbeContext(
+            endpoints={"vllm": vllm_server.handle.endpoint},
+            config=settings,
+            out_dir=tmp_path,
+            records=records,
+            deployment=vllm_server.config,
+        )
+        outcome = await run(ctx)
     counts = outcome.summary["cases"]
     assert counts["errored"] == 0, outcome.summary["errors"]
     skipped = {s["case"]: s["reason"] for s in outcome.summary["skipped"]}
