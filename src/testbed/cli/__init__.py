@@ -27,10 +27,7 @@ COMMANDS = (
     "load",
     "calibrate",
     "models",
-    "scale",
-    "export",
     "cleanup",
-    "worker",
 )
 
 
@@ -55,13 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"testbed {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"testbed.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"testbed.cli.{name}":
-                raise
-            continue  # a verb not built yet
-        module.register(sub)
+        importlib.import_module(f"testbed.cli.{name}").register(sub)
     return parser
 
 
