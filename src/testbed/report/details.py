@@ -50,4 +50,10 @@ def _differentials(run_dir: Path, console: Console) -> None:
         console.print(f"[yellow]differential not computed:[/yellow] {exc!r}")
         return
     for name, summary in found.items():
-        console.print(differential_table(name, summary))
+        if summary.get("divergences"):
+            console.print(differential_table(name, summary))
+        else:
+            console.print(
+                f"{name} vs {summary.get('reference')}: {summary.get('compared', 0)} answers"
+                " compared, all identical to the reference"
+            )
