@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 
@@ -33,9 +32,10 @@ def handle(args: argparse.Namespace) -> int:
 
     from testbed.probes.load.calibrate import calibrate
     from testbed.probes.load.loops import run_fast
+    from testbed.servers.sim.child import sim_process
 
     with contextlib.ExitStack() as stack:
-        url = args.url or stack.enter_context(_simulator())
+        url = args.url or stack.enter_context(sim_process())
         result = run_fast(
             calibrate(
                 url,
@@ -57,34 +57,3 @@ def handle(args: argparse.Namespace) -> int:
     print(f"highest sustained rate: {rate:.0f} requests/s" if rate else "no rate sustained")
     print(f"stopped because: {result['stopped_because']}")
     return 0
-
-
-@contextlib.contextmanager
-def _simulator() -> Iterator[str]:
-    """The simulator at zero latency as a child process; yields its URL."""
-    import subprocess
-    import sys
-
-    from testbed.core.errors import ServerStartError
-
-    child = subprocess.Popen(
-        [sys.executable, "-m", "testbed", "serve", "sim", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        line = child.stdout.readline()
-        if "listening on" not in line:
-            raise ServerStartError(f"the simulator did not start: {line.strip() or 'no output'}")
-        yield line.rsplit(" ", 1)[-1].strip()
-    finally:
-        child.terminate()
-        try:
-            child.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        if child.stdout is not None:
-            child.stdout.close()

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,36 +18,7 @@ from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.load import run
 from testbed.results.files import RecordWriter
 from testbed.results.verdict import Status
-
-
-@contextlib.contextmanager
-def sim_process(*flags: str) -> Iterator[str]:
-    """``testbed serve sim --port 0 FLAGS`` as a child; yields its URL; stops it after."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "testbed", "serve", "sim", "--port", "0", *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        deadline = time.monotonic() + 30
-        line = ""
-        while time.monotonic() < deadline and "listening on" not in line:
-            line = child.stdout.readline()
-            if not line and child.poll() is not None:
-                break
-        assert "listening on" in line, f"the simulator did not start: {line!r}"
-        yield line.rsplit(" ", 1)[-1].strip()
-    finally:
-        child.terminate()
-        try:
-            child.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-        if child.stdout is not None:
-            child.stdout.close()
+from testbed.servers.sim.child import sim_process
 
 
 @pytest.fixture
