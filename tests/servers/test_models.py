@@ -10,20 +10,29 @@ from typing import Any
 
 import pytest
 
+from testbed.config.catalogue import bundled_model, model_shape
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers import models
 
 
 def test_catalogue_numbers_describe_smollm2() -> None:
-    entry = models.catalogue_entry("smollm2-135m")
-    assert entry.layers == 30
-    assert entry.kv_heads == 3
-    assert entry.head_dim == 64
-    assert entry.params == 134_515_008
+    shape = bundled_model("smollm2-135m").shape
+    assert shape.layers == 30
+    assert shape.kv_heads == 3
+    assert shape.head_dim == 64
+    assert shape.params == 134_515_008
     # keys + values, 30 layers, 3 heads of 64, float32
-    assert entry.kv_bytes_per_token() == 2 * 30 * 3 * 64 * 4
+    assert shape.kv_bytes_per_token() == 2 * 30 * 3 * 64 * 4
     with pytest.raises(InputError, match="known: smollm2-135m"):
-        models.catalogue_entry("gpt-5")
+        bundled_model("gpt-5")
+
+
+def test_one_shape_per_model_whatever_name_the_deployment_uses() -> None:
+    bundled = bundled_model("smollm2-135m")
+    assert model_shape("bundled:smollm2-135m") is bundled.shape
+    assert model_shape(bundled.hub_id) is bundled.shape
+    assert model_shape("bundled:gpt-5") is None
+    assert model_shape("org/unknown") is None
 
 
 def test_models_dir_follows_testbed_cache(tmp_path: Path) -> None:

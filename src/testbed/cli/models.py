@@ -63,7 +63,7 @@ def handle_list(args: argparse.Namespace) -> int:
         e = row.entry
         table.add_row(
             f"bundled:{e.name}",
-            f"{e.params / 1e6:.1f} M",
+            f"{e.shape.params / 1e6:.1f} M",
             row.created.replace("T", " ").rstrip("Z") if row.prepared else "no",
             f"{row.bytes / 2**20:.0f} MiB" if row.prepared else "",
             str(row.folder),
@@ -78,7 +78,7 @@ def _as_dict(row: Any) -> dict[str, Any]:
         "model": f"bundled:{e.name}",
         "title": e.title,
         "package": e.package,
-        "params": e.params,
+        "params": e.shape.params,
         "prepared": row.prepared,
         "folder": str(row.folder),
         "bytes": row.bytes,
