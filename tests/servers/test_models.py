@@ -169,7 +169,7 @@ def bucket(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    from testbed.servers.s3 import client
+    from testbed.results.s3 import client
 
     s3 = client(s3_url)
     s3.create_bucket(Bucket="weights")

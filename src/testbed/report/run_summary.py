@@ -35,8 +35,8 @@ from testbed.results.files import write_atomic, write_json
 from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
 from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir
+from testbed.results.s3 import upload_run
 from testbed.results.summaries import summary_metrics
-from testbed.results.upload import upload_run
 from testbed.results.verdict import Status
 
 RUN_SUMMARY_VERSION = 1

@@ -268,7 +268,7 @@ def resolve_model(
         verify_manifest(folder)
         return folder
     if source.kind == "s3":
-        from testbed.servers.s3 import download_prefix
+        from testbed.results.s3 import download_prefix
 
         return download_prefix(source.value, (cache or models_dir()) / "s3", endpoint_url)
     if source.kind == "local":

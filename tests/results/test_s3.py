@@ -1,4 +1,4 @@
-"""Uploading a run directory to a local S3 server (moto on 127.0.0.1): every file lands
+"""results.s3 against a local S3 server (moto on 127.0.0.1): a run upload lands every file
 under prefix/<run-id>/, credentials come from the environment and never show up."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from testbed.core.errors import InfrastructureError, InputError
-from testbed.results.upload import run_files, split_url, upload_run
+from testbed.results.s3 import run_files, split_url, upload_run
 
 
 def make_dir(tmp_path: Path) -> Path:
