@@ -2,26 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from testbed.config.ab import AbProbe
 from testbed.config.correctness import CorrectnessProbe
 from testbed.config.deployments import Deployment, Strict
+from testbed.config.diagnostics import located
 from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
 
 
-class LocalBackend(Strict):
+class _BackendBase(Strict):
+    """What every backend shares: which server kinds it can run."""
+
+    def refusals(
+        self, deployments: Sequence[Deployment]
+    ) -> list[tuple[str, tuple[int | str, ...]]]:
+        """Deployments this backend cannot run: (message naming the fix, field path)."""
+        del deployments
+        return []
+
+
+class LocalBackend(_BackendBase):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
 
     kind: Literal["local"] = "local"
 
+    #: Server kinds that run as a child process here; tgi and tgis ship only as container
+    #: images (their adapters build a pod's container, not a local command line).
+    SERVERS: ClassVar[tuple[str, ...]] = ("sim", "hf", "vllm", "external")
 
-class KubernetesBackend(Strict):
+    def refusals(
+        self, deployments: Sequence[Deployment]
+    ) -> list[tuple[str, tuple[int | str, ...]]]:
+        found: list[tuple[str, tuple[int | str, ...]]] = []
+        for i, d in enumerate(deployments):
+            if d.server not in self.SERVERS:
+                found.append(
+                    (
+                        f"server {d.server!r} cannot run on the local backend ({d.server} ships"
+                        " only as a container image) — use backend: kubernetes, point"
+                        " server: external at a running one, or use server: vllm, hf or sim",
+                        ("deployments", i, "server"),
+                    )
+                )
+        return found
+
+
+class KubernetesBackend(_BackendBase):
     """Workers are pods of a cluster, reached with the official kubernetes client."""
 
     kind: Literal["kubernetes"]
@@ -34,10 +67,23 @@ class KubernetesBackend(Strict):
     ready_timeout_s: float = Field(900.0, gt=0)
 
 
-class ExternalBackend(Strict):
+class ExternalBackend(_BackendBase):
     """Nothing is provisioned: every deployment is a URL that already serves."""
 
     kind: Literal["external"]
+
+    def refusals(
+        self, deployments: Sequence[Deployment]
+    ) -> list[tuple[str, tuple[int | str, ...]]]:
+        return [
+            (
+                f"backend external provisions nothing, but {d.name} needs a {d.server} server"
+                " — use `server: external` with a url, or backend: local",
+                ("deployments", i, "server"),
+            )
+            for i, d in enumerate(deployments)
+            if d.server != "external"
+        ]
 
 
 Backend = Annotated[LocalBackend | KubernetesBackend | ExternalBackend, Field(discriminator="kind")]
@@ -82,37 +128,47 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Campaign:
-        names = [d.name for d in self.deployments]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"deployment names must be unique; repeated: {', '.join(dupes)}")
+        problem = self._reference_problem() or self._probe_problem()
+        if problem is None:
+            refused = self.backend.refusals(self.deployments)
+            problem = refused[0] if refused else None
+        if problem is not None:
+            message, at = problem
+            raise located(message, *at)
+        return self
+
+    def _probe_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
         if not any((self.correctness, self.load, self.ab, self.scale)):
-            raise ValueError(
-                "no probe configured — add a correctness:, load:, ab: or scale: section"
-            )
+            return ("no probe configured — add a correctness:, load:, ab: or scale: section", ())
         if (self.correctness or self.load or self.ab) and not self.deployments:
-            raise ValueError("probes need deployments — add a `deployments:` list")
+            return ("probes need deployments — add a `deployments:` list", ("deployments",))
+        return None
+
+    def _reference_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
+        """Names that must be unique, and names that must be deployments."""
+        names = [d.name for d in self.deployments]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                return (
+                    f"deployment names must be unique; '{name}' is repeated — rename one",
+                    ("deployments", i, "name"),
+                )
+        known = ", ".join(names) or "(none)"
         for role in ("stable", "canary"):
-            name = getattr(self.ab, role) if self.ab else None
-            if name is not None and name not in names:
-                raise ValueError(
-                    f"ab.{role} '{name}' is not a deployment; known: {', '.join(names)}"
-                )
-        for section in (self.correctness, self.load):
-            unknown = sorted(set(section.deployments or []) - set(names)) if section else []
-            if unknown:
-                raise ValueError(
-                    f"probe deployments {', '.join(unknown)} are not deployments; known:"
-                    f" {', '.join(names)}"
-                )
+            named: str | None = getattr(self.ab, role) if self.ab else None
+            if named is not None and named not in names:
+                return (f"'{named}' is not a deployment; known: {known}", ("ab", role))
+        for label, section in (("correctness", self.correctness), ("load", self.load)):
+            for j, name in enumerate(section.deployments or [] if section else []):
+                if name not in names:
+                    return (
+                        f"'{name}' is not a deployment; known: {known}",
+                        (label, "deployments", j),
+                    )
         ref = self.correctness.reference if self.correctness else None
         if ref is not None and ref not in names:
-            raise ValueError(f"correctness.reference '{ref}' is not a deployment; known: {names}")
-        if self.backend.kind == "external":
-            local = [d.name for d in self.deployments if d.server != "external"]
-            if local:
-                raise ValueError(
-                    f"backend external provisions nothing, but {', '.join(local)} need a server"
-                    " — use `server: external` with a url, or backend: local"
-                )
-        return self
+            return (
+                f"'{ref}' is not a deployment; known: {known}",
+                ("correctness", "reference"),
+            )
+        return None
