@@ -34,6 +34,18 @@ class JobRunner:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
 
     async def __call__(self, job: Job) -> None:
+        try:
+            await self._run(job)
+        except Exception as exc:  # a bug or an unforeseen failure ends this job, not the run
+            reason = f"unexpected error: {type(exc).__name__}: {exc}"
+            left = [t for t in job.treatments if t.id not in self.verdicts]
+            if left:
+                self._give_up(left, Verdict(status=Status.ERROR, reason=reason))
+            else:  # the treatments are done; the failure came while releasing the workers
+                for worker_id in job.workers:
+                    self.observer.worker(worker_id, f"release failed: {reason}")
+
+    async def _run(self, job: Job) -> None:
         remaining = list(job.treatments)
         failures = 0  # infrastructure failures of this job, against the retry budget
         while remaining and not self.stop.is_set():
@@ -43,17 +55,18 @@ class JobRunner:
             except InfrastructureError as exc:  # the workers did not start
                 failures += 1
                 if failures > self.retries:
-                    verdict = Verdict(status=Status.ERROR, reason=str(exc))
-                    for treatment in remaining:
-                        attempt = self.ledger.start(treatment.id)
-                        # an interrupted earlier attempt's records go to attempts/, not
-                        # beside this ERROR's summary
-                        self.run_dir.reset_treatment(treatment.dirname, attempt - 1)
-                        write_summary(
-                            self.run_dir.treatment(treatment.dirname), treatment, verdict, attempt
-                        )
-                        self._finish(treatment, verdict)
+                    self._give_up(remaining, Verdict(status=Status.ERROR, reason=str(exc)))
                     return
+
+    def _give_up(self, treatments: list[Treatment], verdict: Verdict) -> None:
+        """``verdict`` (an ERROR) for each of ``treatments``, with a summary on disk."""
+        for treatment in treatments:
+            attempt = self.ledger.start(treatment.id)
+            # an interrupted earlier attempt's records go to attempts/, not beside this
+            # ERROR's summary
+            self.run_dir.reset_treatment(treatment.dirname, attempt - 1)
+            write_summary(self.run_dir.treatment(treatment.dirname), treatment, verdict, attempt)
+            self._finish(treatment, verdict)
 
     async def _serve(
         self, remaining: list[Treatment], handles: dict[str, Handle], failures: int
