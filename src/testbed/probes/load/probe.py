@@ -150,9 +150,8 @@ async def execute_stage(
         seed=seed,
         workdir=ctx.out_dir,
         api_key=key,
+        sink=ctx.records.write,
     )
-    for record in merged:
-        ctx.records.write(record)
     return run_, merged
 
 
