@@ -49,7 +49,7 @@ def test_concurrency_summary_shape_and_records(sim_url: str, trusted: Any, tmp_p
     assert s["setup"]["model"] == "sim-model"
     assert s["setup"]["tokenizer"] == "rule:whitespace"
     assert (out / "latency_cdf.png").stat().st_size > 1000
-    assert (out / "in_flight.png").exists()
+    assert (out / "time_series.png").stat().st_size > 1000
 
 
 def _accuracy_error(s: dict[str, Any]) -> float:
