@@ -107,7 +107,7 @@ class LoadGenerator:
     ) -> None:
         self._pool, self._items, self._payloads = pool, items, payloads
         self._counter, self._write, self._opt = counter, write, options
-        self._make_sink = _sink_factory(options.api, options.stream, options.keep_text)
+        self._make_sink = _sink_factory(options.api, options.stream)
         self._next = options.proc  # global request number; processes interleave
         self.lags: list[int] = []
         self.capped = 0
@@ -301,6 +301,8 @@ def _rate_of(offsets: list[int], duration_s: float | None) -> float:
     return (len(offsets) - 1) / (offsets[-1] / 1e9) if len(offsets) > 1 and offsets[-1] else 0.0
 
 
-def _sink_factory(api: str, stream: bool, keep_raw: bool) -> Callable[[], Sink]:
+def _sink_factory(api: str, stream: bool) -> Callable[[], Sink]:
+    """Sinks that keep no raw chunks: the text (``keep_text``) is joined from the content
+    chunks, and raw JSON would cost memory and CPU on the hot path."""
     module: Any = tgi if api == "tgi" else openai
     return lambda: module.sink(stream=stream, keep_raw=False)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
+from typing import Any
 
 from testbed.config.sim import SimParams
-from testbed.core.errors import ServerStartError
+from testbed.core.errors import ServerCrashed, ServerStartError
 from testbed.servers.sim.app import SimApp
 from testbed.servers.sim.http import Connection
 from testbed.servers.sim.loop import precise_event_loop
@@ -126,19 +127,20 @@ async def running_sim(
 def serve_in_thread(
     params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
 ) -> Iterator[str]:
-    """Serve the simulator from a background thread with a precise loop; yields its URL."""
+    """Serve the simulator from a background thread with a precise loop; yields its URL.
+
+    A failure in that thread (of the server, or of a callback of its loop) is not lost: it
+    is raised as :class:`ServerCrashed` when the block ends.
+    """
     loop = precise_event_loop()
     started = threading.Event()
     server = SimServer(params, host=host, port=port)
     stop = asyncio.Event()
-    failure: list[BaseException] = []
+    failures: list[BaseException] = []
 
     async def main() -> None:
         try:
             await server.start()
-        except BaseException as exc:
-            failure.append(exc)
-            raise
         finally:
             started.set()
         try:
@@ -147,18 +149,24 @@ def serve_in_thread(
             await server.stop()
 
     thread = threading.Thread(
-        target=lambda: _run_quietly(loop, main()), name="testbed-sim", daemon=True
+        target=_run_reporting, args=(loop, main(), failures), name="testbed-sim", daemon=True
     )
     thread.start()
     started.wait()
-    if failure:
+    if failures:
         thread.join()
-        raise failure[0]
+        raise failures[0]
     try:
         yield server.url
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join()
+    if failures:
+        first = failures[0]
+        raise ServerCrashed(
+            f"the simulator's thread failed ({len(failures)} error(s)); first:"
+            f" {type(first).__name__}: {first}"
+        ) from first
 
 
 def _stop_accepting(server: asyncio.Server) -> None:
@@ -173,11 +181,22 @@ def _stop_accepting(server: asyncio.Server) -> None:
             loop.remove_reader(sock.fileno())
 
 
-def _run_quietly(loop: asyncio.AbstractEventLoop, main: object) -> None:
+def _run_reporting(
+    loop: asyncio.AbstractEventLoop, main: Coroutine[Any, Any, None], failures: list[BaseException]
+) -> None:
+    """Run ``main`` in ``loop`` (this thread's); every error — of ``main`` or of any callback
+    the loop runs — is appended to ``failures`` for the thread that waits on this one."""
+
+    def collect(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        failures.append(error if error is not None else RuntimeError(context["message"]))
+
     asyncio.set_event_loop(loop)
+    loop.set_exception_handler(collect)
     try:
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(main)  # type: ignore[arg-type]
+        loop.run_until_complete(main)
+    except Exception as exc:  # handed to the caller's thread, which raises it
+        failures.append(exc)
     finally:
         loop.close()
 
