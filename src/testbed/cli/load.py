@@ -3,13 +3,17 @@
 Builds a ``load:`` section from the flags, runs the load probe against the URL, writes
 records.jsonl, summary.json and the plots into ``--out`` and prints a table. The model name
 and the simulator's tokenizer rule are discovered from the server where it tells them.
-Exit code 0 on PASS, 1 on FAIL or INCONCLUSIVE (the reason is printed).
+Exit codes as every command's: 0 on PASS or INCONCLUSIVE (1 for INCONCLUSIVE with
+``--fail-on inconclusive``), 1 on FAIL, 3 when the server is unreachable; the reason is
+printed.
 """
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from testbed.cli.exit_policy import add_fail_on, fail_on
 
 PROFILES = ("synchronous", "concurrency", "rate", "sweep", "ramp")
 
@@ -56,6 +60,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", help="output directory (default runs/load-<stamp>)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    add_fail_on(p)
     p.set_defaults(handler=handle)
 
 
@@ -127,7 +132,7 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.probes.load import run
     from testbed.probes.load.loops import run_fast
     from testbed.results.files import RecordWriter, write_json
-    from testbed.results.verdict import Status
+    from testbed.results.verdict import exit_code
 
     try:
         config = LoadProbe.model_validate(section(args))
@@ -160,4 +165,4 @@ def handle(args: argparse.Namespace) -> int:
         from testbed.probes.load.table import print_summary
 
         print_summary(summary, out)
-    return 0 if outcome.verdict.status == Status.PASS else 1
+    return exit_code(outcome.verdict.status, fail_on(args))
