@@ -61,6 +61,28 @@ class AbCriteria(Strict):
         0.95, gt=0.5, lt=1, description="level of every interval; tests are read at 1 − this"
     )
 
+    @model_validator(mode="after")
+    def _at_least_one(self) -> AbCriteria:
+        # Without a criterion the verdict could only ever be INCONCLUSIVE: a probe that
+        # cannot fail is refused rather than run.
+        if all(getattr(self, name) is None for name in THRESHOLDS):
+            raise ValueError(
+                "every criterion is null, so the A/B verdict could never PASS or FAIL; set at"
+                f" least one of {', '.join(THRESHOLDS)}"
+            )
+        return self
+
+
+#: The thresholds of :class:`AbCriteria`; ``None`` switches one off.
+THRESHOLDS = (
+    "min_agreement",
+    "max_ttft_p50_regression",
+    "max_itl_p50_regression",
+    "max_e2e_p50_regression",
+    "max_error_rate_increase",
+)
+
+
 
 class AbProbe(Strict):
     """Send the same prompts to two deployments and compare them."""
