@@ -6,18 +6,24 @@ write wins. A dotted key addresses the campaign document: ``load.concurrency``;
 ``deployments.params.dtype`` (every deployment); ``deployments.NAME.params.dtype`` or
 ``deployments.0.params.dtype`` (one). Assignments may only reach fields the schema knows:
 the validation that follows rejects anything else, naming the preset or ``--set``.
+
+``testbed serve`` reads its ``--set`` items with the same parser (:func:`settings_from`).
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from testbed.config.provenance import Origin, Path, Provenance
-from testbed.core.errors import CampaignError
+from testbed.core.errors import CampaignError, InputError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def targets(data: dict[str, Any], dotted: str) -> list[Path]:
@@ -80,11 +86,17 @@ def set_dotted(
         prov.set(path, origin)
 
 
-def parse_set(text: str) -> tuple[str, Any]:
-    """``a.b.c=VALUE`` → (``a.b.c``, VALUE parsed as YAML)."""
+def parse_set(text: str, example: str = "load.concurrency=8") -> tuple[str, Any]:
+    """``a.b.c=VALUE`` → (``a.b.c``, VALUE parsed as YAML); the one ``--set`` parser.
+
+    An :class:`InputError` (exit 2) names the bad item and shows ``example`` as the fix.
+    """
     key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise CampaignError(f"--set {text}: expected KEY=VALUE, e.g. --set load.concurrency=8")
+    key = key.strip()
+    if not sep or not key:
+        raise CampaignError(f"--set {text}: expected KEY=VALUE, e.g. --set {example}")
+    if any(not part for part in key.split(".")):
+        raise CampaignError(f"--set {text}: '{key}' is not a dotted key, e.g. --set {example}")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
@@ -92,7 +104,60 @@ def parse_set(text: str) -> tuple[str, Any]:
         raise CampaignError(
             f"--set {text}: the value is not valid YAML ({problem}) — quote it if it is text"
         ) from None
-    return key.strip(), value
+    return key, value
+
+
+def settings_from(
+    model: type[ModelT],
+    sets: Sequence[str],
+    flags: Mapping[str, tuple[str, Any]],
+    *,
+    what: str,
+    example: str,
+) -> ModelT:
+    """Settings of one server started by hand (``testbed serve``), validated by ``model``.
+
+    Lowest precedence first: the model's defaults < ``--set KEY=VALUE`` items (in order;
+    dotted keys reach nested fields) < explicit flags (``flags``: dotted key → (flag, value),
+    a value of None meaning "not given"). An :class:`InputError` names every bad item by
+    where it came from (``--set KEY`` or the flag) and says what is wrong or known.
+    """
+    data: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for text in sets:
+        key, value = parse_set(text, example)
+        assign(data, tuple(key.split(".")), value)
+        origin[key] = f"--set {key}"
+    for key, (flag, value) in flags.items():
+        if value is not None:
+            assign(data, tuple(key.split(".")), value)
+            origin[key] = flag
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]]
+            where = origin.get(".".join(loc), f"--set {'.'.join(loc)}" if loc else what)
+            problems.append(f"{where}: {_problem(model, loc, err)}")
+        raise InputError(f"invalid {what} — " + "; ".join(problems)) from None
+
+
+def _problem(model: type[BaseModel], loc: list[str], err: Any) -> str:
+    """The message of one validation error; for an unknown key, the known ones."""
+    if err["type"] != "extra_forbidden":
+        return str(err["msg"])
+    owner: Any = model
+    for part in loc[:-1]:
+        is_model = isinstance(owner, type) and issubclass(owner, BaseModel)
+        field = owner.model_fields.get(part) if is_model else None
+        owner = field.annotation if field else None
+    if not (isinstance(owner, type) and issubclass(owner, BaseModel)):
+        return "no such setting"
+    known = sorted(owner.model_fields)
+    hint = difflib.get_close_matches(loc[-1], known, n=1)
+    tip = f"did you mean '{hint[0]}'? " if hint else ""
+    return f"no such setting — {tip}known: {', '.join(known)}"
 
 
 def apply_presets(data: dict[str, Any], names: list[str], prov: Provenance, file: str) -> list[str]:

@@ -7,14 +7,14 @@ model is converted.
 
 from __future__ import annotations
 
-import argparse
+from testbed.servers.reference.settings import DEFAULT_MODEL, ReferenceSettings
 
 
-def serve_main(args: argparse.Namespace) -> int:
-    """``testbed serve hf``: load the model, serve until SIGTERM or Ctrl-C; the exit code."""
-    from testbed.servers.reference.server import serve_main as run
+def serve(settings: ReferenceSettings, source: str, host: str, port: int) -> int:
+    """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code."""
+    from testbed.servers.reference.server import serve as run
 
-    return run(args)
+    return run(settings, source, host, port)
 
 
-__all__ = ["serve_main"]
+__all__ = ["DEFAULT_MODEL", "ReferenceSettings", "serve"]

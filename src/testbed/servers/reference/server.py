@@ -1,4 +1,4 @@
-"""``testbed serve hf``: the reference server's routes, settings and lifetime.
+"""The reference server's routes and lifetime (``testbed serve hf`` starts it).
 
 Routes: ``/v1/completions``, ``/v1/chat/completions`` (OpenAI), ``/generate``,
 ``/generate_stream``, ``/info`` (TGI), ``/v1/models``, ``/health``, ``/tokenize``,
@@ -9,55 +9,21 @@ SIGTERM or Ctrl-C stop it cleanly.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import yaml
-from pydantic import Field, ValidationError
-
-from testbed.config.deployments import HfParams
 from testbed.core.clock import wall_seconds
-from testbed.core.errors import InputError, ServerStartError
+from testbed.core.errors import ServerStartError
 from testbed.servers import models
 from testbed.servers.reference import openai, tgi
 from testbed.servers.reference.context import BadRequest, ServerContext, UnknownModel
 from testbed.servers.reference.engine import Engine, RequestTooLong
 from testbed.servers.reference.http import ClientGone, HttpRequest, Responder, start
 from testbed.servers.reference.runtime import offline_environment, set_threads
-
-DEFAULT_MODEL = "bundled:smollm2-135m"
-
-
-class ReferenceSettings(HfParams):
-    """The hf deployment parameters plus what only matters when serving by hand."""
-
-    batch_invariant: bool = Field(
-        True,
-        description="pad matrix products so a request's output never depends on its batch"
-        " (about half the speed of one lone request; batches barely change)",
-    )
-    served_model_name: str | None = Field(None, description="name in /v1/models and requests")
-
-
-def settings_from(args: argparse.Namespace) -> ReferenceSettings:
-    """``--set k=v`` pairs (YAML scalars) and the ``--threads``/``--dtype`` flags, validated."""
-    values: dict[str, Any] = {}
-    for item in getattr(args, "overrides", None) or getattr(args, "set", None) or []:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise InputError(f"--set {item!r} is not key=value; write e.g. --set threads=2")
-        values[key.strip()] = yaml.safe_load(raw) if raw else ""
-    for flag in ("threads", "dtype"):
-        if getattr(args, flag, None) is not None:
-            values[flag] = getattr(args, flag)
-    try:
-        return ReferenceSettings(**values)
-    except ValidationError as exc:
-        raise InputError(f"bad hf server setting: {exc}") from exc
+from testbed.servers.reference.settings import ReferenceSettings
 
 
 class Routes:
@@ -186,10 +152,8 @@ async def _serve(ctx: ServerContext, folder: str, host: str, port: int) -> None:
     await server.wait_closed()
 
 
-def serve_main(args: argparse.Namespace) -> int:
-    """Load the model, serve until SIGTERM or Ctrl-C; the exit code."""
-    settings = settings_from(args)
-    source = getattr(args, "model", None) or DEFAULT_MODEL
+def serve(settings: ReferenceSettings, source: str, host: str, port: int) -> int:
+    """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The checksum of the weights (or a first conversion) runs while the stacks import.
         resolving = pool.submit(models.resolve_model, source)
@@ -213,7 +177,5 @@ def serve_main(args: argparse.Namespace) -> int:
         f"testbed hf: {folder} as {name!r}, dtype {settings.dtype}, {settings.threads} thread(s),"
         f" max batch {max_batch}, max length {max_len}, row multiple {loaded.row_multiple}\n"
     )
-    host = getattr(args, "host", None) or "127.0.0.1"
-    port = getattr(args, "port", None)
-    asyncio.run(_serve(ctx, str(folder), host, 8000 if port is None else int(port)))
+    asyncio.run(_serve(ctx, str(folder), host, port))
     return 0
