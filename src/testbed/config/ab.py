@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from testbed.config.deployments import Strict
+from testbed.config.server_metrics import ServerMetrics
 
 
 class AbCriteria(Strict):
@@ -83,7 +84,6 @@ THRESHOLDS = (
 )
 
 
-
 class AbProbe(Strict):
     """Send the same prompts to two deployments and compare them."""
 
@@ -137,6 +137,9 @@ class AbProbe(Strict):
         2000, ge=200, description="resamples behind the latency ratio intervals"
     )
     criteria: AbCriteria = Field(default_factory=AbCriteria)
+    server_metrics: ServerMetrics = Field(
+        default_factory=ServerMetrics, description="Scrape the server's Prometheus metrics."
+    )
 
     @model_validator(mode="after")
     def _distinct(self) -> AbProbe:

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from testbed.config.server_metrics import ServerMetrics
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
@@ -223,6 +225,9 @@ class LoadProbe(_Strict):
     model: str | None = Field(None, description="Model name to send (default: discovered).")
     keep_text: bool = Field(False, description="Keep each output text in the records.")
     plots: bool = Field(True, description="Write PNG plots into the treatment directory.")
+    server_metrics: ServerMetrics = Field(
+        default_factory=ServerMetrics, description="Scrape the server's Prometheus metrics."
+    )
 
     @field_validator("dataset", mode="before")
     @classmethod

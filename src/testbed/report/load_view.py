@@ -17,6 +17,7 @@ from typing import Any
 
 from testbed.probes.load import plots
 from testbed.report.plots import to_svg
+from testbed.report.server_metrics_view import section as server_section
 from testbed.results import metrics
 from testbed.results.files import read_records
 from testbed.results.metrics import Record
@@ -34,6 +35,7 @@ class LoadTreatment:
     row: Mapping[str, Any]
     summary: Mapping[str, Any]
     records: Sequence[Record] = field(default_factory=list)
+    path: Path | None = None  # the treatment directory
 
     @property
     def label(self) -> str:
@@ -50,7 +52,7 @@ def gather(
         if row["probe"] != "load" or "ttft_ms" not in summary:
             continue
         records = [r for r in read_records(run_path / row["dir"] / RECORDS) if "sent_ns" in r]
-        out.append(LoadTreatment(row, summary, records))
+        out.append(LoadTreatment(row, summary, records, run_path / row["dir"]))
     return out
 
 
@@ -113,6 +115,9 @@ def _treatment(number: int, item: LoadTreatment) -> str:
             shade = (int(window["start_ns"]), int(window["end_ns"]))
         series = plots.time_series(item.records, shade)
         parts.append(to_svg(series, f"ts{number}", "time series"))
+        if item.path is not None:
+            key = f"sm{number}"
+            parts.append(server_section(item.path, item.summary, item.records, key, shade))
     else:
         parts.append('<p class="muted">no records</p>')
     return "\n".join(parts)

@@ -36,11 +36,13 @@ from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import HttpClientError, pool_for
 from testbed.config.ab import AbProbe
 from testbed.core.errors import InfrastructureError, InputError
+from testbed.probes import server_metrics
 from testbed.probes.ab import compare, prompts, traffic
 from testbed.probes.ab.traffic import SIDES, Job, Side, Target
 from testbed.probes.ab.verdict import judge
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness.embedding import Embedder
+from testbed.probes.server_metrics.summary import ab_client_tokens
 from testbed.results.files import write_atomic
 
 __all__ = ["Scorer", "run"]
@@ -157,14 +159,22 @@ async def run(ctx: ProbeContext, *, scorer: Scorer | None = None) -> ProbeOutcom
     try:
         for side in SIDES:
             targets[side] = await _target(side, names[side], ctx.endpoints[names[side]], config)
-        records = await _send_all(ctx, config, _jobs(config, prompt_set, seed), targets)
+        scraped = {names[side]: ctx.endpoints[names[side]] for side in SIDES}
+        async with server_metrics.sampling(ctx.out_dir, scraped, config.server_metrics) as session:
+            records = await _send_all(ctx, config, _jobs(config, prompt_set, seed), targets)
     finally:
         for target in targets.values():
             await target.pool.aclose()
     _check_reached(records, targets)
     if config.similarity == "embedding" and scorer is None:
         scorer = _embedding_scorer(config.embedding_model)
-    return await analyse(records, config, seed, scorer)
+    outcome = await analyse(records, config, seed, scorer)
+    clients = {
+        name: ab_client_tokens(r for r in records if r["deployment"] == name)
+        for name in names.values()
+    }
+    outcome.summary["server_metrics"] = server_metrics.summary_of(session, clients, None)
+    return outcome
 
 
 def _prompt_json(prompt: prompts.Prompt) -> dict[str, Any]:

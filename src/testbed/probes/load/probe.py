@@ -17,6 +17,7 @@ from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
 from testbed.config.load import LoadProbe
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
+from testbed.probes import server_metrics
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.load import dataset, multiprocess, profiles
 from testbed.probes.load.loops import loop_name
@@ -24,6 +25,7 @@ from testbed.probes.load.recording import BackgroundWriter
 from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
 from testbed.probes.load.summary import probe_summary, stage_summary, verdict_of
 from testbed.probes.load.tokens import TokenCounter, counter_for
+from testbed.probes.server_metrics.summary import load_client_tokens
 
 
 @dataclass
@@ -75,27 +77,31 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     )
     if not ctx.endpoints:
         raise InputError("the load probe needs an endpoint")
-    endpoint = next(iter(ctx.endpoints.values()))
+    name, endpoint = next(iter(ctx.endpoints.items()))
     seed = config.seed if config.seed is not None else ctx.seed
     setup = await prepare(endpoint, config, seed)
     stage_records: dict[str, list[dict[str, Any]]] = {}
     summaries: list[dict[str, Any]] = []
     try:
-        stages = profiles.first_stages(config)
-        while stages:
-            stage = stages.pop(0)
-            ctx.progress(f"load: {stage.name} ({len(summaries) + 1})")
-            run_, records = await execute_stage(stage, setup, config, ctx, seed + len(summaries))
-            _raise_if_down(records, endpoint)
-            stage_records[stage.name] = records
-            summaries.append(stage_summary(stage, run_, records, config))
-            if config.profile == "sweep" and len(summaries) == 2:
-                rates = profiles.sweep_rates(
-                    summaries[0]["throughput"]["requests_per_s"],
-                    summaries[1]["throughput"]["requests_per_s"],
-                    config.sweep.rates,
-                )
-                stages = profiles.rate_stages(config, rates)
+        async with server_metrics.sampling(
+            ctx.out_dir, {name: endpoint}, config.server_metrics
+        ) as session:
+            stages = profiles.first_stages(config)
+            while stages:
+                stage = stages.pop(0)
+                ctx.progress(f"load: {stage.name} ({len(summaries) + 1})")
+                stage_seed = seed + len(summaries)
+                run_, records = await execute_stage(stage, setup, config, ctx, stage_seed)
+                _raise_if_down(records, endpoint)
+                stage_records[stage.name] = records
+                summaries.append(stage_summary(stage, run_, records, config))
+                if config.profile == "sweep" and len(summaries) == 2:
+                    rates = profiles.sweep_rates(
+                        summaries[0]["throughput"]["requests_per_s"],
+                        summaries[1]["throughput"]["requests_per_s"],
+                        config.sweep.rates,
+                    )
+                    stages = profiles.rate_stages(config, rates)
     finally:
         await setup.pool.aclose()
     summary = probe_summary(summaries, config)
@@ -111,6 +117,12 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         "seed": seed,
     }
     summary["plots"] = _plots(ctx, stage_records, summaries) if config.plots else []
+    window = summary.get("window") or {}
+    summary["server_metrics"] = server_metrics.summary_of(
+        session,
+        {name: load_client_tokens(r for rs in stage_records.values() for r in rs)},
+        (window["start_ns"], window["end_ns"]) if "start_ns" in window else None,
+    )
     return ProbeOutcome(summary=summary, verdict=verdict_of(summaries, config))
 
 
