@@ -18,9 +18,9 @@ from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.events import Observer, Silent
-from testbed.execution.job import JobRunner
-from testbed.execution.jobs import Job, make_jobs
-from testbed.execution.strategy import run_jobs
+from testbed.execution.worker_set import WorkerSetRunner
+from testbed.execution.grouping import WorkerSet, make_worker_sets
+from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting
 from testbed.plan.expand import expand
 from testbed.plan.model import Plan
@@ -148,7 +148,7 @@ async def _phases(
         for t in plan.treatments
     )
     backend = make_backend(loaded, run_dir)
-    runner = JobRunner(
+    runner = WorkerSetRunner(
         Setting(plan, loaded.campaign.execution.seed, loaded.base_dir),
         backend,
         run_dir,
@@ -173,9 +173,9 @@ async def _phases(
         if "test" not in skip and todo:
             observer.phase("test", f"{len(todo)} treatment(s)")
             execution = loaded.campaign.execution
-            jobs = make_jobs(plan, todo, execution.unroll)
+            worker_sets = make_worker_sets(plan, todo, execution.unroll)
             budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
-            await run_jobs(jobs, execution, budget, _cost(plan), runner, runner.stop)
+            await run_worker_sets(worker_sets, execution, budget, _cost(plan), runner, runner.stop)
     finally:
         if "final_cleanup" not in skip:
             observer.phase("final cleanup")
@@ -184,8 +184,8 @@ async def _phases(
 
 
 def _cost(plan: Plan):  # type: ignore[no-untyped-def]
-    def cost(job: Job) -> float:
-        return sum(float(plan.workers[w].config["resources"]["cpu"]) for w in job.workers) or 0.5
+    def cost(worker_set: WorkerSet) -> float:
+        return sum(float(plan.workers[w].config["resources"]["cpu"]) for w in worker_set.workers) or 0.5
 
     return cost
 
