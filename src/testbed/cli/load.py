@@ -57,6 +57,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="model name (default: discovered at /v1/models)")
     p.add_argument("--tokenizer", help="local tokenizer folder for client-side counts")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument(
+        "--insecure", action="store_true", help="https: accept any certificate (no check)"
+    )
+    p.add_argument("--ca-bundle", metavar="PEM", help="https: trust the CAs in this PEM file")
     p.add_argument("--out", help="output directory (default runs/load-<stamp>)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
@@ -124,7 +128,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from testbed.clients.endpoint import Endpoint
+    from testbed.clients.endpoint import Endpoint, Tls
     from testbed.config.load import LoadProbe
     from testbed.core.clock import run_stamp
     from testbed.core.errors import InputError
@@ -146,7 +150,10 @@ def handle(args: argparse.Namespace) -> int:
         model=args.model or "",
         tokenizer=args.tokenizer,
         api_key=f"${{env:{args.api_key_env}}}" if args.api_key_env else None,
+        tls=Tls(verify=not args.insecure, ca_bundle=args.ca_bundle),
     )
+    if (args.insecure or args.ca_bundle) and not endpoint.base_url.startswith("https://"):
+        raise InputError("--insecure and --ca-bundle apply to https:// URLs only")
     with RecordWriter(out / "records.jsonl") as records:
         ctx = ProbeContext(
             endpoints={"target": endpoint},

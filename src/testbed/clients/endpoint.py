@@ -9,6 +9,16 @@ Protocol = Literal["openai", "tgi"]
 
 
 @dataclass(frozen=True)
+class Tls:
+    """How an ``https://`` endpoint's certificate is checked. ``verify=False`` accepts any
+    certificate (a self-signed test server); ``ca_bundle`` is a PEM file of the CAs to trust
+    instead of the system's."""
+
+    verify: bool = True
+    ca_bundle: str | None = None
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """What a backend hands to a probe.
 
@@ -24,3 +34,4 @@ class Endpoint:
     api_key: str | None = None
     metrics_path: str | None = "/metrics"
     labels: dict[str, str] = field(default_factory=dict)
+    tls: Tls = field(default_factory=Tls)

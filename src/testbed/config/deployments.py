@@ -181,6 +181,17 @@ class TgisDeployment(TgiDeployment):
         return found
 
 
+class Tls(Strict):
+    """How an ``https://`` server's certificate is checked."""
+
+    verify: bool = Field(
+        True, description="check the certificate (false: accept any, e.g. self-signed)"
+    )
+    ca_bundle: str | None = Field(
+        None, description="PEM file of the CAs to trust, relative to the campaign file"
+    )
+
+
 class ExternalDeployment(_Deployment):
     """A server that already runs: nothing is provisioned."""
 
@@ -189,7 +200,16 @@ class ExternalDeployment(_Deployment):
     protocol: Literal["openai", "tgi"] = "openai"
     api_key: str | None = Field(None, description="use ${env:NAME}; never written anywhere")
     tokenizer: str | None = Field(None, description="local tokenizer folder for token counts")
+    tls: Tls = Field(default_factory=Tls, description="certificate checks of an https:// url")
     params: dict[str, Any] = Field(default_factory=dict, description="labels only")
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if self.tls != Tls() and not self.url.startswith("https://"):
+            found.append(
+                f"tls applies to https:// URLs, and url is {self.url} — use https:// or drop tls"
+            )
+        return found
 
 
 Deployment = Annotated[

@@ -15,13 +15,13 @@ from testbed import __version__
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
-from testbed.core.errors import InputError, Interrupted
+from testbed.core.errors import CampaignError, InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.events import Observer, Silent
-from testbed.execution.worker_set import WorkerSetRunner
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting
+from testbed.execution.worker_set import WorkerSetRunner
 from testbed.plan.expand import expand
 from testbed.plan.model import Plan
 from testbed.results.ledger import Ledger
@@ -53,6 +53,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     """Everything that can be checked before anything starts: the campaign, its plan, and
     the files it names (case files). Raises CampaignError (exit 2) with file and line."""
     plan = expand(loaded)
+    _check_ca_bundles(loaded)
     correctness = loaded.campaign.correctness
     if correctness is not None:
         from testbed.probes.correctness.cases import load_case_files
@@ -61,6 +62,19 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
             cases = plan.probe_configs[key]["cases"]
             load_case_files([loaded.base_dir / path for path in cases])
     return plan
+
+
+def _check_ca_bundles(loaded: LoadedCampaign) -> None:
+    """Every ``tls.ca_bundle`` names a file (relative to the campaign file's folder)."""
+    for i, deployment in enumerate(loaded.campaign.deployments):
+        bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
+        if bundle and not (loaded.base_dir / bundle).is_file():
+            origin = loaded.provenance.nearest(("deployments", i, "tls", "ca_bundle"))
+            where = origin.describe() if origin else loaded.file
+            raise CampaignError(
+                f"{where}: deployments[{i}].tls.ca_bundle: no file {bundle} (relative paths"
+                f" start at {loaded.base_dir}) — give the PEM file of the server's CA"
+            )
 
 
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
@@ -185,7 +199,8 @@ async def _phases(
 
 def _cost(plan: Plan):  # type: ignore[no-untyped-def]
     def cost(worker_set: WorkerSet) -> float:
-        return sum(float(plan.workers[w].config["resources"]["cpu"]) for w in worker_set.workers) or 0.5
+        cpus = (plan.workers[w].config["resources"]["cpu"] for w in worker_set.workers)
+        return sum(map(float, cpus)) or 0.5
 
     return cost
 
@@ -196,9 +211,9 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     if kind == "local":
         from testbed.backends.local import LocalBackend
 
-        return LocalBackend(run_dir.path)
+        return LocalBackend(run_dir.path, loaded.base_dir)
     if kind == "external":
         from testbed.backends.external import ExternalBackend
 
-        return ExternalBackend()
+        return ExternalBackend(loaded.base_dir)
     raise InputError(f"backend {kind!r} is not available in this build; use local or external")

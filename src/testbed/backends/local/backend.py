@@ -36,8 +36,9 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, base_dir: Path | None = None) -> None:
         self.run_dir = run_dir
+        self.base_dir = base_dir or Path.cwd()  # relative paths of the campaign start here
 
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
         ended = []
@@ -66,7 +67,7 @@ class LocalBackend(Backend):
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
         if deployment["server"] == "external":
-            yield Handle(external_endpoint(deployment))
+            yield Handle(external_endpoint(deployment, self.base_dir))
             return
         adapter = adapter_for(deployment["server"])
         port = free_port(HOST)

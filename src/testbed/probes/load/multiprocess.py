@@ -203,6 +203,7 @@ def _merged_run(runs: list[StageRun], processes: int) -> StageRun:
 async def _child(spec: dict[str, Any]) -> None:
     import orjson
 
+    from testbed.clients.endpoint import Tls
     from testbed.clients.http import ConnectionPool
     from testbed.probes.load import dataset
     from testbed.probes.load.recording import BackgroundWriter
@@ -211,7 +212,7 @@ async def _child(spec: dict[str, Any]) -> None:
 
     key = os.environ.get(_KEY_ENV)
     headers = {"Authorization": f"Bearer {key}"} if key else None
-    pool = ConnectionPool(spec["base_url"], headers=headers)
+    pool = ConnectionPool(spec["base_url"], headers=headers, tls=Tls(**spec["tls"]))
     items = [dataset.Item(**item) for item in spec["items"]]
     payloads = dataset.encode(
         items,

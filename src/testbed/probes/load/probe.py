@@ -146,6 +146,7 @@ async def execute_stage(
     del options["proc"], options["procs"]
     base = {
         "base_url": setup.endpoint.base_url,
+        "tls": asdict(setup.endpoint.tls),
         "model": setup.model,
         "api": config.api,
         "stream": config.stream,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
@@ -26,7 +27,7 @@ from testbed.servers.sim.metrics import SimMetrics
 _SETTLE_ITERATIONS = 100
 
 
-def url_for(host: str, port: int) -> str:
+def url_for(host: str, port: int, scheme: str = "http") -> str:
     """The URL a client on this machine uses for a server bound to ``host``."""
     if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
@@ -34,24 +35,31 @@ def url_for(host: str, port: int) -> str:
         host = "::1"
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 class SimServer:
-    """A simulator listening on ``host:port`` (port 0: a free one) in the current loop."""
+    """A simulator listening on ``host:port`` (port 0: a free one) in the current loop;
+    over TLS (``https://``) when given a server ``tls`` context."""
 
     def __init__(
-        self, params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        params: SimParams | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.params = params or SimParams()
         self.host = host
         self.port = port
+        self.tls = tls
         self._server: asyncio.Server | None = None
         self._app: SimApp | None = None
 
     @property
     def url(self) -> str:
-        return url_for(self.host, self.port)
+        return url_for(self.host, self.port, "https" if self.tls else "http")
 
     @property
     def metrics(self) -> SimMetrics:
@@ -64,7 +72,11 @@ class SimServer:
         app = SimApp(self.params, loop)
         try:
             server = await loop.create_server(
-                lambda: Connection(app, loop), self.host, self.port, reuse_address=True
+                lambda: Connection(app, loop),
+                self.host,
+                self.port,
+                reuse_address=True,
+                ssl=self.tls,
             )
         except OSError as exc:
             raise ServerStartError(
@@ -116,16 +128,24 @@ class SimServer:
 
 @contextlib.asynccontextmanager
 async def running_sim(
-    params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+    params: SimParams | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[str]:
     """Serve the simulator in the running loop; yields its base URL (no trailing slash)."""
-    async with SimServer(params, host=host, port=port) as server:
+    async with SimServer(params, host=host, port=port, tls=tls) as server:
         yield server.url
 
 
 @contextlib.contextmanager
 def serve_in_thread(
-    params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+    params: SimParams | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[str]:
     """Serve the simulator from a background thread with a precise loop; yields its URL.
 
@@ -134,7 +154,7 @@ def serve_in_thread(
     """
     loop = precise_event_loop()
     started = threading.Event()
-    server = SimServer(params, host=host, port=port)
+    server = SimServer(params, host=host, port=port, tls=tls)
     stop = asyncio.Event()
     failures: list[BaseException] = []
 
