@@ -17,9 +17,9 @@ from testbed.backends.base import Backend, Handle
 from testbed.config.loader import load_campaign_text
 from testbed.core.errors import InputError, ServerStartError
 from testbed.execution.events import Silent
-from testbed.execution.worker_set import WorkerSetRunner
 from testbed.execution.grouping import make_worker_sets
 from testbed.execution.treatment import Setting
+from testbed.execution.worker_set import WorkerSetRunner
 from testbed.plan.expand import expand
 from testbed.results import files, rundir
 from testbed.results.ledger import Ledger

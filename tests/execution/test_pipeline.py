@@ -68,7 +68,7 @@ async def test_run_layout_ledger_and_infrastructure_errors(tmp_path: Path) -> No
     assert not list((root / "pids").glob("*.json"))
 
 
-def test_ab_workers_form_one_job_and_unroll_splits() -> None:
+def test_ab_workers_form_one_worker_set_and_unroll_splits() -> None:
     text = CAMPAIGN.replace("execution:", "ab: {stable: fast, canary: broken}\nexecution:")
     loaded = load_campaign_text(text, "ab.yaml")
     plan = expand(loaded)
@@ -76,7 +76,11 @@ def test_ab_workers_form_one_job_and_unroll_splits() -> None:
     assert len(worker_sets) == 1
     assert set(worker_sets[0].workers) == set(plan.workers)
     unrolled = make_worker_sets(plan, plan.planned(), ["load.concurrency"])
-    assert sorted(map(str, (worker_set.group for worker_set in unrolled))) == ["(1,)", "(2,)", "(None,)"]
+    assert sorted(map(str, (worker_set.group for worker_set in unrolled))) == [
+        "(1,)",
+        "(2,)",
+        "(None,)",
+    ]
 
 
 def test_bad_case_file_stops_the_run_before_it_starts(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""An unexpected exception inside a job — from the backend or from a probe — is that
+"""An unexpected exception inside a worker set — from the backend or from a probe — is that
 treatment's ERROR with its cause (type and message, in summary.json and on the terminal);
 the run goes on, exits 3 and never shows a traceback."""
 
@@ -92,7 +92,7 @@ def test_a_backend_exception_is_the_treatments_error(
     cause = f"{type(error).__name__}: {error}"
     assert rows["one"]["status"] == "ERROR"
     assert cause in rows["one"]["reason"]
-    assert rows["two"]["status"] == "PASS"  # the other job carried on
+    assert rows["two"]["status"] == "PASS"  # the other worker set carried on
     assert backend.calls == 2  # an unexpected error is not retried
     out = capsys.readouterr()
     assert cause in out.out
