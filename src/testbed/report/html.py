@@ -220,7 +220,7 @@ def _correctness(
             detail = e(failure.get("detail") or "")
             body = divergence_html(first) if first else pre_json(failure)
             parts.append(f"<h4>{e(head)}</h4><p>{detail}</p>{body}")
-        for key in ("errors", "skipped"):
+        for key in ("errors", "unchecked", "skipped"):
             entries = summary.get(key) or []
             if entries:
                 items = "".join(

@@ -46,6 +46,10 @@ class Item:
     file: str
 
 
+#: A case result that ran without a failure but was compared to nothing (``skip_check``).
+UNCHECKED = "UNCHECKED"
+
+
 @dataclass
 class Result:
     """The outcome of one request of a case (unary, or its streaming twin)."""
@@ -61,6 +65,13 @@ class Result:
     output: Output | None = None
     request: dict[str, Any] | None = None
     duration_ms: float = 0.0
+    checked: bool = True  # False: ran (stream checked) but its answer compared to nothing
+
+    @property
+    def outcome(self) -> str:
+        """The case-level outcome: the status, or UNCHECKED for a ``skip_check`` case that
+        ran cleanly — counted on its own, never as passed."""
+        return UNCHECKED if self.status is Status.PASS and not self.checked else self.status.value
 
     @property
     def id(self) -> str:
@@ -74,7 +85,7 @@ class Result:
             "case": self.case,
             "protocol": self.protocol,
             "stream": self.stream,
-            "status": self.status.value,
+            "status": self.outcome,
             "reason": self.reason,
             "file": self.file,
             "greedy": self.greedy,
@@ -209,12 +220,14 @@ class Runner:
     def _result(self, item: Item, exchange: Exchange, checks: list[Check]) -> Result:
         case, output = item.case, exchange.output
         failed = [c for c in checks if not c.passed]
-        status, reason = Status.PASS, ""
+        status, reason, checked = Status.PASS, "", True
         if failed:
             status = Status.FAIL
             reason = "; ".join(f"{c.evaluator}: {c.detail}" for c in failed)[:500]
-        elif case.skip_check:
-            reason = "not compared (skip_check)"
+        elif case.skip_check and case.error is None:
+            checked = False
+            shape = "stream well-formed, " if exchange.stream else ""
+            reason = f"{shape}answer not compared (skip_check)"
         if output.error is not None and output.error.status in UNAVAILABLE and case.error is None:
             status = Status.ERROR
             reason = f"server unavailable: HTTP {output.error.status}: {output.error.message}"
@@ -230,6 +243,7 @@ class Runner:
             output,
             exchange.body,
             exchange.duration_ms,
+            checked,
         )
 
     async def _judge(self, item: Item, output: Output) -> list[Check]:
