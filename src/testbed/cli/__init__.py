@@ -28,6 +28,8 @@ COMMANDS = (
     "calibrate",
     "models",
     "cleanup",
+    "export",
+    "worker",
 )
 
 

@@ -39,6 +39,7 @@ class RunOptions:
     skip_phases: Iterable[str] = ()
     observer: Observer = field(default_factory=Silent)
     cpu_budget: float | None = None
+    only: frozenset[str] | None = None  # run just these treatments (``testbed worker``)
 
 
 @dataclass
@@ -80,6 +81,8 @@ def _check_ca_bundles(loaded: LoadedCampaign) -> None:
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
     """Step 1 of a new run: check and plan it, write the run directory's metadata."""
     plan = check_inputs(loaded)
+    if options.only is not None:
+        plan = plan.only(options.only)
     parent = options.runs_dir or Path(loaded.campaign.results.dir)
     run_dir = RunDir.create(parent, loaded.campaign.name, options.out)
     meta = {
@@ -93,6 +96,7 @@ def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]
         "started": wall_label(),
         "testbed_version": __version__,
         "machine": machine_info(),
+        "only": sorted(options.only) if options.only is not None else None,
     }
     run_dir.write_metadata(meta, loaded.document, plan.to_json())
     return run_dir, plan
@@ -106,6 +110,8 @@ def open_resume(path: Path) -> tuple[LoadedCampaign, RunDir, Plan]:
     loaded.base_dir = Path(meta.get("base_dir", "."))
     loaded.file = str(meta.get("campaign_file", loaded.file))
     plan = expand(loaded)
+    if meta.get("only") is not None:
+        plan = plan.only(meta["only"])
     return loaded, run_dir, plan
 
 
