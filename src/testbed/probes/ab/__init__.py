@@ -38,7 +38,7 @@ from testbed.config.ab import AbProbe
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.probes import server_metrics
 from testbed.probes.ab import compare, prompts, traffic
-from testbed.probes.ab.traffic import SIDES, Job, Side, Target
+from testbed.probes.ab.traffic import SIDES, AbRequest, Side, Target
 from testbed.probes.ab.verdict import judge
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness.embedding import Embedder
@@ -84,11 +84,11 @@ async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) ->
     )
 
 
-def _jobs(config: AbProbe, prompt_set: Sequence[prompts.Prompt], seed: int) -> list[Job]:
+def _order(config: AbProbe, prompt_set: Sequence[prompts.Prompt], seed: int) -> list[AbRequest]:
     rng = random.Random(seed)
     if config.mode == "paired":
-        return traffic.paired_jobs(prompt_set, config.requests, rng)
-    return traffic.split_jobs(prompt_set, config.requests, config.split, rng)
+        return traffic.paired_order(prompt_set, config.requests, rng)
+    return traffic.split_order(prompt_set, config.requests, config.split, rng)
 
 
 def _check_reached(records: Sequence[Mapping[str, Any]], targets: Mapping[Side, Target]) -> None:
@@ -114,19 +114,19 @@ def _embedding_scorer(model_dir: str | None) -> Scorer:
 
 
 async def _send_all(
-    ctx: ProbeContext, config: AbProbe, jobs: Sequence[Job], targets: Mapping[Side, Target]
+    ctx: ProbeContext, config: AbProbe, order: Sequence[AbRequest], targets: Mapping[Side, Target]
 ) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
 
-    async def send(job: Job) -> None:
-        record = await traffic.send_one(job, targets[job.side])
+    async def send(request: AbRequest) -> None:
+        record = await traffic.send_one(request, targets[request.side])
         ctx.records.write(record)
         records.append(record)
-        if len(records) % 10 == 0 or len(records) == len(jobs):
-            ctx.progress(f"ab {len(records)}/{len(jobs)} requests")
+        if len(records) % 10 == 0 or len(records) == len(order):
+            ctx.progress(f"ab {len(records)}/{len(order)} requests")
 
     await traffic.drive(
-        jobs,
+        order,
         send,
         concurrency=config.concurrency,
         rate=config.rate,
@@ -161,7 +161,7 @@ async def run(ctx: ProbeContext, *, scorer: Scorer | None = None) -> ProbeOutcom
             targets[side] = await _target(side, names[side], ctx.endpoints[names[side]], config)
         scraped = {names[side]: ctx.endpoints[names[side]] for side in SIDES}
         async with server_metrics.sampling(ctx.out_dir, scraped, config.server_metrics) as session:
-            records = await _send_all(ctx, config, _jobs(config, prompt_set, seed), targets)
+            records = await _send_all(ctx, config, _order(config, prompt_set, seed), targets)
     finally:
         for target in targets.values():
             await target.pool.aclose()
