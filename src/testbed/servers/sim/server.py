@@ -87,7 +87,7 @@ class SimServer:
         self.port = server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
-        """Stop listening, reset open connections, let their jobs cancel their timers.
+        """Stop listening, reset open connections, let their deliveries cancel their timers.
 
         Returns once every connection is released, also one accepted just before: its accept
         task runs on the next loop iteration and makes the connection after that, which
