@@ -94,6 +94,16 @@ class _OpenAIRequest(GenerationRequest):
             f'"model":{json.dumps(self.model_name)},"choices":[{{"index":0,'
         )
 
+    def _token_events(self, gen: Generation, head: str, mid: str) -> list[str]:
+        """One event per token: ``head``, the token's text, ``mid`` with its logprobs; the
+        last event carries the finish reason."""
+        mids = self._mids(gen, mid)
+        out = [head + tok + m for tok, m in zip(self._token_jsons(gen), mids, strict=True)]
+        if out:
+            finish = f'"finish_reason":"{_finish(gen)}"'
+            out[-1] = out[-1].replace('"finish_reason":null', finish, 1)
+        return out
+
     def _token_jsons(self, gen: Generation) -> list[str]:
         if all(len(t) == 4 for t in gen.texts):  # whole vocabulary tokens: pre-encoded
             return [VOCABULARY_JSON[i] for i in gen.ids]
@@ -132,15 +142,8 @@ class CompletionRequest(_OpenAIRequest):
         return completion_logprobs(gen, self.top_k, self.vocab_size, tokens, offset)
 
     def events(self, gen: Generation) -> list[str]:
-        head = self._head() + '"text":'
         mid = ',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-        mids = self._mids(gen, mid)
-        out = [head + tok + m for tok, m in zip(self._token_jsons(gen), mids, strict=True)]
-        if out:
-            out[-1] = out[-1].replace(
-                '"finish_reason":null', f'"finish_reason":"{_finish(gen)}"', 1
-            )
-        return out
+        return self._token_events(gen, self._head() + '"text":', mid)
 
     def whole(self, gen: Generation) -> bytes:
         choice = {
@@ -194,17 +197,13 @@ class ChatRequest(_OpenAIRequest):
         return chat_logprobs(gen, self.top_k, self.vocab_size, tokens)
 
     def events(self, gen: Generation) -> list[str]:
-        head = self._head() + '"delta":{"content":'
         mid = '},"logprobs":null,"finish_reason":null}]}\n\n'
-        mids = self._mids(gen, mid)
-        out = [head + tok + m for tok, m in zip(self._token_jsons(gen), mids, strict=True)]
+        out = self._token_events(gen, self._head() + '"delta":{"content":', mid)
         if out:
-            # vLLM sends the role first, in its own chunk, with the first token.
+            # vLLM sends the role first, in its own chunk, with the first token (written after
+            # the finish reason is set: a one-token answer's role chunk must not carry it).
             role = self._head() + '"delta":{"role":"assistant","content":""' + mid
             out[0] = role + out[0]
-            out[-1] = out[-1].replace(
-                '"finish_reason":null', f'"finish_reason":"{_finish(gen)}"', 1
-            )
         return out
 
     def whole(self, gen: Generation) -> bytes:
