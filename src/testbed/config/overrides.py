@@ -164,7 +164,8 @@ def apply_presets(data: dict[str, Any], names: list[str], prov: Provenance, file
     """Apply the named presets in order; return every preset applied, ``extends`` included."""
     presets = data.get("presets") or {}
     if not isinstance(presets, dict):
-        raise CampaignError(f"{file}: presets must be a mapping of name to assignments")
+        where = _at(prov, ("presets",), file)
+        raise CampaignError(f"{where}: presets must be a mapping of name to assignments")
     applied: list[str] = []
     for name in names:
         _apply_one(data, presets, name, [], prov, applied, file)
@@ -182,7 +183,8 @@ def _apply_one(
 ) -> None:
     if name in stack:
         cycle = " → ".join([*stack[stack.index(name) :], name])
-        raise CampaignError(f"{file}: preset cycle {cycle} — remove one of these extends")
+        where = _at(prov, ("presets", name), file)
+        raise CampaignError(f"{where}: preset cycle {cycle} — remove one of these extends")
     if name not in presets:
         known = sorted(presets)
         hint = difflib.get_close_matches(name, known, n=1)
@@ -192,7 +194,8 @@ def _apply_one(
         raise CampaignError(f"{where} unknown preset '{name}'{suggestion}{listing}")
     body = presets[name]
     if not isinstance(body, dict):
-        raise CampaignError(f"{file}: preset '{name}' must be a mapping of dotted keys to values")
+        where = _at(prov, ("presets", name), file)
+        raise CampaignError(f"{where}: preset '{name}' must be a mapping of dotted keys to values")
     for key, value in body.items():
         if key == "extends":
             parents = value if isinstance(value, list) else [value]
@@ -228,8 +231,9 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
             done.add(index)
             return
         if parent_name in stack:
+            where = _at(prov, ("deployments", index, "extends"), file)
             raise CampaignError(
-                f"{file}: deployment extends cycle {' → '.join([*stack, parent_name])}"
+                f"{where}: deployment extends cycle {' → '.join([*stack, parent_name])}"
             )
         if parent_name not in by_name:
             hint = difflib.get_close_matches(str(parent_name), [str(n) for n in by_name], n=1)
@@ -239,7 +243,8 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
             raise CampaignError(f"{where}: extends unknown deployment '{parent_name}'{tip}")
         parent_index = by_name[parent_name]
         if parent_index == index:
-            raise CampaignError(f"{file}: deployment '{parent_name}' extends itself — remove it")
+            where = _at(prov, ("deployments", index, "extends"), file)
+            raise CampaignError(f"{where}: deployment '{parent_name}' extends itself — remove it")
         resolve(parent_index, [*stack, str(child.get("name"))])
         parent = {
             k: v for k, v in deployments[parent_index].items() if k not in ("name", "extends")
@@ -250,6 +255,12 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
 
     for i in range(len(deployments)):
         resolve(i, [])
+
+
+def _at(prov: Provenance, path: Path, file: str) -> str:
+    """Where the value at ``path`` was written (file:line:col, a preset, a --set)."""
+    place = prov.nearest(path)
+    return place.describe() if place else file
 
 
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

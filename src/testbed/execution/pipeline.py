@@ -15,10 +15,11 @@ from testbed import __version__
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
-from testbed.core.errors import CampaignError, InputError, Interrupted
+from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
+from testbed.execution.inputs import check_files
 from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting
 from testbed.execution.worker_set import WorkerSetRunner
@@ -52,30 +53,10 @@ class RunOutcome:
 
 def check_inputs(loaded: LoadedCampaign) -> Plan:
     """Everything that can be checked before anything starts: the campaign, its plan, and
-    the files it names (case files). Raises CampaignError (exit 2) with file and line."""
+    the files it names. Raises CampaignError (exit 2) with file and line."""
     plan = expand(loaded)
-    _check_ca_bundles(loaded)
-    correctness = loaded.campaign.correctness
-    if correctness is not None:
-        from testbed.probes.correctness.cases import load_case_files
-
-        for key in {t.probe_key for t in plan.treatments if t.probe == "correctness"}:
-            cases = plan.probe_configs[key]["cases"]
-            load_case_files([loaded.base_dir / path for path in cases])
+    check_files(loaded, plan)
     return plan
-
-
-def _check_ca_bundles(loaded: LoadedCampaign) -> None:
-    """Every ``tls.ca_bundle`` names a file (relative to the campaign file's folder)."""
-    for i, deployment in enumerate(loaded.campaign.deployments):
-        bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
-        if bundle and not (loaded.base_dir / bundle).is_file():
-            origin = loaded.provenance.nearest(("deployments", i, "tls", "ca_bundle"))
-            where = origin.describe() if origin else loaded.file
-            raise CampaignError(
-                f"{where}: deployments[{i}].tls.ca_bundle: no file {bundle} (relative paths"
-                f" start at {loaded.base_dir}) — give the PEM file of the server's CA"
-            )
 
 
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
