@@ -69,6 +69,7 @@ def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]
     meta = {
         "run_id": run_dir.run_id,
         "campaign": loaded.campaign.name,
+        "description": loaded.campaign.description,
         "campaign_file": loaded.file,
         "campaign_hash": short_hash(loaded.document, 16),
         "base_dir": str(loaded.base_dir.resolve()),
