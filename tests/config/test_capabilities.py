@@ -97,3 +97,15 @@ def test_a_repeated_deployment_name_points_at_the_repeat(
     assert main(["validate", str(file)]) == 2
     err = capsys.readouterr().err
     assert f"{file}:6:11: deployments[1].name: deployment names must be unique; 'ok'" in err
+
+
+def test_a_container_image_is_refused_on_the_local_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "c.yaml"
+    text = CAMPAIGN.format(backend="local", server="vllm")
+    file.write_text(text.replace("    server: sim\n", "    server: sim\n    image: sim:1\n", 1))
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert f"{file}:6:12: deployments[0].image: image is a container image" in err
+    assert "remove image, or use backend: kubernetes" in err

@@ -42,6 +42,15 @@ class LocalBackend(_BackendBase):
     ) -> list[tuple[str, tuple[int | str, ...]]]:
         found: list[tuple[str, tuple[int | str, ...]]] = []
         for i, d in enumerate(deployments):
+            if d.image is not None:
+                found.append(
+                    (
+                        "image is a container image, used only by backend: kubernetes; the"
+                        " local backend starts servers as processes — remove image, or use"
+                        " backend: kubernetes",
+                        ("deployments", i, "image"),
+                    )
+                )
             if d.server not in self.SERVERS:
                 found.append(
                     (
