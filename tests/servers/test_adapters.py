@@ -237,4 +237,4 @@ def test_tgis_cpu_only_hides_cuda() -> None:
     env = env_of(spec)
     assert env["CUDA_VISIBLE_DEVICES"] == "-1"
     assert "NUM_GPUS" not in env
-    assert adapter_for("tgis").protocols == ()  # gRPC only
+    assert adapter_for("tgis").protocols == ("tgis",)  # gRPC only

@@ -39,6 +39,7 @@ def external_endpoint(deployment: dict[str, Any], base_dir: Path) -> Endpoint:
         server_kind="external",
         tokenizer=deployment.get("tokenizer"),
         api_key=deployment.get("api_key"),
+        grpc_target=deployment.get("grpc"),
         tls=Tls(
             verify=bool(tls.get("verify", True)),
             ca_bundle=str(base_dir / bundle) if bundle else None,

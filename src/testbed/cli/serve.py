@@ -4,7 +4,9 @@
 ``testbed sim listening on http://HOST:PORT``, once its port is open (``--port 0`` picks a
 free one). Its parameters come from :class:`testbed.config.sim.SimParams`, lowest precedence
 first: defaults < ``--set key=value`` (YAML value, dotted keys for nested fields) < the
-explicit flags. ``hf`` runs the reference server in this process; ``vllm`` replaces this
+explicit flags. ``--protocols openai,tgi,tgis`` adds TGIS over gRPC on ``--grpc-port`` (sim
+and hf; a line ``testbed sim gRPC (tgis) on HOST:PORT`` comes before the listening line).
+``hf`` runs the reference server in this process; ``vllm`` replaces this
 process by vLLM's server. Their settings follow the same rule: the deployment parameters of
 their kind (``HfParams`` plus ``batch_invariant`` and ``served_model_name``; ``VllmParams``)
 < ``--set`` < ``--threads``/``--dtype``. Every ``--set`` goes through the campaign's parser
@@ -40,6 +42,11 @@ SIM_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--slow-start-s", "faults.slow_start_s", float, "seconds before /health is ready"),
 )
 KINDS = ("sim", "hf", "vllm")
+GRPC_PORT = 8033
+
+
+def _protocols(value: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in value.split(",") if p.strip())
 
 
 def register(subparsers: Any) -> None:
@@ -54,6 +61,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--threads", type=int, help="torch threads (hf)")
     parser.add_argument("--dtype", help="weights dtype, e.g. float32")
+    parser.add_argument(
+        "--protocols",
+        type=_protocols,
+        help="sim, hf: comma-separated protocols to serve (openai,tgi over HTTP; tgis over"
+        " gRPC on --grpc-port); default openai,tgi",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        default=GRPC_PORT,
+        help=f"sim, hf: gRPC port of the tgis protocol (default {GRPC_PORT}, TGIS's; 0 picks"
+        " a free one)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -80,6 +100,8 @@ def handle(args: argparse.Namespace) -> int:
         raise InputError(f"{', '.join(given)} only apply to `testbed serve sim`")
     if args.threads is not None and args.kind != "hf":
         raise InputError(f"--threads only applies to `testbed serve hf`, not {args.kind}")
+    if args.kind == "vllm" and (args.protocols or args.grpc_port != GRPC_PORT):
+        raise InputError("--protocols and --grpc-port apply to `testbed serve sim` and `hf`")
     serve = {"sim": _serve_sim, "hf": _serve_hf, "vllm": _serve_vllm}[args.kind]
     return serve(args)
 
@@ -91,6 +113,7 @@ def sim_params(args: argparse.Namespace) -> Any:
 
     flags = {key: (flag, getattr(args, _dest(key))) for flag, key, _, _ in SIM_FLAGS}
     flags |= {"model_name": ("--model", args.model), "dtype": ("--dtype", args.dtype)}
+    flags["protocols"] = ("--protocols", args.protocols)
     return settings_from(
         SimParams, args.overrides, flags, what="simulator parameter", example="itl_ms=5"
     )
@@ -102,10 +125,11 @@ def _serve_hf(args: argparse.Namespace) -> int:
     from testbed.servers.reference import DEFAULT_MODEL, ReferenceSettings, serve
 
     flags = {"threads": ("--threads", args.threads), "dtype": ("--dtype", args.dtype)}
+    flags["protocols"] = ("--protocols", args.protocols)
     settings = settings_from(
         ReferenceSettings, args.overrides, flags, what="hf server setting", example="threads=2"
     )
-    return serve(settings, args.model or DEFAULT_MODEL, args.host, args.port)
+    return serve(settings, args.model or DEFAULT_MODEL, args.host, args.port, args.grpc_port)
 
 
 def _serve_vllm(args: argparse.Namespace) -> int:
@@ -148,10 +172,21 @@ def _serve_sim(args: argparse.Namespace) -> int:
         sys.stdout.write(f"testbed sim listening on {url}\n")
         sys.stdout.flush()
 
+    def grpc(target: str) -> None:
+        sys.stdout.write(f"testbed sim gRPC (tgis) on {target}\n")
+
     async def main() -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(params, host=args.host, port=args.port, stop=stop, on_listening=listening)
+        await serve(
+            params,
+            host=args.host,
+            port=args.port,
+            stop=stop,
+            on_listening=listening,
+            grpc_port=args.grpc_port,
+            on_grpc=grpc,
+        )
 
     try:
         loop.run_until_complete(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Protocol = Literal["openai", "tgi"]
+Protocol = Literal["openai", "tgi", "tgis"]
 
 
 @dataclass(frozen=True)
@@ -35,3 +35,4 @@ class Endpoint:
     metrics_path: str | None = "/metrics"
     labels: dict[str, str] = field(default_factory=dict)
     tls: Tls = field(default_factory=Tls)
+    grpc_target: str | None = None  # host:port of the TGIS gRPC service (protocol tgis)

@@ -117,7 +117,9 @@ class AbProbe(Strict):
     )
     max_tokens: int = Field(32, gt=0, description="output tokens asked per request")
     temperature: float = Field(0.0, ge=0, description="sampling temperature; 0 = greedy")
-    api: Literal["completions", "chat", "tgi"] = Field("completions", description="protocol")
+    api: Literal["completions", "chat", "tgi", "tgis"] = Field(
+        "completions", description="protocol: OpenAI, TGI over HTTP, TGIS over gRPC"
+    )
     timeout_s: float = Field(60.0, gt=0, description="seconds one request may take")
     seed: int | None = Field(
         None, description="seeds the order, the split and the synthetic prompts (default: run's)"

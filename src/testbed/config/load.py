@@ -212,7 +212,10 @@ class LoadProbe(_Strict):
     max_in_flight: int = Field(
         1024, ge=1, description="Cap on requests in flight in open loop (requests)."
     )
-    api: Literal["completions", "chat", "tgi"] = Field("completions", description="Protocol.")
+    api: Literal["completions", "chat", "tgi", "tgis"] = Field(
+        "completions",
+        description="Protocol: OpenAI completions or chat, TGI over HTTP, TGIS over gRPC.",
+    )
     stream: bool = Field(True, description="Stream responses (needed for TTFT and ITL).")
     ignore_eos: bool = Field(
         True, description="Ask the server to ignore EOS so outputs have the requested length."

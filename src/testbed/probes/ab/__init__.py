@@ -31,7 +31,7 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from testbed.clients import openai
+from testbed.clients import openai, tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import HttpClientError, pool_for
 from testbed.config.ab import AbProbe
@@ -59,11 +59,18 @@ def _config(ctx: ProbeContext) -> AbProbe:
 
 async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) -> Target:
     """A connection pool and the model name for one side (asked from the server if unset)."""
-    if config.api == "tgi" and "tgi" not in endpoint.protocols:
-        raise InputError(f"deployment '{name}' does not speak TGI; set ab.api to completions")
+    if config.api in ("tgi", "tgis") and config.api not in endpoint.protocols:
+        raise InputError(
+            f"deployment '{name}' does not speak {config.api.upper()}; set ab.api to"
+            f" completions{' or serve tgis (params.protocols)' if config.api == 'tgis' else ''}"
+        )
     connections = 1024 if config.rate is not None else config.concurrency + 4
-    pool = pool_for(endpoint, max_connections=connections)
     model = endpoint.model
+    if config.api == "tgis":  # TGIS ignores the model id: nothing to discover
+        channel = tgis.pool_for(endpoint)
+        return Target(side, name, channel, model, config.api, config.max_tokens,
+                      config.temperature, config.timeout_s)  # fmt: skip
+    pool = pool_for(endpoint, max_connections=connections)
     if not model and config.api != "tgi":
         try:
             model = await openai.discover_model(pool, timeout_s=config.timeout_s) or ""

@@ -25,15 +25,16 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from testbed.clients import openai, tgi
+from testbed.clients import openai, tgi, tgis
 from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.response import Response
+from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
 from testbed.probes.ab.prompts import Prompt
 
 Side = Literal["stable", "canary"]
 SIDES: tuple[Side, Side] = ("stable", "canary")
-Api = Literal["completions", "chat", "tgi"]
+Api = Literal["completions", "chat", "tgi", "tgis"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class Target:
 
     side: Side
     deployment: str
-    pool: ConnectionPool
+    pool: ConnectionPool | TgisPool  # the gRPC channel for tgis
     model: str
     api: Api
     max_tokens: int
@@ -96,6 +97,15 @@ class Target:
     def body(self, prompt: Prompt) -> dict[str, Any]:
         """The protocol body for ``prompt`` (greedy unless a temperature is set)."""
         tokens = prompt.max_tokens or self.max_tokens
+        if self.api == "tgis":
+            params: dict[str, Any] = {"stopping": {"max_new_tokens": tokens}}
+            if self.temperature > 0:
+                params.update(method="SAMPLE", sampling={"temperature": self.temperature})
+            return {
+                "model_id": self.model,
+                "requests": [{"text": prompt.as_text()}],
+                "params": params,
+            }
         if self.api == "tgi":
             parameters: dict[str, Any] = {"max_new_tokens": tokens}
             if self.temperature > 0:  # TGI refuses temperature 0; greedy is do_sample=false
@@ -113,10 +123,15 @@ class Target:
         return body
 
     async def send(self, prompt: Prompt) -> Response:
+        if isinstance(self.pool, TgisPool):
+            sink = tgis.sink(stream=True)
+            await self.pool.send(tgis.encode(self.body(prompt), stream=True), sink, self.timeout_s)
+            return sink.response
         if self.api == "tgi":
             return await tgi.generate(self.pool, self.body(prompt), timeout_s=self.timeout_s)
+        api: openai.Api = "chat" if self.api == "chat" else "completions"
         return await openai.complete(
-            self.pool, self.body(prompt), api=self.api, timeout_s=self.timeout_s
+            self.pool, self.body(prompt), api=api, timeout_s=self.timeout_s
         )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from testbed.clients import tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, pool_for
 from testbed.config.correctness import CorrectnessProbe
@@ -52,7 +53,9 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             Verdict(status=Status.ERROR, reason=f"case files: {exc}"),
         )
     endpoint = next(iter(ctx.endpoints.values()))
-    served: list[str] = list(endpoint.protocols)
+    served: list[str] = [
+        p for p in endpoint.protocols if p != "tgis" or endpoint.grpc_target is not None
+    ]
     items, skipped = plan_items(files, config, ctx.deployment, served)
     results: list[Result] = []
 
@@ -69,6 +72,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     for result in skipped:
         emit(result)
     pool = pool_for(endpoint, max_connections=config.concurrency * 2)
+    grpc = tgis.pool_for(endpoint) if any(i.protocol == "tgis" for i in items) else None
     try:
         model = await _model(endpoint, pool, served)
         settings = Settings(
@@ -78,10 +82,12 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             embedder=Embedder(config.embedding.model),
         )
         extra = config.differential_logprobs if config.reference is not None else 0
-        runner = Runner(config, pool, model, settings, emit, extra or None)
+        runner = Runner(config, pool, model, settings, emit, extra or None, grpc)
         await runner.run(items, seed)
     finally:
         await pool.aclose()
+        if grpc is not None:
+            await grpc.aclose()
     summary = summarize(results, seed)
     summary["deployment"] = ctx.deployment.get("name")
     summary["model"] = model

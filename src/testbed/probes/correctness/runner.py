@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.clients.http import ConnectionPool
+from testbed.clients.tgis import TgisPool
 from testbed.config.correctness import CorrectnessProbe
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
@@ -27,7 +28,7 @@ from testbed.probes.correctness.evaluators import (
     run_evaluator,
     twin_check,
 )
-from testbed.probes.correctness.exchange import Exchange, build_body, send
+from testbed.probes.correctness.exchange import Exchange, Unreachable, build_body, send
 from testbed.probes.correctness.outputs import Output
 from testbed.probes.correctness.skip import skip_reason
 from testbed.probes.correctness.stream_check import check_stream
@@ -118,7 +119,7 @@ def plan_items(
                 reason = skip_reason(case, deployment)
                 if reason is None and protocol not in served:
                     reason = f"the server does not speak the {protocol} protocol"
-                if reason is None and protocol == "tgi" and case.request.chat:
+                if reason is None and protocol in ("tgi", "tgis") and case.request.chat:
                     reason = "a chat case needs the OpenAI protocol"
                 if reason is None and case.needs_expected() and not case.expected_for(protocol):
                     reason = f"no expected answer for {protocol}: record one with `testbed record`"
@@ -142,6 +143,7 @@ class Runner:
     settings: Settings
     emit: Callable[[Result], None]  # called once per result, as soon as it is known
     extra_logprobs: int | None = None  # asked of cases that ask none (for the differential)
+    grpc: TgisPool | None = None  # the channel of the tgis protocol (None: not served)
 
     async def run(self, items: Sequence[Item], seed: int) -> list[Result]:
         """Run ``items`` (shuffled with ``seed`` when configured), ``concurrency`` at once."""
@@ -196,8 +198,11 @@ class Runner:
         body = build_body(item.protocol, case.request, self.model, self._logprobs(case))
         started = monotonic_ns()
         try:
+            pool = self.grpc if item.protocol == "tgis" else self.pool
+            if pool is None:
+                raise Unreachable("the endpoint has no gRPC address for the tgis protocol")
             return await send(
-                self.pool,
+                pool,
                 item.protocol,
                 body,
                 chat=case.request.chat,

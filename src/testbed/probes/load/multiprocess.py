@@ -205,6 +205,7 @@ async def _child(spec: dict[str, Any]) -> None:
 
     from testbed.clients.endpoint import Tls
     from testbed.clients.http import ConnectionPool
+    from testbed.clients.tgis import TgisPool
     from testbed.probes.load import dataset
     from testbed.probes.load.recording import BackgroundWriter
     from testbed.probes.load.runner import LoadGenerator, Options, Stage
@@ -213,6 +214,9 @@ async def _child(spec: dict[str, Any]) -> None:
     key = os.environ.get(_KEY_ENV)
     headers = {"Authorization": f"Bearer {key}"} if key else None
     pool = ConnectionPool(spec["base_url"], headers=headers, tls=Tls(**spec["tls"]))
+    sender: ConnectionPool | TgisPool = pool
+    if spec["api"] == "tgis":
+        sender = TgisPool(spec["grpc_target"], api_key=key)
     items = [dataset.Item(**item) for item in spec["items"]]
     payloads = dataset.encode(
         items,
@@ -237,7 +241,7 @@ async def _child(spec: dict[str, Any]) -> None:
             to_disk(orjson.dumps(record) + b"\n")
 
         generator = LoadGenerator(
-            pool, items, payloads, counter_from_spec(spec["counter"]), write, options
+            sender, items, payloads, counter_from_spec(spec["counter"]), write, options
         )
         stage = Stage.from_json(spec["stage"])
         await generator.prepare(stage, spec["seed"])
@@ -251,6 +255,8 @@ async def _child(spec: dict[str, Any]) -> None:
         finally:
             to_disk.close()
     await pool.aclose()
+    if sender is not pool:
+        await sender.aclose()
     Path(spec["run"]).write_text(json.dumps(asdict(run)), encoding="utf-8")
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from testbed.clients import openai
+from testbed.clients import openai, tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
+from testbed.clients.tgis import TgisPool
 from testbed.config.load import LoadProbe
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
@@ -33,12 +34,13 @@ class Setup:
     """Everything the stages share, built once."""
 
     endpoint: Endpoint
-    pool: ConnectionPool
+    pool: ConnectionPool  # HTTP: model discovery, /tokenize, and the requests of HTTP apis
     model: str
     counter: TokenCounter
     items: list[dataset.Item]
     payloads: list[bytes]
     options: Options
+    sender: ConnectionPool | TgisPool  # what the requests go through (gRPC for tgis)
 
 
 async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
@@ -46,7 +48,7 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
     pool = pool_for(endpoint, max_connections=max(config.max_in_flight, config.concurrency) + 8)
     try:
         model = config.model or endpoint.model
-        if not model and config.api != "tgi":
+        if not model and config.api not in ("tgi", "tgis"):
             model = await openai.discover_model(pool) or ""
             if not model:
                 raise InputError(
@@ -67,7 +69,8 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
         max_in_flight=config.max_in_flight,
         keep_text=config.keep_text,
     )
-    return Setup(endpoint, pool, model, counter, items, payloads, options)
+    sender = tgis.pool_for(endpoint) if config.api == "tgis" else pool
+    return Setup(endpoint, pool, model, counter, items, payloads, options, sender)
 
 
 async def run(ctx: ProbeContext) -> ProbeOutcome:
@@ -104,6 +107,8 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
                     stages = profiles.rate_stages(config, rates)
     finally:
         await setup.pool.aclose()
+        if setup.sender is not setup.pool:
+            await setup.sender.aclose()
     summary = probe_summary(summaries, config)
     summary["setup"] = {
         "url": endpoint.base_url,
@@ -138,7 +143,7 @@ async def execute_stage(
                 records.append(record)
 
             generator = LoadGenerator(
-                setup.pool, setup.items, setup.payloads, setup.counter, write, setup.options
+                setup.sender, setup.items, setup.payloads, setup.counter, write, setup.options
             )
             run_ = await generator.run(stage, seed=seed)
         return run_, records
@@ -146,6 +151,7 @@ async def execute_stage(
     del options["proc"], options["procs"]
     base = {
         "base_url": setup.endpoint.base_url,
+        "grpc_target": setup.endpoint.grpc_target,
         "tls": asdict(setup.endpoint.tls),
         "model": setup.model,
         "api": config.api,

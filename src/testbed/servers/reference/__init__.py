@@ -10,11 +10,14 @@ from __future__ import annotations
 from testbed.servers.reference.settings import DEFAULT_MODEL, ReferenceSettings
 
 
-def serve(settings: ReferenceSettings, source: str, host: str, port: int) -> int:
-    """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code."""
+def serve(
+    settings: ReferenceSettings, source: str, host: str, port: int, grpc_port: int = 8033
+) -> int:
+    """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code.
+    With ``tgis`` in ``settings.protocols`` TGIS is served over gRPC on ``grpc_port``."""
     from testbed.servers.reference.server import serve as run
 
-    return run(settings, source, host, port)
+    return run(settings, source, host, port, grpc_port)
 
 
 __all__ = ["DEFAULT_MODEL", "ReferenceSettings", "serve"]

@@ -25,13 +25,27 @@ from testbed.servers.reference.http import ClientGone, HttpRequest, Responder, s
 from testbed.servers.reference.runtime import offline_environment, set_threads
 from testbed.servers.reference.settings import ReferenceSettings
 
+_GENERATION_ROUTES = {
+    "openai": ("/v1/completions", "/v1/chat/completions"),
+    "tgi": ("/generate", "/generate_stream"),
+}
+
 
 class Routes:
     """Maps a request to its handler and every failure to the protocol's error shape."""
 
-    def __init__(self, ctx: ServerContext, folder: str) -> None:
+    def __init__(
+        self, ctx: ServerContext, folder: str, protocols: tuple[str, ...] = ("openai", "tgi")
+    ) -> None:
         self.ctx = ctx
         self.folder = folder
+        # generation routes of the HTTP protocols not served answer 404
+        self.hidden = {
+            path
+            for protocol, paths in _GENERATION_ROUTES.items()
+            if protocol not in protocols
+            for path in paths
+        }
         self.created = wall_seconds()
 
     async def __call__(self, request: HttpRequest, out: Responder) -> None:
@@ -69,6 +83,8 @@ class Routes:
             ),
             "/info": lambda: out.send_json(200, self._info()),
         }
+        for path_hidden in self.hidden:
+            del posts[path_hidden]
         table = posts if method == "POST" else gets if method == "GET" else {}
         if path in table:
             await table[path]()
@@ -131,13 +147,31 @@ def _status_of(exc: Exception) -> tuple[int, str]:
     return 500, "InternalServerError"
 
 
-async def _serve(ctx: ServerContext, folder: str, host: str, port: int) -> None:
+async def _serve(
+    ctx: ServerContext,
+    folder: str,
+    host: str,
+    port: int,
+    grpc_port: int | None,
+    protocols: tuple[str, ...],
+) -> None:
+    """Serve HTTP on ``port`` and, when ``grpc_port`` is not None, TGIS over gRPC on it."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # gRPC first: once /health answers, every protocol is ready
+    grpc = None
+    if grpc_port is not None:
+        from testbed.servers import grpc_server
+        from testbed.servers.reference.tgis import ReferenceServicer
+
+        grpc, grpc_bound = await grpc_server.start(
+            ReferenceServicer(ctx), host, grpc_port, "the hf server"
+        )
+        print(f"testbed hf gRPC (tgis) on {host}:{grpc_bound}", flush=True)
     try:
-        server = await start(Routes(ctx, folder), host, port)
+        server = await start(Routes(ctx, folder, protocols), host, port)
     except OSError as exc:
         raise ServerStartError(
             f"cannot listen on {host}:{port}: {exc}; pick another --port"
@@ -148,11 +182,15 @@ async def _serve(ctx: ServerContext, folder: str, host: str, port: int) -> None:
         print(f"testbed hf listening on http://{host}:{bound}", flush=True)
         await stop.wait()
         server.close()
+        if grpc is not None:
+            await grpc.stop(None)
         ctx.engine.stop()
     await server.wait_closed()
 
 
-def serve(settings: ReferenceSettings, source: str, host: str, port: int) -> int:
+def serve(
+    settings: ReferenceSettings, source: str, host: str, port: int, grpc_port: int = 8033
+) -> int:
     """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The checksum of the weights (or a first conversion) runs while the stacks import.
@@ -177,5 +215,6 @@ def serve(settings: ReferenceSettings, source: str, host: str, port: int) -> int
         f"testbed hf: {folder} as {name!r}, dtype {settings.dtype}, {settings.threads} thread(s),"
         f" max batch {max_batch}, max length {max_len}, row multiple {loaded.row_multiple}\n"
     )
-    asyncio.run(_serve(ctx, str(folder), host, port))
+    grpc = grpc_port if "tgis" in settings.protocols else None
+    asyncio.run(_serve(ctx, str(folder), host, port, grpc, tuple(settings.protocols)))
     return 0

@@ -68,6 +68,13 @@ class SimApp:
             ("GET", "/metrics"): self._metrics,
             ("GET", "/info"): self._info,
         }
+        # Generation routes of a protocol the simulator was not asked to serve answer 404.
+        served = {"openai": ("/v1/completions", "/v1/chat/completions"),
+                  "tgi": ("/generate", "/generate_stream")}  # fmt: skip
+        for protocol, paths in served.items():
+            if protocol not in params.protocols:
+                for path in paths:
+                    del self._routes[("POST", path)]
         self._paths = {path for _, path in self._routes}
 
     # -- entry point from the HTTP layer
@@ -95,6 +102,13 @@ class SimApp:
         else:
             message = f"no route {request.method} {request.path}"
             conn.respond(404, GenerationRequest.error_body(404, message))
+
+    def serve(
+        self, dialect: type[GenerationRequest], stream: bool, request: Request, conn: Connection
+    ) -> None:
+        """A generation request from another front door (the gRPC one): ``conn`` need only
+        have the HTTP connection's answering methods."""
+        self._serve(dialect, stream, request, conn)
 
     @property
     def ready(self) -> bool:

@@ -49,13 +49,16 @@ class SimServer:
         host: str = "127.0.0.1",
         port: int = 0,
         tls: ssl.SSLContext | None = None,
+        grpc_port: int = 0,
     ) -> None:
         self.params = params or SimParams()
         self.host = host
         self.port = port
         self.tls = tls
+        self.grpc_port = grpc_port  # TGIS over gRPC, when params.protocols has tgis
         self._server: asyncio.Server | None = None
         self._app: SimApp | None = None
+        self._grpc: Any = None
 
     @property
     def url(self) -> str:
@@ -70,6 +73,10 @@ class SimServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         app = SimApp(self.params, loop)
+        if "tgis" in self.params.protocols:  # first: ready over HTTP means ready over gRPC
+            from testbed.servers.sim.tgis import start_grpc
+
+            self._grpc, self.grpc_port = await start_grpc(app, self.host, self.grpc_port)
         try:
             server = await loop.create_server(
                 lambda: Connection(app, loop),
@@ -79,12 +86,22 @@ class SimServer:
                 ssl=self.tls,
             )
         except OSError as exc:
+            if self._grpc is not None:
+                await self._grpc.stop(None)
+                self._grpc = None
             raise ServerStartError(
                 f"the simulator cannot listen on {self.host}:{self.port}: {exc.strerror}"
                 " (choose another --port, or 0 for a free one)"
             ) from exc
         self._app, self._server = app, server
         self.port = server.sockets[0].getsockname()[1]
+
+    @property
+    def grpc_target(self) -> str | None:
+        """``host:port`` of the gRPC service (None when tgis is not served)."""
+        if self._grpc is None:
+            return None
+        return url_for(self.host, self.grpc_port).removeprefix("http://")
 
     async def stop(self) -> None:
         """Stop listening, reset open connections, let their deliveries cancel their timers.
@@ -99,6 +116,9 @@ class SimServer:
         if server is None or app is None:
             return
         self._server = None
+        if self._grpc is not None:  # its calls are cancelled: their jobs free their slots
+            grpc, self._grpc = self._grpc, None
+            await grpc.stop(None)
         app.closing = True
         _stop_accepting(server)
         for conn in list(app.connections):
@@ -228,8 +248,13 @@ async def serve(
     port: int,
     stop: asyncio.Event,
     on_listening: Callable[[str], None],
+    grpc_port: int = 0,
+    on_grpc: Callable[[str], None] = lambda _target: None,
 ) -> None:
-    """Serve until ``stop`` is set; ``on_listening(url)`` is called once the port is open."""
-    async with SimServer(params, host=host, port=port) as server:
+    """Serve until ``stop`` is set; ``on_listening(url)`` is called once the port is open,
+    after ``on_grpc(host:port)`` when gRPC is served too."""
+    async with SimServer(params, host=host, port=port, grpc_port=grpc_port) as server:
+        if server.grpc_target is not None:
+            on_grpc(server.grpc_target)
         on_listening(server.url)
         await stop.wait()
