@@ -91,6 +91,19 @@ def test_every_kind_refuses_a_bad_setting_with_exit_2(
     assert "Traceback" not in err
 
 
+def test_serve_hf_without_its_stack_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch missing: exit 3 with the install hint, not a ModuleNotFoundError traceback."""
+    loaded = [m for m in sys.modules if m.startswith("testbed.servers.reference.")]
+    for name in loaded:
+        if not name.endswith(".settings"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails
+    assert main(["serve", "hf"]) == 3
+    assert "pip install 'testbed[reference]'" in capsys.readouterr().err
+
+
 def _port_open(port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0

@@ -7,7 +7,11 @@ model is converted.
 
 from __future__ import annotations
 
+from testbed.core.errors import MissingDependency
 from testbed.servers.reference.settings import DEFAULT_MODEL, ReferenceSettings
+
+#: The heavy stacks behind the ``reference`` extra.
+_STACKS = ("torch", "transformers", "gguf", "accelerate", "safetensors")
 
 
 def serve(
@@ -15,8 +19,12 @@ def serve(
 ) -> int:
     """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code.
     With ``tgis`` in ``settings.protocols`` TGIS is served over gRPC on ``grpc_port``."""
-    from testbed.servers.reference.server import serve as run
-
+    try:
+        from testbed.servers.reference.server import serve as run
+    except ModuleNotFoundError as exc:
+        if exc.name not in _STACKS:
+            raise
+        raise MissingDependency(exc.name, "reference") from exc
     return run(settings, source, host, port, grpc_port)
 
 
