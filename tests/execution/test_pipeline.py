@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 from testbed.config.loader import load_campaign_text
+from testbed.execution.events import Silent
 from testbed.execution.grouping import make_worker_sets
 from testbed.execution.pipeline import RunOptions, execute, open_new
 from testbed.plan.expand import expand
@@ -31,6 +32,8 @@ CAMPAIGN = textwrap.dedent(
       profile: concurrency
       requests: 6
       dataset: {kind: synthetic, input_tokens: 16, output_tokens: 4}
+      # generous: a busy machine must not turn PASS into INCONCLUSIVE here (not the subject)
+      selfcheck: {max_lag_p99_ms: 250, max_cpu_fraction: 1.0}
     execution:
       strategy: parallel
       retries: 1
@@ -38,18 +41,36 @@ CAMPAIGN = textwrap.dedent(
 )
 
 
+class WorkerStarts(Silent):
+    """Counts how often each worker was started."""
+
+    def __init__(self) -> None:
+        self.starts: dict[str, int] = {}
+
+    def worker(self, worker_id: str, state: str) -> None:
+        if state == "starting":
+            self.starts[worker_id] = self.starts.get(worker_id, 0) + 1
+
+
 async def test_run_layout_ledger_and_infrastructure_errors(tmp_path: Path) -> None:
     loaded = load_campaign_text(CAMPAIGN, "pipe.yaml")
     run_dir, plan = open_new(loaded, RunOptions(out=tmp_path / "run"))
-    outcome = await execute(loaded, run_dir, plan, RunOptions())
+    observer = WorkerStarts()
+    outcome = await execute(loaded, run_dir, plan, RunOptions(observer=observer))
     root = run_dir.path
     for name in ("run.json", "campaign.resolved.yaml", "plan.json", "ledger.sqlite"):
         assert (root / name).is_file(), name
     statuses = {
-        t.slug.split("-load")[0]: outcome.verdicts[t.id].status.value for t in plan.treatments
+        (t.slug.split("-load")[0], t.params["load.concurrency"]): outcome.verdicts[t.id].status
+        for t in plan.treatments
     }
     reasons = [outcome.verdicts[t.id].reason for t in plan.treatments]
-    assert statuses == {"fast": "PASS", "broken": "ERROR"}, reasons
+    assert statuses == {
+        ("fast", 1): "PASS",
+        ("fast", 2): "PASS",
+        ("broken", 1): "ERROR",
+        ("broken", 2): "ERROR",
+    }, reasons
     for treatment in plan.treatments:
         folder = root / treatment.dirname
         summary = json.loads((folder / "summary.json").read_text())
@@ -60,9 +81,12 @@ async def test_run_layout_ledger_and_infrastructure_errors(tmp_path: Path) -> No
     broken = [t for t in plan.treatments if t.slug.startswith("broken")]
     reason = outcome.verdicts[broken[0].id].reason
     assert "not ready after 0.3 s" in reason
+    # Two attempts at starting the broken worker (retries: 1), then ERROR for both of its
+    # treatments; the fast worker started once for both of its own.
+    workers = {plan.workers[w].config["name"]: w for w in plan.workers}
+    assert observer.starts == {workers["broken"]: 2, workers["fast"]: 1}
     with Ledger(root / "ledger.sqlite") as ledger:
         states = ledger.states()
-        # Two attempts at starting the broken worker (retries: 1), then ERROR for both.
         assert {states[t.id][1] for t in broken} == {"ERROR"}
         assert ledger.to_run() == {t.id for t in broken}
     assert not list((root / "pids").glob("*.json"))
