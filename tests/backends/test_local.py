@@ -70,13 +70,24 @@ async def test_never_ready_is_a_start_error_with_the_log(tmp_path: Path) -> None
 
 
 async def test_bad_server_arguments_fail_fast_with_the_reason(tmp_path: Path) -> None:
+    """The reference server is started with a flag it does not know: its own argument
+    parser refuses it before any model is loaded (the folder only has to exist), and the
+    start error carries that complaint from the server's log — at once, not after the
+    readiness timeout."""
     backend = LocalBackend(tmp_path)
+    model = tmp_path / "model"
+    model.mkdir()
     deployment = sim(extra_args=["--no-such-flag"])
     deployment["server"] = "hf"
-    deployment["model"] = str(tmp_path / "missing-model")
-    with pytest.raises(Exception, match="model folder"):
+    deployment["model"] = str(model)
+    deployment["startup_timeout_s"] = 600.0
+    with pytest.raises(ServerStartError) as err:
         async with backend.provision("w1", deployment, tmp_path / "w1"):
             pass
+    message = str(err.value)
+    assert "unrecognized arguments: --no-such-flag" in message  # the server's own words
+    assert "exited with code 2" in message, message  # it ended; no wait for the timeout
+    assert not list((tmp_path / "pids").glob("*.json"))
 
 
 async def test_leftover_cleanup_ends_a_recorded_group(tmp_path: Path) -> None:
