@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cooldown", type=float, help="seconds excluded at the end")
     p.add_argument("--timeout", type=float, help="per-request timeout, s")
     p.add_argument("--max-in-flight", type=int, help="cap on requests in flight")
-    p.add_argument("--api", choices=("completions", "chat", "tgi"))
+    p.add_argument("--api", choices=("completions", "chat", "tgi", "tgis"))
+    p.add_argument("--grpc", metavar="HOST:PORT", help="--api tgis: the TGIS gRPC address")
     p.add_argument("--no-stream", action="store_true", help="unary requests (no TTFT/ITL)")
     p.add_argument("--input-tokens", type=int, help="prompt tokens (synthetic)")
     p.add_argument("--output-tokens", type=int, help="output tokens (max_tokens)")
@@ -146,12 +147,15 @@ def handle(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/load-{run_stamp()}")
     endpoint = Endpoint(
         base_url=args.url.rstrip("/"),
-        protocols=("tgi",) if config.api == "tgi" else ("openai",),
+        protocols=(config.api,) if config.api in ("tgi", "tgis") else ("openai",),
+        grpc_target=args.grpc,
         model=args.model or "",
         tokenizer=args.tokenizer,
         api_key=f"${{env:{args.api_key_env}}}" if args.api_key_env else None,
         tls=Tls(verify=not args.insecure, ca_bundle=args.ca_bundle),
     )
+    if (config.api == "tgis") != bool(args.grpc):
+        raise InputError("--api tgis and --grpc HOST:PORT go together (TGIS speaks gRPC)")
     if (args.insecure or args.ca_bundle) and not endpoint.base_url.startswith("https://"):
         raise InputError("--insecure and --ca-bundle apply to https:// URLs only")
     with RecordWriter(out / "records.jsonl") as records:

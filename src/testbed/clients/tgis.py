@@ -224,9 +224,11 @@ class TgisPool:
         if code == "DEADLINE_EXCEEDED":
             raise TimeoutError(exc.details()) from exc
         if code == "UNAVAILABLE" and not sink.response.events:
+            # no answer at all: like an HTTP connection that failed or closed mid-response
+            details = str(exc.details())
+            what = "cannot connect to" if "connect" in details.lower() else "no answer from"
             raise TgisConnectionError(
-                f"cannot connect to {self.target}: {exc.details()}; is the server running with"
-                " its gRPC port open?"
+                f"{what} {self.target}: {details}; is the server running with its gRPC port open?"
             ) from exc
         sink.on_error(code, str(exc.details()), monotonic_ns())
 

@@ -69,7 +69,11 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
         max_in_flight=config.max_in_flight,
         keep_text=config.keep_text,
     )
-    sender = tgis.pool_for(endpoint) if config.api == "tgis" else pool
+    try:
+        sender = tgis.pool_for(endpoint) if config.api == "tgis" else pool
+    except InputError:
+        await pool.aclose()
+        raise
     return Setup(endpoint, pool, model, counter, items, payloads, options, sender)
 
 

@@ -17,8 +17,9 @@ simulates one server with three front doors. The pieces:
 TGIS semantics kept: ``max_new_tokens`` 0 means 20; ``min_new_tokens`` > 0 disables the
 simulator's early stop (the ``ignore_eos`` of the other dialects); ``input_text`` prepends the
 prompt; ``generated_tokens`` lists each token with its logprob. Refusals become gRPC status
-codes (400/422 INVALID_ARGUMENT, 404 NOT_FOUND, 503 UNAVAILABLE — starting, or the waiting
-queue full — other INTERNAL); the disconnect fault aborts the call with UNAVAILABLE.
+codes (400/422 INVALID_ARGUMENT, 404 NOT_FOUND, the waiting queue full RESOURCE_EXHAUSTED as
+TGIS answers an overload, 503 (starting) UNAVAILABLE, other INTERNAL); the disconnect fault
+aborts the call with UNAVAILABLE.
 """
 
 from __future__ import annotations
@@ -162,7 +163,10 @@ async def _abort(context: Any, status: int, body: bytes) -> None:
         message = str(json.loads(body).get("message"))
     except ValueError:
         message = body.decode("utf-8", "replace")
-    await context.abort(grpc_server.code(_CODES.get(status, "INTERNAL")), message)
+    code = _CODES.get(status, "INTERNAL")
+    if "queue is full" in message:  # TGIS answers an overload so, not UNAVAILABLE
+        code = "RESOURCE_EXHAUSTED"
+    await context.abort(grpc_server.code(code), message)
 
 
 def _message(line: bytes) -> Any:
