@@ -9,6 +9,7 @@ from testbed.probes.load.loops import run_fast
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_calibrate_reports_cpu_and_a_rate(instant_url: str) -> None:
     result = run_fast(calibrate(instant_url, concurrency=8, stage_s=0.5, max_steps=2))
     assert 0 < result["cpu_ms_per_request"] < 20

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
+from tests.sampling import ALPHA, median_interval
 
 from testbed.core.errors import InfrastructureError
 from testbed.probes.load import run
@@ -27,22 +28,6 @@ from testbed.results.files import read_records
 from testbed.results.verdict import Status
 
 KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")
-
-
-#: Two-sided error rate of the sample-size-derived bounds below: one spurious failure in a
-#: million runs.
-ALPHA = 1e-6
-
-
-def median_interval(values: list[float]) -> tuple[float, float]:
-    """A distribution-free confidence interval (level 1 − ALPHA) for the median of the
-    population ``values`` were drawn from: the order statistics whose ranks bound a
-    Binomial(n, ½) count."""
-    ordered = sorted(values)
-    n = len(ordered)
-    low = int(stats.binom.ppf(ALPHA / 2, n, 0.5))  # ranks 1-based: x_(low) … x_(n - low + 1)
-    assert low >= 1, f"{n} samples cannot bound a median at this level"
-    return ordered[low - 1], ordered[n - low]
 
 
 def test_concurrency_summary_shape_and_records(sim_url: str, once: Any, tmp_path: Path) -> None:

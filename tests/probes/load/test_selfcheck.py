@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from testbed.config.load import SelfCheck
 from testbed.probes.load.runner import StageRun
 from testbed.probes.load.selfcheck import check
@@ -28,9 +30,9 @@ def test_healthy_run_passes() -> None:
         SelfCheck(),
     )
     assert result.ok
-    assert result.harness["achieved_rate"] == 50.0
-    assert result.harness["cpu_ms_per_request"] == 2.0
-    assert result.harness["schedule_lag_ms"] == {"p50": 0.1, "p99": 0.1}
+    assert result.harness["achieved_rate"] == pytest.approx(50.0)
+    assert result.harness["cpu_ms_per_request"] == pytest.approx(2.0)
+    assert result.harness["schedule_lag_ms"] == pytest.approx({"p50": 0.1, "p99": 0.1})
 
 
 def test_lag_shortfall_and_cpu_are_problems() -> None:
