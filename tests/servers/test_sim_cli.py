@@ -109,6 +109,7 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_sim_answers_then_stops_cleanly(sig: signal.Signals) -> None:
     cmd = [sys.executable, "-m", "testbed", "serve", "sim", "--port", "0", "--itl-ms", "1"]
