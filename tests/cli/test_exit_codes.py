@@ -152,3 +152,21 @@ def test_load_against_nothing_is_an_infrastructure_error(tmp_path: Path) -> None
     code, summary = load(f"http://127.0.0.1:{port}", tmp_path)
     assert code == 3
     assert summary == {}
+
+
+def test_a_bug_exits_3_with_one_line_and_the_traceback_in_a_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from testbed.cli import validate
+
+    def broken(args: Any) -> int:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(validate, "handle", broken)
+    assert main(["validate", "x.yaml"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "internal error: ZeroDivisionError: division by zero" in err
+    crash = Path(err.rsplit("the traceback is in ", 1)[1].split(")")[0])
+    assert "ZeroDivisionError" in crash.read_text()
+    crash.unlink()

@@ -1,8 +1,10 @@
 """The ``testbed`` command line: thin commands that parse, call the pipeline, return an exit code.
 
 Each verb lives in its own module with ``register(subparsers)``; this module only builds the
-parser and translates errors into the exit codes of DESIGN.md. Command modules import
-nothing heavy at module level, so ``testbed --help`` starts in a blink.
+parser and translates errors into the exit codes of DESIGN.md (an unexpected exception, a
+bug, is exit 3 with its traceback in a file: never a traceback on the terminal, never exit
+1). Command modules import nothing heavy at module level, so ``testbed --help`` starts in a
+blink.
 """
 
 from __future__ import annotations
@@ -76,11 +78,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
         code = EXIT_INFRA
+    except Exception as exc:  # a bug of testbed's: exit 3, never 1 (1 means a verdict failed)
+        code = _internal_error(exc)
     return code
 
 
 def _print_error(message: str) -> None:
     sys.stderr.write(f"testbed: error: {message}\n")
+
+
+def _internal_error(exc: Exception) -> int:
+    """One line for the user; the traceback goes to a file for the bug report."""
+    import tempfile
+    import traceback
+
+    with tempfile.NamedTemporaryFile(
+        "w", prefix="testbed-crash-", suffix=".txt", delete=False, encoding="utf-8"
+    ) as handle:
+        traceback.print_exception(exc, file=handle)
+    _print_error(
+        f"internal error: {type(exc).__name__}: {exc} (a bug in testbed; the traceback is in"
+        f" {handle.name})"
+    )
+    return EXIT_INFRA
 
 
 def run() -> None:
