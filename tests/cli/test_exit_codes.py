@@ -60,6 +60,7 @@ def scripted_run(
 
     monkeypatch.setattr(load_probe, "run", decides)
     monkeypatch.setattr(pipeline, "make_backend", lambda loaded, run_dir: Hands())
+    tmp_path.mkdir(exist_ok=True)
     file = tmp_path / "c.yaml"
     file.write_text(CAMPAIGN)
     out = ["--out", str(tmp_path / "run"), "--index", f"sqlite:///{tmp_path}/i.db"]
@@ -170,3 +171,19 @@ def test_a_bug_exits_3_with_one_line_and_the_traceback_in_a_file(
     crash = Path(err.rsplit("the traceback is in ", 1)[1].split(")")[0])
     assert "ZeroDivisionError" in crash.read_text()
     crash.unlink()
+
+
+def test_worker_exits_with_its_treatments_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from testbed.config.loader import load_campaign_text
+    from testbed.plan.expand import expand
+
+    statuses = {"one": Status.INCONCLUSIVE, "two": Status.PASS}
+    scripted_run(tmp_path / "first", monkeypatch, statuses)  # patches the probe and backend
+    file = tmp_path / "first" / "c.yaml"
+    plan = expand(load_campaign_text(CAMPAIGN, str(file)))
+    one = next(t.id for t in plan.treatments if t.slug.startswith("one"))
+    worker = ["worker", str(file), "--treatment", one]
+    assert main([*worker, "--out", str(tmp_path / "w1")]) == 0
+    assert main([*worker, "--out", str(tmp_path / "w2"), "--fail-on", "inconclusive"]) == 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from testbed.cli.exit_policy import add_fail_on, fail_on
 from testbed.cli.plan import add_campaign_arguments
 
 
@@ -22,6 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--out", metavar="DIR", help="the run directory (default: runs/<id>)")
     parser.add_argument("--upload", metavar="S3_URL", help="copy the run directory to S3")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="for MinIO-compatible stores")
+    add_fail_on(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -47,4 +49,5 @@ def handle(args: argparse.Namespace) -> int:
         upload=args.upload,
         index_url=None,
         s3_endpoint_url=args.s3_endpoint_url,
+        fail_on=fail_on(args),
     )
