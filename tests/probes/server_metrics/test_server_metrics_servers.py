@@ -1,15 +1,18 @@
 """Server metrics from the real servers: testbed's reference server and vLLM, each shared by
 the test session (tests/fixtures/servers.py). A short load run must show the server busy
-and its token counters equal to the usage it returned."""
+and its token counters equal to the usage it returned; a campaign run against the same
+server (as an external deployment) shows them in report.html under the load plots."""
 
 from __future__ import annotations
 
 import asyncio
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testbed.cli import main
 from testbed.config.load import LoadProbe
 from testbed.execution.single import Provisioned
 from testbed.probes import load
@@ -49,10 +52,46 @@ def _check(summary: dict[str, Any], out: Path, name: str) -> dict[str, Any]:
     return dict(server)
 
 
+def _report(server: Provisioned, tmp_path: Path) -> str:
+    """report.html of a `testbed run` of a small load campaign against ``server``."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    campaign = tmp_path / "metrics.yaml"
+    endpoint = server.handle.endpoint
+    campaign.write_text(
+        textwrap.dedent(
+            f"""\
+            name: metrics
+            deployments:
+              - {{name: srv, server: external, url: "{endpoint.base_url}",
+                 model: "{endpoint.model}", tokenizer: "{endpoint.tokenizer}"}}
+            load:
+              concurrency: 2
+              requests: 4
+              duration_s: null
+              dataset: {{input_tokens: 16, output_tokens: 8, samples: 4}}
+              server_metrics: {{interval_s: 0.2}}
+            """
+        )
+    )
+    out = tmp_path / "run"
+    assert main(["run", str(campaign), "--out", str(out)]) == 0
+    return (out / "report.html").read_text(encoding="utf-8")
+
+
+def _check_report(html: str) -> None:
+    load = html[html.index('<section id="load">') :]
+    load = load[: load.index("</section>")]
+    assert "<h4>Server metrics</h4>" in load
+    assert 'aria-label="server metrics"' in load  # the figure, under the client's time series
+    assert load.index('aria-label="time series"') < load.index('aria-label="server metrics"')
+    assert 'class="flag"' not in load  # server and client counted the same tokens
+
+
 @pytest.mark.reference
 def test_reference_server_metrics(reference_server: Provisioned, tmp_path: Path) -> None:
     summary = _load(reference_server, tmp_path)
     _check(summary, tmp_path, reference_server.deployment)
+    _check_report(_report(reference_server, tmp_path / "campaign"))
 
 
 @pytest.mark.vllm
@@ -61,3 +100,4 @@ def test_vllm_server_metrics(vllm_server: Provisioned, tmp_path: Path) -> None:
     server = _check(summary, tmp_path, vllm_server.deployment)
     assert server["kv_cache_usage"] is not None
     assert 0.0 <= server["kv_cache_usage"]["max"] <= 1.0
+    _check_report(_report(vllm_server, tmp_path / "campaign"))
