@@ -1,0 +1,49 @@
+"""A/B fields that had no test proving they are used (the field audit): the ITL criterion
+and the bootstrap's resample count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.probes.ab.test_ab_verdict import _criterion, _judge, _record, _records
+
+from testbed.results.verdict import Status
+
+NONE = dict.fromkeys(
+    (
+        "min_agreement",
+        "max_ttft_p50_regression",
+        "max_error_rate_increase",
+        "max_e2e_p50_regression",
+    )
+)
+
+
+def _itl_only_slower(n: int, factor: float) -> list[dict[str, Any]]:
+    """Pairs whose canary has the same TTFT and ``factor`` times the inter-token gaps."""
+    out = []
+    for pair in range(n):
+        ttft, itl = 20.0 + (pair % 7), 5.0 + 0.1 * (pair % 5)
+        out += [_record("stable", pair, ttft, itl), _record("canary", pair, ttft, factor * itl)]
+    return out
+
+
+def test_max_itl_p50_regression_judges_the_inter_token_latency() -> None:
+    records = _itl_only_slower(60, 1.5)
+    judged = _judge(records, criteria={**NONE, "max_itl_p50_regression": 0.1})
+    assert judged.verdict.status is Status.FAIL
+    assert _criterion(judged, "itl_p50")["status"] == "FAIL"
+    # The same records judged on TTFT alone pass: only the ITL criterion sees the regression.
+    ttft_only = _judge(records, criteria={**NONE, "max_ttft_p50_regression": 0.1})
+    assert ttft_only.verdict.status is Status.PASS
+    assert all(c["name"] != "itl_p50" for c in ttft_only.summary["ab"]["criteria"])
+
+
+def test_bootstrap_resamples_sets_the_bootstrap() -> None:
+    records = _records(60, slow=1.1)
+    few = _judge(records, bootstrap_resamples=200).summary["ab"]
+    many = _judge(records, bootstrap_resamples=5000).summary["ab"]
+    assert "(200 resamples)" in few["method"]["latency"]
+    assert "(5000 resamples)" in many["method"]["latency"]
+    # the same seed, another number of resamples: another (percentile) interval
+    assert few["latency"]["ttft_ms"]["ci"] != many["latency"]["ttft_ms"]["ci"]
