@@ -80,3 +80,34 @@ def test_ramp_start_rate_shapes_the_arrivals() -> None:
     assert abs(len(offsets) - 100) <= 2
     first_half = sum(1 for t in offsets if t < 5e9)
     assert abs(first_half - 30) <= 2  # ∫0..5 (2 + 1.6 t) dt = 30
+
+
+def test_timeout_s_ends_slow_requests(simulator: Any, once: Any, tmp_path: Path) -> None:
+    with simulator("--ttft-ms", "2000") as url:
+        once(url, tmp_path, requests=2, timeout_s=0.2, dataset=SHORT, plots=False)
+    records = read_records(tmp_path / "records.jsonl")
+    assert len(records) == 2
+    assert all(r["error"] and "timeout" in r["error"].lower() for r in records), records
+
+
+def test_warmup_and_cooldown_shrink_the_window(sim_url: str, once: Any, tmp_path: Path) -> None:
+    base: dict[str, Any] = {"duration_s": 1.0, "concurrency": 2, "dataset": SHORT, "plots": False}
+    whole = once(sim_url, tmp_path / "a", **base).summary
+    trimmed = once(sim_url, tmp_path / "b", warmup_s=0.3, cooldown_s=0.2, **base).summary
+    seconds = whole["window"]["seconds"], trimmed["window"]["seconds"]
+    assert abs(seconds[0] - seconds[1] - 0.5) < 0.05, seconds
+    assert trimmed["requests"]["in_window"] < trimmed["requests"]["total"]
+
+
+def test_stream_false_and_api_tgi(instant_url: str, once: Any, tmp_path: Path) -> None:
+    once(instant_url, tmp_path / "unary", requests=2, stream=False, dataset=SHORT, plots=False)
+    unary = read_records(tmp_path / "unary" / "records.jsonl")
+    assert all(len(r["chunks_ns"]) == 1 for r in unary)  # one body, not one chunk per token
+    once(instant_url, tmp_path / "s", requests=2, dataset=SHORT, plots=False)
+    streamed = read_records(tmp_path / "s" / "records.jsonl")
+    assert all(len(r["chunks_ns"]) == 3 for r in streamed)
+    once(instant_url, tmp_path / "tgi", requests=2, api="tgi", dataset=SHORT, plots=False)
+    tgi = read_records(tmp_path / "tgi" / "records.jsonl")
+    # TGI's stream reports generated tokens but no prompt tokens; OpenAI's usage has both
+    assert all(r["usage_input_tokens"] is None and r["output_tokens"] == 3 for r in tgi)
+    assert all(r["usage_input_tokens"] == 4 for r in streamed)
