@@ -15,6 +15,7 @@ from testbed.config.loader import LoadedCampaign
 from testbed.execution.export import argo, tekton
 from testbed.execution.export.objects import ExportOptions, campaign_volume, support_objects
 from testbed.execution.export.order import Task, ordered_tasks
+from testbed.execution.export.step import ExportedRun
 from testbed.plan.model import Plan
 
 Engine = Literal["tekton", "argo"]
@@ -29,7 +30,7 @@ def export(
     tasks = ordered_tasks(plan, campaign.execution)
     volume = campaign_volume(loaded, plan, options)
     render = tekton.pipeline_run if engine == "tekton" else argo.workflow
-    main = render(
+    run = ExportedRun(
         campaign.name,
         plan,
         tasks,
@@ -38,6 +39,7 @@ def export(
         backend=campaign.backend.kind,
         fail_fast=campaign.execution.fail_fast,
     )
+    main = render(run)
     files = support_objects(loaded, options, volume)
     files["pipelinerun.yaml" if engine == "tekton" else "workflow.yaml"] = [main]
     return files, tasks

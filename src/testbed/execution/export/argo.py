@@ -5,51 +5,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.execution.export.objects import LABELS, CampaignVolume, ExportOptions
 from testbed.execution.export.order import Task
-from testbed.execution.export.step import worker_container
-from testbed.plan.model import Plan
+from testbed.execution.export.step import ExportedRun
 
 RUN_NAME = "{{workflow.name}}"
 ENTRY = "treatments"
 
 
-def workflow(
-    campaign: str,
-    plan: Plan,
-    tasks: list[Task],
-    options: ExportOptions,
-    volume: CampaignVolume,
-    *,
-    backend: str,
-    fail_fast: bool,
-) -> dict[str, Any]:
+def workflow(run: ExportedRun) -> dict[str, Any]:
     """The Workflow object: a DAG template and one container template per treatment."""
-    dag = [_dag_task(task, fail_fast) for task in tasks]
+    dag = [_dag_task(task, run.fail_fast) for task in run.tasks]
     templates: list[dict[str, Any]] = [
-        {"name": ENTRY, "dag": {"failFast": fail_fast, "tasks": dag}}
+        {"name": ENTRY, "dag": {"failFast": run.fail_fast, "tasks": dag}}
     ]
-    for task in tasks:
-        container = worker_container(task, plan, options, backend, RUN_NAME)
-        templates.append(
-            {
-                "name": task.name,
-                "metadata": {"labels": {"testbed.io/treatment": task.treatment.id}},
-                "container": container,
-            }
-        )
+    templates += [
+        {
+            "name": task.name,
+            "metadata": {"labels": {"testbed.io/treatment": task.treatment.id}},
+            "container": run.container(task, RUN_NAME),
+        }
+        for task in run.tasks
+    ]
     return {
         "apiVersion": "argoproj.io/v1alpha1",
         "kind": "Workflow",
-        "metadata": {
-            "generateName": f"{campaign.lower()[:50]}-",
-            "namespace": options.namespace,
-            "labels": {**LABELS, "testbed.io/campaign": campaign},
-        },
+        "metadata": run.metadata(),
         "spec": {
             "entrypoint": ENTRY,
-            "serviceAccountName": options.service_account,
-            "volumes": [volume.volume(), {"name": "results", "emptyDir": {}}],
+            "serviceAccountName": run.options.service_account,
+            "volumes": run.volumes(),
             "templates": templates,
         },
     }

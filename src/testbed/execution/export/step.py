@@ -4,13 +4,45 @@ one-treatment run directory and uploads it to S3."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from testbed.execution.export.objects import CAMPAIGN_MOUNT, RESULTS_MOUNT, ExportOptions
+from testbed.execution.export.objects import (
+    CAMPAIGN_MOUNT,
+    LABELS,
+    RESULTS_MOUNT,
+    CampaignVolume,
+    ExportOptions,
+)
 from testbed.execution.export.order import Task
 from testbed.plan.model import Plan
 
-VOLUMES = ("campaign", "results")
+
+@dataclass(frozen=True)
+class ExportedRun:
+    """Everything an engine's renderer needs: the plan, its ordered tasks, where it runs."""
+
+    campaign: str
+    plan: Plan
+    tasks: list[Task]
+    options: ExportOptions
+    volume: CampaignVolume
+    backend: str  # the campaign's backend kind
+    fail_fast: bool
+
+    def metadata(self) -> dict[str, Any]:
+        """The run object's metadata: a generated name, the namespace, testbed's labels."""
+        return {
+            "generateName": f"{self.campaign.lower()[:50]}-",
+            "namespace": self.options.namespace,
+            "labels": {**LABELS, "testbed.io/campaign": self.campaign},
+        }
+
+    def volumes(self) -> list[dict[str, Any]]:
+        return [self.volume.volume(), {"name": "results", "emptyDir": {}}]
+
+    def container(self, task: Task, run_name: str) -> dict[str, Any]:
+        return worker_container(task, self.plan, self.options, self.backend, run_name)
 
 
 def worker_args(task: Task, options: ExportOptions, run_name: str) -> list[str]:
