@@ -74,3 +74,25 @@ def test_unknown_page_gives_no_values() -> None:
 def test_garbage_in_a_wanted_line_is_an_error() -> None:
     with pytest.raises(MetricsError):
         parse("vllm:num_requests_running{model_name=} three\n")
+
+
+def test_testbed_servers_expose_the_names_read() -> None:
+    """The simulator's and the reference server's pages parse to the same fields as vLLM's
+    (the reference server's module imports no torch)."""
+    from testbed.servers.reference.metrics import EngineMetrics
+    from testbed.servers.sim.metrics import SimMetrics
+
+    sim = SimMetrics("m")
+    sim.running, sim.waiting, sim.prompt_tokens, sim.generation_tokens = 2, 1, 30, 12
+    assert parse(sim.render()) == {
+        "running": 2.0,
+        "waiting": 1.0,
+        "kv_cache_usage": None,  # the simulator models no KV cache
+        "prompt_tokens": 30.0,
+        "generation_tokens": 12.0,
+    }
+    ref = EngineMetrics("m", running=3, prompt_tokens=40, kv_tokens=96, kv_capacity=384)
+    values = parse(ref.render())
+    assert values["running"] == 3.0
+    assert values["prompt_tokens"] == 40.0
+    assert values["kv_cache_usage"] == pytest.approx(0.25)

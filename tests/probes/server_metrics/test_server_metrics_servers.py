@@ -49,6 +49,8 @@ def _check(summary: dict[str, Any], out: Path, name: str) -> dict[str, Any]:
     assert server["generation_tokens"] == usage == server["client"]["output_tokens"]
     assert server["prompt_tokens"] == sum(r["usage_input_tokens"] for r in records)
     assert part["flagged"] == []
+    assert server["kv_cache_usage"] is not None  # both expose vLLM's KV-cache gauge
+    assert 0.0 <= server["kv_cache_usage"]["max"] <= 1.0
     return dict(server)
 
 
@@ -90,14 +92,13 @@ def _check_report(html: str) -> None:
 @pytest.mark.reference
 def test_reference_server_metrics(reference_server: Provisioned, tmp_path: Path) -> None:
     summary = _load(reference_server, tmp_path)
-    _check(summary, tmp_path, reference_server.deployment)
+    server = _check(summary, tmp_path, reference_server.deployment)
+    assert server["kv_cache_usage"]["max"] > 0.0  # the running requests' prompts and tokens
     _check_report(_report(reference_server, tmp_path / "campaign"))
 
 
 @pytest.mark.vllm
 def test_vllm_server_metrics(vllm_server: Provisioned, tmp_path: Path) -> None:
     summary = _load(vllm_server, tmp_path)
-    server = _check(summary, tmp_path, vllm_server.deployment)
-    assert server["kv_cache_usage"] is not None
-    assert 0.0 <= server["kv_cache_usage"]["max"] <= 1.0
+    _check(summary, tmp_path, vllm_server.deployment)
     _check_report(_report(vllm_server, tmp_path / "campaign"))

@@ -85,7 +85,7 @@ class Engine:
         self.max_batch = max_batch
         self.max_len = max_len
         self.threads = threads
-        self.metrics = EngineMetrics(loaded.name)
+        self.metrics = EngineMetrics(loaded.name, kv_capacity=max_batch * max_len)
         self._waiting: deque[_Sequence] = deque()
         self._running: list[_Sequence] = []
         self._wake = threading.Condition()
@@ -180,11 +180,11 @@ class Engine:
             self.metrics.observe_first_token(seq.first_token_ns - seq.arrival_ns)
             if not self._advance(seq, logits):
                 self._running.append(seq)
-        self.metrics.running = len(self._running)
+        self._gauge()
 
     def _decode(self) -> None:
         self._running = [s for s in self._running if not s.cancelled]
-        self.metrics.running = len(self._running)
+        self._gauge()
         if not self._running:
             return
         for seq in self._running:
@@ -195,7 +195,7 @@ class Engine:
         self.metrics.batch.observe(len(caches))
         logits = self.loaded.decode([s.generated[-1] for s in self._running], caches)
         self._running = [s for i, s in enumerate(self._running) if not self._advance(s, logits[i])]
-        self.metrics.running = len(self._running)
+        self._gauge()
 
     def _advance(self, seq: _Sequence, logits: torch.Tensor) -> bool:
         """Choose, record and send one token; True when the request has finished."""
@@ -237,7 +237,12 @@ class Engine:
         self._running = []
         for seq in doomed:
             seq.emit(Step(None, "", "error", error=message))
-        self.metrics.running = self.metrics.waiting = 0
+        self.metrics.running = self.metrics.waiting = self.metrics.kv_tokens = 0
+
+    def _gauge(self) -> None:
+        """Running requests and the tokens their KV caches hold, for ``/metrics``."""
+        self.metrics.running = len(self._running)
+        self.metrics.kv_tokens = sum(len(s.prompt) + len(s.generated) for s in self._running)
 
 
 def _grown(cache: RowCache, limit: int) -> RowCache:

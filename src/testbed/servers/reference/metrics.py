@@ -54,6 +54,8 @@ class EngineMetrics:
     waiting: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
+    kv_tokens: int = 0  # tokens held in the KV caches of the running requests
+    kv_capacity: int = 0  # what max_batch requests of max_len tokens would hold
     finished: dict[str, int] = field(default_factory=dict)
     ttft: Histogram = field(default_factory=Histogram)
     e2e: Histogram = field(default_factory=Histogram)
@@ -70,6 +72,10 @@ class EngineMetrics:
         if len(seq.generated) > 1:
             self.tpot.observe((now_ns - seq.first_token_ns) / 1e9 / (len(seq.generated) - 1))
 
+    def kv_usage(self) -> float:
+        """Fraction of the KV capacity in use (vLLM's ``kv_cache_usage_perc``, 0..1)."""
+        return self.kv_tokens / self.kv_capacity if self.kv_capacity else 0.0
+
     def render(self) -> str:
         labels = f'model_name="{self.model}"'
         lines = [
@@ -77,6 +83,8 @@ class EngineMetrics:
             f"vllm:num_requests_running{{{labels}}} {self.running}",
             "# TYPE vllm:num_requests_waiting gauge",
             f"vllm:num_requests_waiting{{{labels}}} {self.waiting}",
+            "# TYPE vllm:kv_cache_usage_perc gauge",
+            f"vllm:kv_cache_usage_perc{{{labels}}} {self.kv_usage()}",
             "# TYPE vllm:prompt_tokens_total counter",
             f"vllm:prompt_tokens_total{{{labels}}} {self.prompt_tokens}",
             "# TYPE vllm:generation_tokens_total counter",
