@@ -155,3 +155,17 @@ def test_description_is_kept_with_the_run(tmp_path: Path) -> None:
     run_dir, _ = open_new(loaded, RunOptions(out=tmp_path / "run"))
     meta = json.loads((run_dir.path / "run.json").read_text())
     assert meta["description"] == "nightly regression of the sim fleet"
+
+
+def test_execution_seed_reaches_every_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[int] = []
+
+    async def probe(ctx: ProbeContext) -> ProbeOutcome:
+        seen.append(ctx.seed)
+        return ProbeOutcome({}, Verdict(status=Status.PASS))
+
+    monkeypatch.setattr(load_probe, "run", probe)
+    run(tmp_path, monkeypatch, "execution: {seed: 4242}\n", Recorder())
+    assert seen == [4242, 4242, 4242]
