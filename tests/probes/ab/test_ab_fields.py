@@ -1,12 +1,15 @@
-"""A/B fields that had no test proving they are used (the field audit): the ITL criterion
-and the bootstrap's resample count."""
+"""A/B fields that had no test proving they are used (the field audit): the ITL criterion,
+the bootstrap's resample count, max_tokens and timeout_s."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from tests.probes.ab.test_ab_probe import probe
 from tests.probes.ab.test_ab_verdict import _criterion, _judge, _record, _records
 
+from testbed.results.files import read_records
 from testbed.results.verdict import Status
 
 NONE = dict.fromkeys(
@@ -47,3 +50,15 @@ def test_bootstrap_resamples_sets_the_bootstrap() -> None:
     assert "(5000 resamples)" in many["method"]["latency"]
     # the same seed, another number of resamples: another (percentile) interval
     assert few["latency"]["ttft_ms"]["ci"] != many["latency"]["ttft_ms"]["ci"]
+
+
+def test_max_tokens_and_timeout_s_reach_every_request(tmp_path: Path) -> None:
+    """max_tokens is each answer's length; a canary slower than timeout_s errors out."""
+    config = {"requests": 4, "max_tokens": 5, "timeout_s": 0.3}
+    probe(tmp_path, {"seed": 1}, {"seed": 1, "ttft_ms": 2000.0}, **config)
+    records = read_records(tmp_path / "records.jsonl")
+    stable = [r for r in records if r["side"] == "stable"]
+    canary = [r for r in records if r["side"] == "canary"]
+    assert len(stable) == len(canary) == 4
+    assert all(r["error"] is None and r["output_tokens"] == 5 for r in stable)
+    assert all(r["error"] and "tim" in r["error"].lower() for r in canary), canary
