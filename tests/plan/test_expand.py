@@ -153,3 +153,13 @@ def test_include_adds_combinations() -> None:
     added = [t for t in with_include.treatments if t.id in extra]
     assert added
     assert {(t.params["load.concurrency"], t.params["load.rate"]) for t in added} == {(64, 99)}
+
+
+@pytest.mark.parametrize("section", ["load", "correctness"])
+def test_probe_deployments_restrict_the_treatments(section: str) -> None:
+    text = CAMPAIGN.replace(f"{section}:\n", f"{section}:\n  deployments: [sim]\n", 1)
+    assert text != CAMPAIGN
+    restricted = [t for t in plan_of(text).treatments if t.probe == section]
+    everyone = [t for t in plan_of().treatments if t.probe == section]
+    assert {t.workers[0].split("-")[0] for t in everyone} == {"ref", "sim"}
+    assert {t.workers[0].split("-")[0] for t in restricted} == {"sim"}
