@@ -50,3 +50,19 @@ def test_index_upload_and_endpoint_come_from_the_campaign(tmp_path: Path, s3_ser
     )
     assert listed["KeyCount"] > 0
     assert "uploaded" in console.export_text()
+
+
+def test_results_thresholds_set_what_compare_calls_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from testbed.cli import main
+
+    make_run(tmp_path, "base", seed=1)
+    candidate = make_run(tmp_path, "slow", seed=2, ttft_ms=26.0)  # 30 % slower TTFT
+    argv = ["compare", str(tmp_path / "base"), str(candidate), "--no-index"]
+    assert main(argv) == 1  # the default threshold (5 %) calls it a regression
+    (candidate / RESOLVED).write_text(
+        yaml.safe_dump({"name": "res", "results": {"thresholds": {"*": "60%"}}})
+    )
+    assert main(argv) == 0  # the campaign allows 60 %
+    capsys.readouterr()
