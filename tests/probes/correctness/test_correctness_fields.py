@@ -3,11 +3,13 @@ in-process simulator: streaming_twins, shuffle and differential_logprobs."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 from tests.probes.correctness.test_correctness_sim import probe, sim_params
 
+from testbed.config.sim import SimParams
 from testbed.servers.sim import SimServer
 
 
@@ -60,3 +62,41 @@ async def test_differential_logprobs_asks_alternatives_of_cases_that_ask_none(
     assert all(len(top) == 3 for top in case["output"]["top_logprobs"])
     assert asked(none) is None
     assert asked(alone) is None
+
+
+async def test_concurrency_bounds_the_cases_in_flight(tmp_path: Path) -> None:
+    """Every request waits 30 ms for its first token; a sampler in the same loop sees how
+    many the server runs at once."""
+
+    async def peak(concurrency: int, out: Path) -> int:
+        out.mkdir()
+        async with SimServer(SimParams(seed=0, max_model_len=256, ttft_ms=30)) as server:
+            seen = [0]
+
+            async def sample() -> None:
+                while True:
+                    seen[0] = max(seen[0], server.metrics.running)
+                    await asyncio.sleep(0.002)
+
+            sampler = asyncio.ensure_future(sample())
+            try:
+                await probe(server.url, out, concurrency=concurrency, streaming_twins=False)
+            finally:
+                sampler.cancel()
+        return seen[0]
+
+    assert await peak(1, tmp_path / "one") == 1
+    assert await peak(4, tmp_path / "four") > 1
+
+
+async def test_timeout_s_ends_a_slow_case_as_an_error(tmp_path: Path) -> None:
+    async with SimServer(SimParams(seed=0, max_model_len=256, ttft_ms=2000)) as server:
+        outcome, records = await probe(server.url, tmp_path, timeout_s=0.2, streaming_twins=False)
+    cases = [r for r in records if r["kind"] == "case" and r["status"] != "SKIPPED"]
+    errored = [r for r in cases if r["status"] == "ERROR"]
+    assert len(errored) >= 5
+    assert all("tim" in r["reason"].lower() for r in errored), errored[0]["reason"]
+    # only the cases that expect an error answer (refused before any token) pass
+    passed = {r["case"] for r in cases if r["status"] != "ERROR"}
+    assert passed <= {"unknown-model", "too-long-for-context"}, passed
+    assert outcome.summary["cases"]["errored"] == len(errored)
