@@ -62,3 +62,15 @@ def test_max_tokens_and_timeout_s_reach_every_request(tmp_path: Path) -> None:
     assert len(stable) == len(canary) == 4
     assert all(r["error"] is None and r["output_tokens"] == 5 for r in stable)
     assert all(r["error"] and "tim" in r["error"].lower() for r in canary), canary
+
+
+def test_confidence_sets_the_level_of_every_interval() -> None:
+    records = _records(60, slow=1.1)
+
+    def width(level: float) -> float:
+        ab = _judge(records, criteria={"confidence": level}).summary["ab"]
+        assert ab["confidence"] == level
+        low, high = ab["latency"]["ttft_ms"]["ci"]
+        return float(high - low)
+
+    assert width(0.99) > width(0.8)
