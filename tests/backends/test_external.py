@@ -51,3 +51,43 @@ async def test_external_campaign_runs_and_never_writes_the_key(
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert "${env:SIM_TOKEN}" in (run_dir.path / "campaign.resolved.yaml").read_text()
+
+
+def test_every_external_field_reaches_the_endpoint(tmp_path: Path) -> None:
+    from testbed.backends.external import external_endpoint
+
+    deployment = {
+        "name": "gw",
+        "server": "external",
+        "url": "https://gw.example:8443/",
+        "protocol": "tgi",
+        "model": "served-name",
+        "api_key": "${env:GW_KEY}",
+        "tokenizer": "/models/tok",
+        "tls": {"verify": False, "ca_bundle": "ca.pem"},
+    }
+    endpoint = external_endpoint(deployment, tmp_path)
+    assert endpoint.base_url == "https://gw.example:8443"
+    assert endpoint.protocols == ("tgi",)
+    assert endpoint.model == "served-name"
+    assert endpoint.api_key == "${env:GW_KEY}"  # resolved only when a header is built
+    assert endpoint.tokenizer == "/models/tok"
+    assert endpoint.tls.verify is False
+    assert endpoint.tls.ca_bundle == str(tmp_path / "ca.pem")
+
+
+async def test_prepare_downloads_with_the_deployments_s3_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from testbed.backends.local import backend as local
+
+    asked: list[tuple[str, str | None]] = []
+
+    def resolve(model: str, *, endpoint_url: str | None = None, **_: object) -> Path:
+        asked.append((model, endpoint_url))
+        return tmp_path
+
+    monkeypatch.setattr(local, "resolve_model", resolve)
+    deployment = {"server": "vllm", "model": "s3://b/m", "s3_endpoint_url": "http://minio:9000"}
+    await local.LocalBackend(tmp_path).prepare([deployment])
+    assert asked == [("s3://b/m", "http://minio:9000")]

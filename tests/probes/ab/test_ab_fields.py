@@ -74,3 +74,30 @@ def test_confidence_sets_the_level_of_every_interval() -> None:
         return float(high - low)
 
     assert width(0.99) > width(0.8)
+
+
+def test_temperature_is_sent_with_every_request() -> None:
+    """The simulator decodes greedily whatever the temperature, so the request body itself is
+    what shows the field is used."""
+    import asyncio
+
+    from testbed.clients.endpoint import Endpoint
+    from testbed.config.ab import AbProbe
+    from testbed.probes.ab import _target
+    from testbed.probes.ab.prompts import Prompt
+
+    async def body(temperature: float) -> dict[str, Any]:
+        config = AbProbe(stable="s", canary="c", temperature=temperature, max_tokens=7)
+        target = await _target("stable", "s", Endpoint("http://127.0.0.1:9", model="m"), config)
+        try:
+            return target.body(Prompt(id="p", text="hello"))
+        finally:
+            await target.pool.aclose()
+
+    assert asyncio.run(body(0.7)) == {
+        "model": "m",
+        "max_tokens": 7,
+        "temperature": 0.7,
+        "prompt": "hello",
+    }
+    assert asyncio.run(body(0.0))["temperature"] == 0.0
