@@ -139,7 +139,9 @@ class SimParams(_Strict):
     )
 
     # -- generic server fields, accepted so a matrix over real servers also runs here
-    dtype: str = Field(default="float32", description="Reported only; changes nothing.")
+    dtype: str = Field(
+        default="float32", description="Reported as model_dtype at /info; changes nothing else."
+    )
     max_model_len: int | None = Field(
         default=None,
         ge=1,
@@ -148,7 +150,11 @@ class SimParams(_Strict):
     max_batch_size: int | None = Field(
         default=None, ge=1, description="Acts as a cap on max_concurrency (requests)."
     )
-    tensor_parallel: int = Field(default=1, ge=1, description="Reported only; changes nothing.")
+    tensor_parallel: int = Field(
+        default=1,
+        ge=1,
+        description="A label of the treatment (the simulator has one shard); changes nothing.",
+    )
 
     @model_validator(mode="after")
     def _queue_needs_limit(self) -> SimParams:
