@@ -137,7 +137,7 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Campaign:
-        problem = self._reference_problem() or self._probe_problem()
+        problem = self._reference_problem() or self._probe_problem() or self._tgis_problem()
         if problem is None:
             refused = self.backend.refusals(self.deployments)
             problem = refused[0] if refused else None
@@ -151,6 +151,32 @@ class Campaign(Strict):
             return ("no probe configured — add a correctness:, load:, ab: or scale: section", ())
         if (self.correctness or self.load or self.ab) and not self.deployments:
             return ("probes need deployments — add a `deployments:` list", ("deployments",))
+        return None
+
+    def _tgis_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
+        """A probe over TGIS's gRPC needs deployments that serve it."""
+        wanted: list[tuple[str, str, list[str] | None]] = []
+        if self.correctness is not None and self.correctness.protocol == "tgis":
+            wanted.append(("correctness", "protocol", self.correctness.deployments))
+        if self.load is not None and self.load.api == "tgis":
+            wanted.append(("load", "api", self.load.deployments))
+        if self.ab is not None and self.ab.api == "tgis":
+            wanted.append(("ab", "api", [self.ab.stable, self.ab.canary]))
+        for section, field, names in wanted:
+            for d in self.deployments:
+                if (names is None or d.name in names) and not serves_tgis(d):
+                    fix = (
+                        "add tgis to its params.protocols"
+                        if d.server in ("sim", "hf")
+                        else "set protocol: tgis and grpc: HOST:PORT"
+                        if d.server == "external"
+                        else f"use {'tgi' if d.server == 'tgi' else 'openai'} for it"
+                    )
+                    return (
+                        f"{section}.{field} is tgis (gRPC), which deployment '{d.name}'"
+                        f" ({d.server}) does not serve — {fix}",
+                        (section, field),
+                    )
         return None
 
     def _reference_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
@@ -181,3 +207,13 @@ class Campaign(Strict):
                 ("correctness", "reference"),
             )
         return None
+
+
+def serves_tgis(deployment: Any) -> bool:
+    """Whether a deployment serves TGIS's gRPC (``protocol: tgis`` probes need it)."""
+    if deployment.server == "tgis":
+        return True
+    if deployment.server == "external":
+        return bool(deployment.protocol == "tgis")
+    protocols = getattr(deployment.params, "protocols", ())
+    return deployment.server in ("sim", "hf") and "tgis" in protocols

@@ -145,3 +145,22 @@ def test_stream_checks_of_a_tgis_stream() -> None:
     assert "the first message does not carry input_token_count" in problems
     assert any("went down" in p for p in problems)
     assert any("2 messages carry a stop_reason" in p for p in problems)
+
+
+@pytest.mark.parametrize(
+    ("section", "fix"),
+    [
+        ("correctness: {cases: [c.yaml], protocol: tgis}", "add tgis to its params.protocols"),
+        ("load: {api: tgis}", "add tgis to its params.protocols"),
+    ],
+)
+def test_a_tgis_probe_needs_a_deployment_that_serves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], section: str, fix: str
+) -> None:
+    (tmp_path / "c.yaml").write_text(CASES)
+    campaign = tmp_path / "c.yaml.campaign.yaml"
+    campaign.write_text(f"name: x\ndeployments:\n  - {{name: s, server: sim}}\n{section}\n")
+    assert main(["validate", str(campaign)]) == 2
+    err = capsys.readouterr().err
+    assert fix in err
+    assert f"{campaign}:4" in err  # the line of the probe's section
