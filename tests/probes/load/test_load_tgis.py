@@ -69,7 +69,9 @@ def test_tgis_without_a_grpc_address_is_refused(tmp_path: Path) -> None:
             asyncio.run(run(ctx))
 
 
-def test_the_load_command_over_grpc(grpc_sim: Endpoint, tmp_path: Path) -> None:
+def test_the_load_command_over_grpc(
+    grpc_sim: Endpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from testbed.cli import main
 
     argv = ["load", grpc_sim.base_url, "--api", "tgis", "--requests", "8", "--concurrency", "2"]
@@ -78,4 +80,8 @@ def test_the_load_command_over_grpc(grpc_sim: Endpoint, tmp_path: Path) -> None:
     assert main([*argv, "--grpc", grpc_sim.grpc_target, "--out", str(tmp_path / "ok")]) == 0
     written = read_records(tmp_path / "ok" / "records.jsonl")
     assert len(written) == 8
+    shown = capsys.readouterr().out
+    assert "server metrics target:" in shown  # the scraped counts, beside the table
+    assert "(0.0% apart)" in shown  # server and client counted the same tokens
+    assert "MISMATCH" not in shown
     assert all(r["error"] is None for r in written)
