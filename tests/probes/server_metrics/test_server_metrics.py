@@ -213,3 +213,56 @@ def test_report_section_plots_and_flags(tmp_path: Path) -> None:
     assert 'class="flag"' in html
     assert "server counted 80 output tokens, the client 60" in html
     assert "KV cache" in html
+
+
+SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from testbed.clients.endpoint import Endpoint
+from testbed.config.server_metrics import ServerMetrics
+from testbed.probes.server_metrics import sampling
+from testbed.servers.sim import running_sim
+
+async def main():
+    async with running_sim() as url:
+        settings = ServerMetrics(interval_s=0.1)
+        async with sampling(Path(sys.argv[1]), {"sim": Endpoint(url)}, settings) as session:
+            print(session.pid, flush=True)
+            await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def _exited(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    return state == "Z"  # ended; its new parent has not reaped it yet
+
+
+def test_the_sampler_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the probe's process (no chance to clean up): the sampler sees its input
+    close and ends by itself — no orphan keeps scraping."""
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        assert not _exited(pid)
+    finally:
+        parent.kill()
+        parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+    killed = time.monotonic()
+    while not _exited(pid) and time.monotonic() < killed + 10:
+        time.sleep(0.05)
+    assert _exited(pid), "the sampler outlived its parent"
+    assert read_samples(tmp_path / SAMPLES_FILE)[-1]["phase"] == "final"
