@@ -23,7 +23,13 @@ from testbed.config.sim import SimParams
 from testbed.probes import ab, load
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.server_metrics import SAMPLES_FILE, sampling
-from testbed.probes.server_metrics.summary import ClientTokens, headline, read_samples, summarise
+from testbed.probes.server_metrics.summary import (
+    ClientTokens,
+    headline,
+    load_client_tokens,
+    read_samples,
+    summarise,
+)
 from testbed.report.server_metrics_view import section, terminal_lines
 from testbed.results.files import RecordWriter, read_records
 from testbed.servers.sim import running_sim
@@ -266,3 +272,25 @@ def test_the_sampler_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
         time.sleep(0.05)
     assert _exited(pid), "the sampler outlived its parent"
     assert read_samples(tmp_path / SAMPLES_FILE)[-1]["phase"] == "final"
+
+
+def test_estimates_are_shown_but_never_flagged() -> None:
+    samples = _samples([0.0, 50.0, 100.0], [0.0, 10.0, 20.0])
+    estimate = ClientTokens(50, 20, "estimate", "estimate")
+    part = summarise(samples, {"d": estimate}, ServerMetrics())
+    generation = part["deployments"]["d"]["mismatch"][0]
+    assert generation["relative"] == pytest.approx(1.0)
+    assert not generation["flagged"]
+    assert "the client 50 (an estimate)" in generation["message"]
+    assert part["flagged"] == []
+
+
+def test_client_counts_of_load_records() -> None:
+    served = {"status": 200, "output_tokens": 8, "input_tokens": 5}
+    with_usage = [{**served, "usage_output_tokens": 8, "usage_input_tokens": 6}] * 3
+    never_reached = {"status": 0, "output_tokens": 0, "input_tokens": 5}
+    counts = load_client_tokens([*with_usage, never_reached], exact=False)
+    assert counts == ClientTokens(24, 18, "server usage", "server usage")
+    bare = [{**served, "usage_output_tokens": None, "usage_input_tokens": None}] * 2
+    assert load_client_tokens(bare, exact=False) == ClientTokens(16, 10, "estimate", "estimate")
+    assert load_client_tokens(bare, exact=True).output_basis == "client tokenizer"

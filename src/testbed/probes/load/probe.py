@@ -129,7 +129,11 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     window = summary.get("window") or {}
     summary["server_metrics"] = server_metrics.summary_of(
         session,
-        {name: load_client_tokens(r for rs in stage_records.values() for r in rs)},
+        {
+            name: load_client_tokens(
+                (r for rs in stage_records.values() for r in rs), exact=setup.counter.exact
+            )
+        },
         (window["start_ns"], window["end_ns"]) if "start_ns" in window else None,
     )
     return ProbeOutcome(summary=summary, verdict=verdict_of(summaries, config))

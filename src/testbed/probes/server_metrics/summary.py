@@ -36,7 +36,8 @@ class ClientTokens:
 
     output: int | None  # None: not known (the server gave no usage and nothing was counted)
     prompt: int | None
-    prompt_basis: str = "client tokenizer"  # or "server usage"
+    prompt_basis: str = "client tokenizer"  # or "server usage", or "estimate"
+    output_basis: str = "server usage"  # or "client tokenizer", or "estimate"
 
 
 def read_samples(path: Path) -> list[dict[str, Any]]:
@@ -47,15 +48,21 @@ def read_samples(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def load_client_tokens(records: Iterable[Mapping[str, Any]]) -> ClientTokens:
+def load_client_tokens(records: Iterable[Mapping[str, Any]], *, exact: bool) -> ClientTokens:
     """The load probe's counts: output tokens as recorded (server usage when given, the
-    client tokenizer otherwise), prompt tokens from usage when every request has it."""
+    client tokenizer otherwise), prompt tokens from usage when every request has it.
+    ``exact``: the client's tokenizer is the model's (else its counts are estimates)."""
     reached = [r for r in records if r.get("status")]
     output = sum(int(r.get("output_tokens") or 0) for r in reached)
+    counted = "client tokenizer" if exact else "estimate"
+    used = all(r.get("usage_output_tokens") is not None for r in reached)
+    out_basis = "server usage" if used else counted
     usage = [r.get("usage_input_tokens") for r in reached]
     if reached and all(u is not None for u in usage):
-        return ClientTokens(output, sum(int(u or 0) for u in usage), "server usage")
-    return ClientTokens(output, sum(int(r.get("input_tokens") or 0) for r in reached))
+        prompt = sum(int(u or 0) for u in usage)
+        return ClientTokens(output, prompt, "server usage", out_basis)
+    prompt = sum(int(r.get("input_tokens") or 0) for r in reached)
+    return ClientTokens(output, prompt, counted, out_basis)
 
 
 def ab_client_tokens(records: Iterable[Mapping[str, Any]]) -> ClientTokens:
@@ -135,7 +142,7 @@ def _deployment(
     out["mismatch"] = [
         _compare(field, out[field], value, threshold, basis)
         for field, value, basis in (
-            ("generation_tokens", client.output, "output tokens"),
+            ("generation_tokens", client.output, f"output tokens ({client.output_basis})"),
             ("prompt_tokens", client.prompt, f"prompt tokens ({client.prompt_basis})"),
         )
         if out[field] is not None and value is not None
@@ -170,9 +177,12 @@ def _rate(
 
 def _compare(field: str, server: float, client: int, threshold: float, what: str) -> dict[str, Any]:
     relative = abs(server - client) / max(client, 1)
-    flagged = relative > threshold
+    # an estimate (no tokenizer of the model's at hand) is shown but never flagged
+    estimate = what.endswith("(estimate)")
+    flagged = relative > threshold and not estimate
     message = (
         f"server counted {server:g} {what.split(' (', maxsplit=1)[0]}, the client {client}"
+        f"{' (an estimate)' if estimate else ''}"
         f" ({relative:.1%} apart{f', above {threshold:.1%}' if flagged else ''})"
     )
     return {
