@@ -52,3 +52,25 @@ def test_a_missing_file_is_refused_at_its_line(
     capsys.readouterr()
     main(["validate", str(file)])
     assert "no file gone." not in capsys.readouterr().err  # once it exists, that check passes
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ("bundled:nope", "unknown bundled model 'nope'"),
+        ("org/model", "'org/model' is a hub id, which the local backend cannot fetch"),
+        ("/no/such/folder", "no model folder /no/such/folder"),
+    ],
+)
+def test_a_model_the_local_backend_cannot_load_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, message: str
+) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(
+        f"name: m\ndeployments:\n  - name: a\n    server: hf\n    model: {model}\n"
+        "load: {requests: 1}\n"
+    )
+    assert main(["validate", str(file)]) == 2
+    assert main(["run", str(file), "--out", str(tmp_path / "run")]) == 2
+    assert f"{file}:5:12: deployments[0].model: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

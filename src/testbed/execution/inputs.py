@@ -1,10 +1,12 @@
-"""The files a campaign names, checked before anything starts.
+"""The files and models a campaign names, checked before anything starts.
 
 Case files, A/B prompt files and TLS CA bundles are relative to the campaign file's folder;
 a load dataset file is relative to the working directory (as ``testbed load --dataset``).
 A file that is missing is a :class:`CampaignError` (exit 2) placed at the line that names
 it, never an ERROR found halfway through a run. Case files are parsed too (their own errors
-carry their own file and line).
+carry their own file and line). On the local backend, the model of a server that runs here
+(hf, vllm) must be one this machine can load: a bundled name of the catalogue, an existing
+folder, or s3:// — not a hub id (testbed runs offline).
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from typing import Any
 
 from testbed.config.loader import LoadedCampaign
 from testbed.config.provenance import Path as DocPath
-from testbed.core.errors import CampaignError
+from testbed.core.errors import CampaignError, InputError
 from testbed.plan.model import Plan
 
 
 def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
-    """Raise CampaignError for the first named file that does not exist."""
+    """Raise CampaignError for the first named file or model that cannot be used."""
+    _check_local_models(loaded)
     for i, deployment in enumerate(loaded.campaign.deployments):
         bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
         if bundle:
@@ -41,6 +44,36 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
                 load_case_files([loaded.base_dir / path for path in config["cases"]])
 
 
+def _check_local_models(loaded: LoadedCampaign) -> None:
+    if loaded.campaign.backend.kind != "local":
+        return
+    from testbed.servers.models import parse_source
+
+    for i, deployment in enumerate(loaded.campaign.deployments):
+        if deployment.server not in ("hf", "vllm"):
+            continue
+        at: DocPath = ("deployments", i, "model")
+        try:
+            source = parse_source(deployment.model)
+        except InputError as exc:
+            raise CampaignError(f"{_where(loaded, at)}: deployments[{i}].model: {exc}") from None
+        problem = ""
+        if source.kind == "hub":
+            problem = (
+                f"{deployment.model!r} is a hub id, which the local backend cannot fetch (testbed"
+                " runs offline) — use bundled:smollm2-135m, a folder, or s3://bucket/prefix"
+            )
+        elif source.kind == "local" and not Path(source.value).is_dir():
+            problem = f"no model folder {source.value} — check the path"
+        if problem:
+            raise CampaignError(f"{_where(loaded, at)}: deployments[{i}].model: {problem}")
+
+
+def _where(loaded: LoadedCampaign, at: DocPath) -> str:
+    origin = loaded.provenance.nearest(at)
+    return origin.describe() if origin else loaded.file
+
+
 def _probe_configs(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
     """Each distinct resolved probe section of the plan (matrix levels included)."""
     keys = dict.fromkeys((t.probe, t.probe_key) for t in plan.treatments)
@@ -51,7 +84,6 @@ def _exists(loaded: LoadedCampaign, base: Path, name: str, at: DocPath) -> None:
     path = Path(name) if Path(name).is_absolute() else base / name
     if path.is_file():
         return
-    origin = loaded.provenance.nearest(at)
-    where = origin.describe() if origin else loaded.file
+    where = _where(loaded, at)
     field = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in at).replace(".[", "[")
     raise CampaignError(f"{where}: {field}: no file {name} (relative to {base}) — check the path")
