@@ -37,7 +37,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from testbed.config.loader import load_campaign
     from testbed.core.secrets import redact
-    from testbed.plan.expand import expand
+    from testbed.execution.pipeline import check_inputs
     from testbed.report.plan_table import render_plan
 
     loaded = load_campaign(args.file, args.preset, args.sets)
@@ -45,7 +45,7 @@ def handle(args: argparse.Namespace) -> int:
         value, source = loaded.explain(args.explain)
         print(f"{args.explain} = {redact(json.dumps(value))}\n  from: {source}")
         return 0
-    plan = expand(loaded)
+    plan = check_inputs(loaded)  # what run would refuse, plan refuses too (exit 2)
     if args.json:
         json.dump(plan.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
