@@ -149,7 +149,12 @@ async def _phases(
     )
     backend = make_backend(loaded, run_dir)
     runner = JobRunner(
-        Setting(plan, loaded.campaign.execution.seed, loaded.base_dir),
+        Setting(
+            plan,
+            loaded.campaign.execution.seed,
+            loaded.base_dir,
+            loaded.campaign.backend.model_dump(mode="json"),
+        ),
         backend,
         run_dir,
         ledger,
