@@ -194,6 +194,11 @@ class Campaign(Strict):
                     f"backend external provisions nothing, but {', '.join(local)} need a server"
                     " — use `server: external` with a url, or backend: local"
                 )
+        if self.scale is not None and self.backend.kind != "kubernetes":
+            raise ValueError(
+                "scale: needs a cluster — set `backend: kubernetes` (with context/kubeconfig,"
+                " e.g. the one `testbed cluster emulate` writes)"
+            )
         problems = (
             _kubernetes_rules(self)
             if isinstance(self.backend, KubernetesBackend)
@@ -259,6 +264,13 @@ def _kubernetes_rules(campaign: Campaign) -> list[str]:
                 f"backend.{flag} chooses the build of the servers under test (vllm, tgi, tgis),"
                 " but this campaign has only testbed's own servers — set backend.image instead"
             )
+    if backend.datashim:
+        found += [
+            f"deployments[{i}] ({d.name}): a Datashim Dataset needs the store's URL — set"
+            " s3_endpoint_url"
+            for i, d in enumerate(campaign.deployments)
+            if d.model.startswith("s3://") and not d.s3_endpoint_url
+        ]
     if backend.datashim and not any(d.model.startswith("s3://") for d in campaign.deployments):
         found.append("backend.datashim is true but no deployment has an s3:// model")
     return found
