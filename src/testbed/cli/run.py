@@ -25,7 +25,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--upload", metavar="S3_URL", help="copy the run directory to S3")
     parser.add_argument("--s3-endpoint-url", metavar="URL", help="for MinIO-compatible stores")
     parser.add_argument("--index", metavar="URL", help="results index (SQLAlchemy URL)")
+    parser.add_argument(
+        "--image", metavar="IMAGE", help="Kubernetes: image of the servers under test"
+    )
+    parser.add_argument(
+        "--image-tag", metavar="TAG", help="Kubernetes: tag of the servers under test"
+    )
     parser.set_defaults(handler=handle)
+
+
+def _image_sets(args: argparse.Namespace) -> list[str]:
+    """``--image``/``--image-tag`` as the campaign overrides they are (recorded in the run's
+    resolved campaign, so ``--resume`` reuses them); refused unless the backend is a cluster."""
+    sets = []
+    if args.image:
+        sets.append(f"backend.server_image={args.image}")
+    if args.image_tag:
+        sets.append(f"backend.image_tag={args.image_tag}")
+    if sets:
+        from testbed.config.loader import load_campaign
+        from testbed.core.errors import InputError
+
+        kind = load_campaign(args.file, args.preset, args.sets).campaign.backend.kind
+        if kind != "kubernetes":
+            raise InputError(
+                f"--image/--image-tag choose a container image, but the backend is {kind} —"
+                " add --set backend.kind=kubernetes"
+            )
+    return sets
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -42,13 +69,15 @@ def handle(args: argparse.Namespace) -> int:
 
     console = Console(stderr=False)
     if args.resume:
-        if args.preset or args.sets:
-            raise InputError("--resume reuses the run's own resolved campaign; drop --preset/--set")
+        if args.preset or args.sets or args.image or args.image_tag:
+            raise InputError(
+                "--resume reuses the run's own resolved campaign; drop --preset/--set/--image"
+            )
         loaded, run_dir, plan = open_resume(Path(args.resume))
     else:
         if not args.file:
             raise InputError("give a campaign FILE, or --resume DIR")
-        loaded = load_campaign(args.file, args.preset, args.sets)
+        loaded = load_campaign(args.file, args.preset, args.sets + _image_sets(args))
         run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
     console.print(f"run directory: [bold]{run_dir.path}[/bold]")
     with LiveDisplay(console, len(plan.treatments)) as display:

@@ -206,4 +206,6 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
         from testbed.backends.external import ExternalBackend
 
         return ExternalBackend()
-    raise InputError(f"backend {kind!r} is not available in this build; use local or external")
+    from testbed.backends.kubernetes import KubernetesBackend
+
+    return KubernetesBackend(run_dir.path, loaded.campaign.backend.model_dump(mode="json"))

@@ -50,6 +50,20 @@ class Changes:
                 raise item
             yield item
 
+    async def next(self, wait_s: float) -> tuple[str, dict[str, Any]] | None:
+        """The next event, or None when ``wait_s`` seconds pass first (the stream goes on)."""
+        try:
+            item = await asyncio.wait_for(self._queue.get(), wait_s)
+        except TimeoutError:
+            return None
+        if item is _END:
+            self._queue.put_nowait(_END)  # every later call ends too
+            raise ClusterError(f"the {self.kind} watch ended")
+        if isinstance(item, BaseException):
+            raise item
+        result: tuple[str, dict[str, Any]] = item
+        return result
+
     def close(self) -> None:
         """Stop watching (idempotent; safe from the event loop)."""
         self._stop.set()
