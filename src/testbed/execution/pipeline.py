@@ -60,6 +60,12 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
         for key in {t.probe_key for t in plan.treatments if t.probe == "correctness"}:
             cases = plan.probe_configs[key]["cases"]
             load_case_files([loaded.base_dir / path for path in cases])
+    if loaded.campaign.scale is not None:
+        from testbed.config.scale import ScaleProbe
+        from testbed.probes.scale.submit import check_template
+
+        for key in {t.probe_key for t in plan.treatments if t.probe == "scale"}:
+            check_template(ScaleProbe.model_validate(plan.probe_configs[key]), loaded.base_dir)
     return plan
 
 

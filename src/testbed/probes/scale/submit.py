@@ -56,6 +56,19 @@ def template_for(config: ScaleProbe, base_dir: Path) -> Template:
     return Template.from_file(path if path.is_absolute() else base_dir / path)
 
 
+def check_template(config: ScaleProbe, base_dir: Path) -> None:
+    """Render the first workload offline: a missing file, a syntax error or an unknown
+    placeholder is an InputError before anything runs (``testbed validate`` too)."""
+    header = records.Header(
+        run="check",
+        prefix="scale-check",
+        namespace=config.namespace or "default",
+        template="",
+        fingerprint="",
+    )
+    template_for(config, base_dir).render(values(config, header, 0))
+
+
 def values(config: ScaleProbe, header: records.Header, index: int) -> dict[str, Any]:
     """The values one workload's template is rendered with."""
     name = workload_name(header.prefix, index)

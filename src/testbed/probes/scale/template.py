@@ -43,7 +43,10 @@ class Template:
         try:
             return cls(path.read_text(encoding="utf-8"), str(path))
         except OSError as exc:
-            raise InputError(f"template {path}: cannot read it ({exc.strerror})") from exc
+            raise InputError(
+                f"template {path}: cannot read it ({exc.strerror}) — scale.template and"
+                " --template take a path relative to the campaign file (or the cwd)"
+            ) from exc
 
     def render(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The objects of one workload, labelled. Raises InputError naming the template,
