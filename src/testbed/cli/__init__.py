@@ -28,6 +28,7 @@ COMMANDS = (
     "calibrate",
     "models",
     "cleanup",
+    "cluster",
     "scale",
 )
 

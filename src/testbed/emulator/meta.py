@@ -1,0 +1,97 @@
+"""Object metadata the server owns: uid, timestamps, generated names, and their validation."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import secrets
+import uuid
+from typing import Any
+
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_GENERATED_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+#: Kinds whose names must be DNS labels (63 characters, no dots), not subdomains.
+LABEL_NAMED = frozenset({"Namespace", "Service"})
+
+
+def now() -> str:
+    """Wall time as the API writes timestamps (RFC 3339, seconds)."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> str:
+    """Wall time with microseconds (``MicroTime``: Event ``eventTime``)."""
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_uid() -> str:
+    return str(uuid.uuid4())
+
+
+def generated_name(prefix: str) -> str:
+    """``prefix`` and five random characters, as the server's name generator makes them."""
+    suffix = "".join(secrets.choice(_GENERATED_ALPHABET) for _ in range(5))
+    return prefix[: 63 - 5] + suffix
+
+
+def name_errors(kind: str, name: str) -> list[tuple[str, str]]:
+    if kind in LABEL_NAMED:
+        if len(name) > 63 or not _DNS_LABEL.match(name):
+            return [
+                (
+                    "metadata.name",
+                    f'Invalid value: "{name}": a lowercase RFC 1123 label must consist of lower'
+                    " case alphanumeric characters or '-', and must start and end with an"
+                    " alphanumeric character",
+                )
+            ]
+        return []
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        return [
+            (
+                "metadata.name",
+                f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower'
+                " case alphanumeric characters, '-' or '.', and must start and end with an"
+                " alphanumeric character",
+            )
+        ]
+    return []
+
+
+def _key_errors(where: str, key: str) -> list[tuple[str, str]]:
+    prefix, _, name = key.rpartition("/")
+    if not name or len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return [(where, f'Invalid value: "{key}": name part must be a valid qualified name')]
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return [(where, f'Invalid value: "{key}": prefix part must be a DNS subdomain')]
+    return []
+
+
+def metadata_errors(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """Labels and annotations as the server validates them."""
+    errors: list[tuple[str, str]] = []
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        return [("metadata.labels", "Invalid value: must be a map of strings")]
+    for key, value in labels.items():
+        errors += _key_errors("metadata.labels", key)
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            errors.append(
+                (
+                    f"metadata.labels[{key}]",
+                    f'Invalid value: "{value}": a valid label value'
+                    " must be 63 characters or less, alphanumeric, '-', '_' or '.'",
+                )
+            )
+    annotations = meta.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        return [*errors, ("metadata.annotations", "Invalid value: must be a map of strings")]
+    for key, value in annotations.items():
+        errors += _key_errors("metadata.annotations", key)
+        if not isinstance(value, str):
+            errors.append((f"metadata.annotations[{key}]", "Invalid value: must be a string"))
+    return errors

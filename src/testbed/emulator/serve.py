@@ -1,0 +1,68 @@
+"""Run the emulator in the foreground until SIGINT or SIGTERM (``testbed cluster emulate``).
+
+Controllers (scheduler, kubelet, workload controllers) attach through
+``testbed.emulator.controllers.attach(emulator)`` when that module exists: it registers
+its tasks and shutdown hooks on the :class:`Emulator` before the server starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from testbed.emulator.server import Emulator
+
+CONTROLLERS = "testbed.emulator.controllers"
+
+
+def attach_controllers(emulator: Emulator) -> bool:
+    """Let the controllers package attach to ``emulator``; False when it is not there."""
+    try:
+        module = importlib.import_module(CONTROLLERS)
+    except ModuleNotFoundError as exc:
+        if exc.name != CONTROLLERS:
+            raise
+        return False
+    attach = getattr(module, "attach", None)
+    if attach is None:
+        return False
+    attach(emulator)
+    return True
+
+
+async def serve_until_stopped(
+    emulator: Emulator,
+    kubeconfig: Path,
+    *,
+    controllers: bool = True,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Start, write ``kubeconfig``, announce, serve until a signal, then stop cleanly."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if controllers:
+        attach_controllers(emulator)
+    await emulator.start()
+    try:
+        emulator.write_kubeconfig(kubeconfig)
+        message = (
+            f"testbed cluster emulate: {emulator.shape.nodes} nodes at {emulator.url};"
+            f" kubeconfig written to {kubeconfig}"
+        )
+        (on_ready or _print)(message)
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await emulator.stop()
+
+
+def _print(message: str) -> None:
+    sys.stdout.write(message + "\n")
+    sys.stdout.flush()
