@@ -1,1 +1,1 @@
-"""Controllers of the emulated cluster: Deployment, ReplicaSet, Job, the scheduler and the plane that runs them."""
+"""Controllers of the emulated cluster: workloads, the scheduler, and the plane running them."""
