@@ -263,3 +263,28 @@ def test_analyze_writes_csv_and_plot_while_a_line_is_torn(tmp_path: Path) -> Non
     assert result.stages["scheduled→running"]["reached"] == 2
     skipped = analyze(out, skip_errors=True, head=2)
     assert len(skipped.shown) == 2
+
+
+def test_whole_second_times_never_make_a_delta_negative() -> None:
+    sent = T0 + 700.0  # creationTimestamp floors to T0, before the submission
+    sub = Submitted(
+        header=Header(run="r", prefix="w", namespace="ns", template="t", fingerprint="f")
+    )
+    sub.workloads[0] = submission(0, sent)
+    facts = Facts()
+    job = {
+        "kind": "Job",
+        "metadata": {"name": "w-0", "namespace": "ns", "creationTimestamp": iso(T0, False)},
+    }
+    facts.observe_object(job, sent + 50, live=False)
+    p = pod(
+        "w-0-a", "w-0", created=T0, node="n", conditions={"PodScheduled": T0, "Initialized": T0}
+    )
+    facts.observe_pod(p, sent + 60, live=False)
+    facts.observe_event(event("s", "Scheduled", "Pod", "w-0-a", sent + 30.5), sent + 60, live=False)
+    (row,) = times.rows(sub, facts)
+    assert row.sources["created"] == "ack"
+    assert row.stages["created"] == pytest.approx(sent + 2)  # the create call's return
+    assert row.stages["scheduled"] == pytest.approx(sent + 30.5)
+    assert row.sources["initialized"] == "field_s>prev"
+    assert row.stages["initialized"] == row.stages["scheduled"]

@@ -56,7 +56,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     template = template_for(config, ctx.base_dir)
     prefix = f"tb-{short_hash(str(ctx.out_dir.resolve()), 8)}"
     header, existing = open_header(ctx.out_dir, config, template, namespace, prefix)
-    await asyncio.to_thread(dynamic.ensure_namespace, namespace, labels(header))
+    made_namespace = await asyncio.to_thread(dynamic.ensure_namespace, namespace, labels(header))
     stop_submit, stop_sample, submitting = threading.Event(), threading.Event(), threading.Event()
     submitter = Submitter(dynamic, ctx.out_dir, config, template, header, stop_submit, ctx.progress)
     await asyncio.to_thread(submitter.check)
@@ -85,6 +85,8 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         await asyncio.gather(sampling, return_exceptions=True)
         if config.cleanup:
             await asyncio.to_thread(delete_all, dynamic, submitted.load(ctx.out_dir))
+            if made_namespace:  # ours alone: nothing else lives in it
+                await asyncio.to_thread(dynamic.delete, "v1", "Namespace", namespace, None)
     result = analysis.analyze(
         ctx.out_dir,
         plot=config.plot,

@@ -6,6 +6,8 @@ Each stage time has a *source*, because their precision differs by three orders 
 - ``field``: an object timestamp written with a fraction (some servers do);
 - ``watch``: the wall time at which this sampler's watch received the change, taken only for
   changes it saw happen live (never for the state an initial LIST returns);
+- ``ack``: for the workload object only, the wall time the submitter's create call returned
+  (the object was committed before it);
 - ``event_s`` and ``field_s``: timestamps in whole seconds (legacy events, most conditions
   and ``creationTimestamp`` on a real API server).
 
@@ -18,7 +20,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-PRECEDENCE: tuple[str, ...] = ("event", "field", "watch", "event_s", "field_s")
+PRECEDENCE: tuple[str, ...] = ("event", "field", "watch", "ack", "event_s", "field_s")
+#: Sources in whole seconds: the API floors them, so the true time is up to 1 s later.
+COARSE = frozenset({"event_s", "field_s"})
 
 #: Pod condition types and the stage each one marks when it turns True.
 _CONDITIONS = {"PodScheduled": "scheduled", "Initialized": "initialized", "Ready": "ready"}

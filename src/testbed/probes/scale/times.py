@@ -72,7 +72,8 @@ def rows(submitted: Submitted, facts: Facts) -> list[Row]:
         pods = by_workload.get(sub.name, [])
         row.pods = len(pods)
         _pod_stages(row, pods, pod_events, sub.expected_pods)
-        _object_stages(row, facts, sub.namespace, sub.kind, sub.name, pods)
+        _object_stages(row, facts, sub.namespace, sub.kind, sub.name, pods, sub.acked_ms)
+        _raise_floored(row)
         for (kind, name), times in object_events.items():
             if name == sub.name:
                 row.extra.update({f"event.{kind}.{reason}": t for reason, t in times.items()})
@@ -143,8 +144,29 @@ def _pod_stages(
             row.stages[stage], row.sources[stage] = millis, source
 
 
+def _raise_floored(row: Row) -> None:
+    """A whole-second time is a floor: the true time is in [t, t + 1 s). When the stage
+    before it is known more precisely and later, that is a tighter floor — so a delta is
+    never negative merely because the API rounded down. Such times are marked ``>prev``."""
+    previous: float | None = None
+    for stage in STAGES:
+        here = row.stages.get(stage)
+        if here is None:
+            continue
+        if previous is not None and here < previous and row.sources.get(stage) in stages.COARSE:
+            row.stages[stage] = previous
+            row.sources[stage] += ">prev"
+        previous = row.stages[stage]
+
+
 def _object_stages(
-    row: Row, facts: Facts, namespace: str, kind: str, name: str, pods: list[dict[str, Any]]
+    row: Row,
+    facts: Facts,
+    namespace: str,
+    kind: str,
+    name: str,
+    pods: list[dict[str, Any]],
+    acked_ms: float,
 ) -> None:
     if kind == "Pod":
         own = next((p for p in pods if p["key"] == f"{namespace}/{name}"), None)
@@ -155,8 +177,8 @@ def _object_stages(
     entry = facts.objects.get(f"{namespace}/{kind}/{name}")
     if entry is None:
         return
-    for stage, candidates in entry["stages"].items():
-        chosen = stages.best(candidates)
+    for stage, found in entry["stages"].items():
+        chosen = stages.best({**found, "ack": acked_ms} if stage == "created" else found)
         if chosen is None:
             continue
         if stage in ("created", "completed") and stage not in row.stages:
