@@ -79,7 +79,8 @@ def main() -> None:
     out = work / "out"
     started = time.perf_counter()
     emulator, kubeconfig = start_emulator(work, args.nodes, args.gpus)
-    print(f"emulator with {args.nodes} nodes × {args.gpus} GPUs up in {time.perf_counter() - started:.1f} s")
+    took = time.perf_counter() - started
+    print(f"emulator with {args.nodes} nodes × {args.gpus} GPUs up in {took:.1f} s")
     connection = ["--kubeconfig", str(kubeconfig)]
     sampler = None
     try:
@@ -108,8 +109,18 @@ def main() -> None:
         report(out, usage, sampler_out)
         plot_started = time.perf_counter()
         plotted = subprocess.run(
-            [*TESTBED, "scale", "plot", "-o", str(out), "--threshold", "p99 scheduled→running < 5 s"],
-            capture_output=True, text=True, check=False,
+            [
+                *TESTBED,
+                "scale",
+                "plot",
+                "-o",
+                str(out),
+                "--threshold",
+                "p99 scheduled→running < 5 s",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         print(f"plot: {time.perf_counter() - plot_started:.2f} s, exit {plotted.returncode}")
         print(plotted.stdout)
@@ -125,7 +136,8 @@ def report(out: Path, usage: os.struct_rusage | object, sampler_out: str) -> Non
     subs = [json.loads(x) for x in (out / "submitted.json").read_text().splitlines()[1:] if x]
     sent = sorted(s["sent_ms"] for s in subs)
     span_s = (sent[-1] - sent[0]) / 1000 if len(sent) > 1 else 0.0
-    print(f"submitted {len(subs)} in {span_s:.2f} s: {len(subs) / span_s if span_s else 0:.0f} workloads/s")
+    rate = len(subs) / span_s if span_s else 0.0
+    print(f"submitted {len(subs)} in {span_s:.2f} s: {rate:.0f} workloads/s")
     lags, times_ms = [], []
     for event in data["events"].values():
         t = event["t"]
@@ -133,7 +145,9 @@ def report(out: Path, usage: os.struct_rusage | object, sampler_out: str) -> Non
             lags.append(t["watch"] - t["event"])
             times_ms.append(t["event"])
     cpu = getattr(usage, "ru_utime", 0.0) + getattr(usage, "ru_stime", 0.0)
-    print("sampler:", sampler_out.strip().splitlines()[-1] if sampler_out.strip() else "(no output)")
+    print(
+        "sampler:", sampler_out.strip().splitlines()[-1] if sampler_out.strip() else "(no output)"
+    )
     pods = len(data["pods"])
     if times_ms:
         window = (max(times_ms) - min(times_ms)) / 1000
@@ -147,7 +161,7 @@ def report(out: Path, usage: os.struct_rusage | object, sampler_out: str) -> Non
         )
         print(
             f"sampler CPU {cpu:.2f} s in all = {cpu * 1000 / max(total, 1):.3f} ms per watch event"
-            f" → one core would keep up with {max(total, 1) / cpu if cpu else float('inf'):.0f} events/s"
+            f" → one core keeps up with {max(total, 1) / cpu if cpu else float('inf'):.0f}/s"
         )
         print(
             f"lag (watch receive − eventTime): p50 {np.percentile(lag, 50):.1f} ms,"
