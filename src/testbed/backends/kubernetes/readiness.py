@@ -46,7 +46,7 @@ async def follow_until_ready(
             deadline = ready_by if scheduled else min(scheduled_by, ready_by)
             remaining = deadline - loop.time()
             if remaining <= 0:
-                what = "ready" if scheduled else "scheduled"
+                what = "scheduled" if not scheduled and scheduled_by <= ready_by else "ready"
                 raise ServerStartError(
                     f"{name}: startup timeout — the pod was not {what} within"
                     f" {deadline - started:.0f} s (backend.{what}_timeout_s)"
