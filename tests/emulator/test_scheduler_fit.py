@@ -141,3 +141,19 @@ def test_a_thousand_alike_nodes_make_few_buckets() -> None:
         assert chosen is not None
         index.reserve(chosen, gpu_pod.requests)
     assert len(index.buckets) <= 2
+
+
+def test_a_pod_pinned_to_a_hostname_lands_there_and_alike_nodes_still_share_buckets() -> None:
+    index = CapacityIndex()
+    for i in range(3):
+        index.set_node(
+            f"n{i}", NodeFacts.of(node(f"n{i}", labels={"kubernetes.io/hostname": f"n{i}"})), {}
+        )
+    assert len(index.buckets) == 1
+    pinned = PodFacts.of(pod({"nvidia.com/gpu": 1}, nodeSelector={"kubernetes.io/hostname": "n2"}))
+    assert index.place(pinned) == "n2"
+    elsewhere = PodFacts.of(pod(nodeSelector={"kubernetes.io/hostname": "n9"}))
+    assert index.place(elsewhere) is None
+    assert index.diagnose(elsewhere).startswith(
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
+    )

@@ -13,7 +13,7 @@ fit, the one whose nodes keep the largest share of their capacity free after the
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from testbed.emulator.controllers.fit import (
@@ -24,6 +24,7 @@ from testbed.emulator.controllers.fit import (
     fit_message,
     resource_reasons,
     static_reason,
+    with_hostname,
 )
 
 Free = tuple[tuple[str, int], ...]
@@ -45,11 +46,15 @@ class CapacityIndex:
 
     nodes: dict[str, _Node] = field(default_factory=dict)
     buckets: dict[BucketKey, dict[str, None]] = field(default_factory=dict)
+    hostnames: dict[str, str] = field(default_factory=dict)
     _static: dict[tuple[str, NodeFacts], str | None] = field(default_factory=dict)
 
-    def set_node(self, name: str, facts: NodeFacts, used: Mapping[str, int]) -> None:
+    def set_node(
+        self, name: str, facts: NodeFacts, used: Mapping[str, int], hostname: str | None = None
+    ) -> None:
         """Add or refresh a node; ``used`` is what the pods bound to it reserve."""
         self.remove_node(name)
+        self.hostnames[name] = hostname or name
         allocatable = dict(facts.allocatable)
         free = {res: allocatable.get(res, 0) - used.get(res, 0) for res in allocatable}
         node = _Node(facts, free)
@@ -57,6 +62,7 @@ class CapacityIndex:
         self.buckets.setdefault(node.key(), {})[name] = None
 
     def remove_node(self, name: str) -> None:
+        self.hostnames.pop(name, None)
         node = self.nodes.pop(name, None)
         if node is not None:
             self._unbucket(name, node)
@@ -72,8 +78,8 @@ class CapacityIndex:
     def place(self, pod: PodFacts) -> str | None:
         """The node ``pod`` should be bound to, or None when no node fits it now."""
         best: tuple[float, str] | None = None
-        for (facts, free), names in self.buckets.items():
-            if not names or self._static_reason(pod, facts) is not None:
+        for facts, free, names, static in self._groups(pod):
+            if static is not None:
                 continue
             free_map = dict(free)
             if resource_reasons(pod.requests, free_map):
@@ -87,11 +93,8 @@ class CapacityIndex:
         """Why ``pod`` fits no node, in the real scheduler's words (see ``fit.fit_message``)."""
         reasons: Counter[str] = Counter()
         preemption: Counter[str] = Counter()
-        for (facts, free), names in self.buckets.items():
-            if not names:
-                continue
+        for _, free, names, static in self._groups(pod):
             count = len(names)
-            static = self._static_reason(pod, facts)
             if static is not None:
                 reasons[static] += count
                 preemption[NOT_HELPFUL] += count
@@ -101,6 +104,24 @@ class CapacityIndex:
                 reasons[reason] += count
             preemption[NO_VICTIMS if short else NOT_HELPFUL] += count
         return fit_message(len(self.nodes), reasons, preemption)
+
+    def _groups(
+        self, pod: PodFacts
+    ) -> Iterator[tuple[NodeFacts, Free, Collection[str], str | None]]:
+        """Nodes alike for ``pod``: (facts, free, names, the failing static filter or None).
+
+        A pod whose constraints name the hostname sees every node on its own; the others
+        see whole buckets.
+        """
+        for (facts, free), names in self.buckets.items():
+            if not names:
+                continue
+            if not pod.host_pinned:
+                yield facts, free, names.keys(), self._static_reason(pod, facts)
+                continue
+            for name in names:
+                own = with_hostname(facts, self.hostnames.get(name, name))
+                yield own, free, (name,), static_reason(pod, own)
 
     def _static_reason(self, pod: PodFacts, facts: NodeFacts) -> str | None:
         key = (pod.constraints_key, facts)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from testbed.core.ids import canonical_json
@@ -28,6 +28,8 @@ SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
+#: Unique per node: kept out of NodeFacts so that alike nodes share one (see capacity.py).
+HOSTNAME = "kubernetes.io/hostname"
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -44,7 +46,8 @@ class NodeFacts:
     def of(cls, node: Mapping[str, Any]) -> NodeFacts:
         spec = node.get("spec") or {}
         status = node.get("status") or {}
-        labels = (node.get("metadata") or {}).get("labels") or {}
+        labels = dict((node.get("metadata") or {}).get("labels") or {})
+        labels.pop(HOSTNAME, None)
         taints = tuple(
             (str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
             for t in spec.get("taints") or []
@@ -68,6 +71,8 @@ class PodFacts:
     affinity_terms: tuple[Mapping[str, Any], ...] = ()
     #: Canonical text of the non-resource constraints: pods alike share filter results.
     constraints_key: str = field(default="", compare=False)
+    #: The constraints name ``kubernetes.io/hostname``: nodes must be checked one by one.
+    host_pinned: bool = False
 
     @classmethod
     def of(cls, pod: Mapping[str, Any]) -> PodFacts:
@@ -84,6 +89,7 @@ class PodFacts:
             node_selector=selector,
             affinity_terms=terms,
             constraints_key=canonical_json([tolerations, selector, terms]),
+            host_pinned=HOSTNAME in canonical_json([selector, terms]),
         )
 
 
@@ -100,6 +106,11 @@ def static_reason(pod: PodFacts, node: NodeFacts) -> str | None:
     if pod.affinity_terms and not any(_term_matches(t, labels) for t in pod.affinity_terms):
         return SELECTOR
     return None
+
+
+def with_hostname(node: NodeFacts, hostname: str) -> NodeFacts:
+    """``node`` with its ``kubernetes.io/hostname`` label back (for host-pinned pods)."""
+    return replace(node, labels=(*node.labels, (HOSTNAME, hostname)))
 
 
 def resource_reasons(requests: Sequence[tuple[str, int]], free: Mapping[str, int]) -> list[str]:

@@ -21,7 +21,7 @@ from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InputError
 from testbed.emulator.controllers import events
 from testbed.emulator.controllers.capacity import CapacityIndex
-from testbed.emulator.controllers.fit import NodeFacts, PodFacts
+from testbed.emulator.controllers.fit import HOSTNAME, NodeFacts, PodFacts
 from testbed.emulator.errors import ApiError
 from testbed.emulator.kubelet.faults import FaultRule, fault_of
 from testbed.emulator.meta import now
@@ -70,7 +70,13 @@ class Scheduler:
             if event.type == DELETED:
                 self.index.remove_node(name)
             else:
-                self.index.set_node(name, NodeFacts.of(event.object), self._used.get(name, {}))
+                labels = event.object["metadata"].get("labels") or {}
+                self.index.set_node(
+                    name,
+                    NodeFacts.of(event.object),
+                    self._used.get(name, {}),
+                    labels.get(HOSTNAME, name),
+                )
             self._capacity_changed()
 
     async def _follow_pods(self, watch: Any) -> None:

@@ -32,6 +32,7 @@ class RunLog:
         """Append ``text`` (one or more lines) with the current time."""
         lines = text.splitlines() or [""]
         stamp = _stamp()
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # made at the first line only
         with self.path.open("a", encoding="utf-8") as out:
             for line in lines:
                 out.write(f"{stamp} {stream} F {line}\n")
@@ -75,9 +76,7 @@ class LogBook:
         key = (namespace, pod, container)
         runs = self.runs.setdefault(key, [])
         folder = self.root / f"{namespace}_{pod}_{uid}" / container
-        folder.mkdir(parents=True, exist_ok=True)
         run = RunLog(folder / f"{len(runs)}.log")
-        run.path.touch()
         runs.append(run)
         return run
 

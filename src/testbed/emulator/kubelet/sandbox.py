@@ -55,8 +55,7 @@ class Sandbox:
 def make_sandbox(pod: Mapping[str, Any], state_dir: Path, lookup: Lookup) -> Sandbox:
     """Allocate ports and prepare volume directories for ``pod``."""
     meta, spec = pod["metadata"], pod.get("spec") or {}
-    sandbox = Sandbox(state_dir / "pods" / str(meta["uid"]))
-    sandbox.scratch.mkdir(parents=True, exist_ok=True)
+    sandbox = Sandbox(state_dir / "pods" / str(meta["uid"]))  # made when a process needs it
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         for port in container.get("ports") or []:
             inside = int(port["containerPort"])
@@ -145,6 +144,8 @@ def launch_for(
     host_env.update(moved)
     host_env["HOSTNAME"] = str(pod["metadata"]["name"])
     cwd = sandbox.scratch
+    if rules.kind(str(container.get("image") or "")) != "unknown":
+        cwd.mkdir(parents=True, exist_ok=True)
     if container.get("workingDir"):
         wanted = Path(relocate(str(container["workingDir"]), {}, mounts))
         cwd = wanted if wanted.is_dir() else cwd
