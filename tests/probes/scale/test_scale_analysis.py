@@ -288,3 +288,27 @@ def test_whole_second_times_never_make_a_delta_negative() -> None:
     assert row.stages["scheduled"] == pytest.approx(sent + 30.5)
     assert row.sources["initialized"] == "field_s>prev"
     assert row.stages["initialized"] == row.stages["scheduled"]
+
+
+def test_a_late_observation_is_lowered_to_the_event_after_it() -> None:
+    sent = T0 + 700.0
+    sub = Submitted(
+        header=Header(run="r", prefix="w", namespace="ns", template="t", fingerprint="f")
+    )
+    sub.workloads[0] = submission(0, sent)
+    facts = Facts()
+    job = {
+        "kind": "Job",
+        "metadata": {"name": "w-0", "namespace": "ns", "creationTimestamp": iso(T0, False)},
+    }
+    facts.observe_object(job, sent + 90, live=True)  # the watch saw it late
+    facts.observe_pod(pod("w-0-a", "w-0", created=T0), sent + 95, live=False)
+    facts.observe_event(
+        event("c", "SuccessfulCreate", "Job", "w-0", sent + 20, "Created pod: w-0-a"), 0, False
+    )
+    facts.observe_event(event("s", "Scheduled", "Pod", "w-0-a", sent + 30), sent + 99, live=False)
+    (row,) = times.rows(sub, facts)
+    assert row.sources["created"] == "watch<next"
+    assert row.stages["created"] == pytest.approx(sent + 20)  # no later than the pod it made
+    assert row.stages["pod_created"] == pytest.approx(sent + 20)
+    assert row.sources["pod_created"] == "event"

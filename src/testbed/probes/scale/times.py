@@ -23,6 +23,8 @@ from testbed.probes.scale import stages
 from testbed.probes.scale.sampled import Facts
 from testbed.probes.scale.submitted import Submitted
 
+#: Sources that are ceilings: the change happened before it was seen (or acknowledged).
+_CEILINGS = ("watch", "ack")
 POD_STAGES = ("pod_created", "scheduled", "initialized", "started", "running", "ready")
 TIMES_CSV = "times.csv"
 
@@ -74,6 +76,7 @@ def rows(submitted: Submitted, facts: Facts) -> list[Row]:
         _pod_stages(row, pods, pod_events, sub.expected_pods)
         _object_stages(row, facts, sub.namespace, sub.kind, sub.name, pods, sub.acked_ms)
         _raise_floored(row)
+        _lower_late(row)
         for (kind, name), times in object_events.items():
             if name == sub.name:
                 row.extra.update({f"event.{kind}.{reason}": t for reason, t in times.items()})
@@ -148,15 +151,32 @@ def _raise_floored(row: Row) -> None:
     """A whole-second time is a floor: the true time is in [t, t + 1 s). When the stage
     before it is known more precisely and later, that is a tighter floor — so a delta is
     never negative merely because the API rounded down. Such times are marked ``>prev``."""
-    previous: float | None = None
+    floor: float | None = None
     for stage in STAGES:
-        here = row.stages.get(stage)
+        here, source = row.stages.get(stage), row.sources.get(stage, "")
         if here is None:
             continue
-        if previous is not None and here < previous and row.sources.get(stage) in stages.COARSE:
-            row.stages[stage] = previous
-            row.sources[stage] += ">prev"
-        previous = row.stages[stage]
+        if floor is not None and here < floor and source in stages.COARSE:
+            row.stages[stage] = here = floor
+            row.sources[stage] = f"{source}>prev"
+        if source not in _CEILINGS:  # exact times and floors bound what follows from below
+            floor = here if floor is None else max(floor, here)
+
+
+def _lower_late(row: Row) -> None:
+    """A watch receive time or a create call's return is a ceiling: the change happened
+    before it was seen. A later stage known to have happened earlier (an event, or another
+    ceiling) is a tighter ceiling, so such a time is lowered to it and marked ``<next``."""
+    ceiling: float | None = None
+    for stage in reversed(STAGES):
+        here, source = row.stages.get(stage), row.sources.get(stage, "")
+        if here is None:
+            continue
+        if ceiling is not None and here > ceiling and source in _CEILINGS:
+            row.stages[stage] = here = ceiling
+            row.sources[stage] = f"{source}<next"
+        if source.split(">")[0] not in stages.COARSE:  # exact times and ceilings
+            ceiling = here if ceiling is None else min(ceiling, here)
 
 
 def _object_stages(
