@@ -122,6 +122,8 @@ class Collector:
 
     def finalized(self, key: str, obj: Obj) -> None:
         """Called when an update leaves a deleted object without finalizers."""
+        if key == "namespaces" and not self._store.namespace_is_empty(obj["metadata"]["name"]):
+            return  # the namespace goes with its last object (spec.finalizers "kubernetes")
         if (
             key == "pods"
             and obj["metadata"].get("deletionGracePeriodSeconds")

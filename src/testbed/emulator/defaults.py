@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from testbed.emulator import crds
+from testbed.emulator.meta import normalized_time
 
 Errors = list[tuple[str, str]]
 
@@ -193,7 +194,17 @@ def _event(obj: dict[str, Any]) -> Errors:
     if not obj.get("involvedObject"):
         return [("involvedObject", "Required value")]
     obj.setdefault("type", "Normal")
+    _event_times(obj)
     return []
+
+
+def _event_times(obj: dict[str, Any]) -> None:
+    for name, micro in (("eventTime", True), ("firstTimestamp", False), ("lastTimestamp", False)):
+        if obj.get(name):
+            obj[name] = normalized_time(obj[name], micro)
+    series = obj.get("series")
+    if isinstance(series, dict) and series.get("lastObservedTime"):
+        series["lastObservedTime"] = normalized_time(series["lastObservedTime"], True)
 
 
 PREPARE: dict[str, Callable[[dict[str, Any]], Errors]] = {
@@ -220,6 +231,8 @@ def validate_update(key: str, obj: dict[str, Any]) -> Errors:
     """Checks an update must pass (the template of a workload must still match)."""
     if key in ("deployments.apps", "replicasets.apps", "jobs.batch"):
         return _selects_template(obj)
+    if key == "events":
+        _event_times(obj)
     if key == "pods" and not (obj.get("spec") or {}).get("containers"):
         return [("spec.containers", "Required value")]
     return []

@@ -28,6 +28,24 @@ def now_micro() -> str:
     return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def normalized_time(value: object, micro: bool) -> object:
+    """An RFC 3339 time as the server writes it back (UTC, ``Z``; 6 decimals for MicroTime).
+
+    Clients send offsets (``+00:00``) or fewer decimals; Go re-serialises what it parsed.
+    Values that are not times are returned unchanged (validation is not this function's).
+    """
+    if not isinstance(value, str) or not value:
+        return value
+    try:
+        parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=_dt.UTC)
+    parsed = parsed.astimezone(_dt.UTC)
+    return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+
+
 def new_uid() -> str:
     return str(uuid.uuid4())
 

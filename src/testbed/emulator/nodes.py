@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from testbed.emulator import meta as _meta
 from testbed.emulator.discovery import KUBE_VERSION
 
 _MIG_PROFILE = re.compile(r"^[1-9]\d*g\.[1-9]\d*gb$")
@@ -76,7 +77,7 @@ def node_manifest(shape: ClusterShape, index: int) -> dict[str, Any]:
         capacity[f"nvidia.com/mig-{profile}"] = str(count)
     if shape.mig:
         labels["nvidia.com/mig.strategy"] = "mixed"
-    now = "1970-01-01T00:00:00Z"
+    now = _meta.now()
     conditions = [
         {
             "type": t,
