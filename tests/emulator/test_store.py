@@ -262,3 +262,10 @@ CRD: dict[str, Any] = {
         ],
     },
 }
+
+
+def test_every_namespace_gets_a_default_service_account() -> None:
+    store = Store()
+    store.create("namespaces", {"metadata": {"name": "fresh"}})
+    assert store.get("serviceaccounts", "fresh", "default")["metadata"]["namespace"] == "fresh"
+    assert store.try_get("serviceaccounts", "kube-system", "default") is not None

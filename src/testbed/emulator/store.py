@@ -192,6 +192,9 @@ class Store:
         bucket.objects.setdefault(space, {})[name] = obj
         self.collector.indexed(key, None, obj)
         self._emit(bucket, Event(ADDED, obj, self._rv))
+        if key == "namespaces":
+            # The service-account controller's work: every namespace has a "default" account.
+            self.create("serviceaccounts", {"metadata": {"name": "default"}}, name)
         return obj
 
     def _namespace_for_create(self, rt: ResourceType, meta: Obj, namespace: str | None) -> str:
