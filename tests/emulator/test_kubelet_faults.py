@@ -69,10 +69,8 @@ def test_a_run_level_rule_hits_the_images_it_matches(tmp_path: Path) -> None:
         wait_for("the other pod to run", lambda: status_of(h, "miss").phase == "Running")
 
 
-def test_a_crashing_server_goes_into_crash_loop_back_off_with_its_real_last_lines(
-    tmp_path: Path,
-) -> None:
-    notes = {"emulator.testbed.io/fault": "crash", "emulator.testbed.io/fault-after": "1.5"}
+def test_a_crash_fault_on_a_server_goes_into_crash_loop_back_off(tmp_path: Path) -> None:
+    notes = {"emulator.testbed.io/fault": "crash", "emulator.testbed.io/fault-after": "1"}
     sim = pod(
         "crash",
         image="testbed:0.1.0",
@@ -93,10 +91,25 @@ def test_a_crashing_server_goes_into_crash_loop_back_off_with_its_real_last_line
         last = status.last_state.terminated
         assert (last.exit_code, last.reason) == (1, "Error")
         assert "back-off" in status.state.waiting.message
-        previous = h.core.read_namespaced_pod_log("crash", "default", previous=True)
-        host_port = h.call(lambda: h.plane.kubelet.runtime("default", "crash").ports[8000])
-        assert previous.strip() == f"testbed sim listening on http://127.0.0.1:{host_port}"
         assert any(r == "BackOff" for r, _ in reasons(h, "crash"))
+
+
+def test_a_process_that_exits_crash_loops_with_its_real_last_lines(tmp_path: Path) -> None:
+    script = "import sys; print('loading', flush=True); sys.exit('boom: unknown flag --tp')"
+    crashing = pod("exits", image="testbed:0.1.0", command=["python", "-c", script])
+    with running_plane(tmp_path) as h:
+        h.core.create_namespaced_pod("default", crashing)
+        wait_for(
+            "CrashLoopBackOff",
+            lambda: waiting_reason(h, "exits") == "CrashLoopBackOff",
+            timeout_s=30,
+        )
+        [status] = status_of(h, "exits").container_statuses
+        last = status.last_state.terminated
+        assert (last.exit_code, last.reason) == (1, "Error")
+        previous = h.core.read_namespaced_pod_log("exits", "default", previous=True)
+        assert previous == "loading\nboom: unknown flag --tp\n"
+        assert status_of(h, "exits").phase == "Running"
 
 
 def test_oom_fault_is_oom_killed_with_137(tmp_path: Path) -> None:

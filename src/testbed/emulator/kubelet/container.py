@@ -158,7 +158,7 @@ class ContainerRunner:
         try:
             self.host = await proc.spawn(self.launch.argv, self.launch.env, self.launch.cwd, log)
         except OSError as exc:
-            return self._start_failed(log, started_at, f"exec: {exc}")
+            return self._start_failed(log, started_at, str(exc))
         if self.stopping:  # the pod was deleted while the process started
             proc.kill_now(self.host, "deleted")
         self.emit("Normal", "Started", f"Started container {self.name}")

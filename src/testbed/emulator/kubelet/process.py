@@ -1,17 +1,20 @@
 """One container run as a host process: its own process group, output into its run log.
 
-The process leads a new session (one signal reaches everything it spawned) and is killed by
-the kernel if the emulator dies first (``PR_SET_PDEATHSIG``), so no container outlives the
-emulator even on SIGKILL. Stopping follows the kubelet: SIGTERM to the group, the grace
-period, then SIGKILL. Exit statuses are reported the way container runtimes do: a death by
-signal N is exit code 128 + N.
+The container runs under the shim (``kubelet.shim``), which leads a new session (one signal
+reaches everything the container spawned) and kills that whole group if the emulator dies
+first, so no container process outlives the emulator even on SIGKILL. Stopping follows the
+kubelet: SIGTERM to the group, the grace period, then SIGKILL. Exit statuses are reported
+the way container runtimes do: a death by signal N is exit code 128 + N.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +22,8 @@ from pathlib import Path
 from testbed.core.clock import monotonic_ns
 from testbed.core.process_group import die_with_parent, group_alive, signal_group
 from testbed.emulator.kubelet.logs import RunLog
+
+SHIM = Path(__file__).with_name("shim.py")
 
 
 @dataclass
@@ -46,8 +51,16 @@ class HostProcess:
 async def spawn(
     argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, log: RunLog
 ) -> HostProcess:
-    """Start ``argv`` in a new process group; stdout and stderr go to ``log`` line by line."""
+    """Start ``argv`` in a new process group; stdout and stderr go to ``log`` line by line.
+
+    OSError when ``argv[0]`` is not an executable on the container's ``PATH``.
+    """
+    if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(f'exec: "{argv[0]}": executable file not found in $PATH')
     process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        str(SHIM),
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
