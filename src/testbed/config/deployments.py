@@ -132,6 +132,9 @@ class Placement(Strict):
     priority_class: str | None = Field(None, description="priorityClassName")
     service_account: str | None = Field(None, description="serviceAccountName")
     image_pull_secrets: list[str] = Field(default_factory=list, description="Secret names")
+    pod_annotations: dict[str, str] = Field(
+        default_factory=dict, description="annotations of the worker's pod"
+    )
 
 
 class ServerParams(Strict):

@@ -23,7 +23,7 @@ from testbed.execution.jobs import Job, make_jobs
 from testbed.execution.strategy import run_jobs
 from testbed.execution.treatment import Setting
 from testbed.plan.expand import expand
-from testbed.plan.model import Plan
+from testbed.plan.model import Plan, Treatment
 from testbed.results.ledger import Ledger
 from testbed.results.machine import machine_info
 from testbed.results.rundir import LEDGER, RESOLVED, RunDir
@@ -175,12 +175,13 @@ async def _phases(
             observer.phase("cleanup", line)
     todo = [t for t in plan.planned() if t.id in ledger.to_run()]
     used = {w for t in todo for w in t.workers}
-    if "prepare" not in skip:
-        observer.phase("prepare")
-        configs = [plan.workers[w].config for w in plan.workers if w in used]
-        for line in await backend.prepare(configs):
-            observer.phase("prepare", line)
-    try:
+    try:  # from prepare on, what was made is released whatever happens
+        if "prepare" not in skip:
+            observer.phase("prepare")
+            configs = [plan.workers[w].config for w in plan.workers if w in used]
+            for line in await backend.prepare(configs):
+                observer.phase("prepare", line)
+        todo = await _skip_infeasible(backend, plan, todo, ledger, observer)
         if "test" not in skip and todo:
             observer.phase("test", f"{len(todo)} treatment(s)")
             execution = loaded.campaign.execution
@@ -192,6 +193,25 @@ async def _phases(
             observer.phase("final cleanup")
             await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
     return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
+
+
+async def _skip_infeasible(
+    backend: Backend, plan: Plan, todo: list[Treatment], ledger: Ledger, observer: Observer
+) -> list[Treatment]:
+    """Skip, with the backend's numbers, treatments whose workers can never start there."""
+    used = {w for t in todo for w in t.workers}
+    reasons, notes = await backend.infeasible({w: plan.workers[w].config for w in sorted(used)})
+    for note in notes:
+        observer.phase("prepare", note)
+    keep = []
+    for treatment in todo:
+        reason = next((reasons[w] for w in treatment.workers if w in reasons), "")
+        if not reason:
+            keep.append(treatment)
+            continue
+        ledger.finish(treatment.id, "SKIPPED", reason)
+        observer.phase("prepare", f"skipped {treatment.dirname}: {reason}")
+    return keep
 
 
 def _cost(plan: Plan):  # type: ignore[no-untyped-def]

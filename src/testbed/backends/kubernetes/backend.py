@@ -24,6 +24,7 @@ from typing import Any
 from testbed.backends.base import Backend, Handle
 from testbed.backends.external import external_endpoint
 from testbed.backends.kubernetes import manifests
+from testbed.backends.kubernetes.capacity import infeasible_reason
 from testbed.backends.kubernetes.names import (
     owns_namespace,
     run_namespace,
@@ -35,7 +36,7 @@ from testbed.backends.kubernetes.readiness import follow_until_ready, watch_deat
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
 from testbed.clients.kube.logs import LogFollower
-from testbed.core.errors import ClusterConflict, ClusterError
+from testbed.core.errors import ClusterAccessDenied, ClusterConflict, ClusterError
 from testbed.core.secrets import resolve
 from testbed.servers.adapters import adapter_for
 
@@ -99,6 +100,21 @@ class KubernetesBackend(Backend):
                 done.append(f"namespace {self.namespace} labelled for Datashim")
             self._ready_run = True
             return done
+
+    async def infeasible(
+        self, workers: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, str], list[str]]:
+        """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
+        pods = {w: c for w, c in workers.items() if c.get("server") != "external"}
+        if not pods:
+            return {}, []
+        kube = await self.kube()
+        try:
+            nodes, _ = await asyncio.to_thread(kube.list_objects, "Node")
+        except ClusterAccessDenied as exc:
+            return {}, [f"capacity not checked against nodes (no permission to list them): {exc}"]
+        reasons = {w: infeasible_reason(c, nodes) for w, c in pods.items()}
+        return {w: r for w, r in reasons.items() if r}, []
 
     # -- one worker ---------------------------------------------------------------------
     @contextlib.asynccontextmanager

@@ -156,6 +156,10 @@ def worker(
     if model.volumes:
         pod["volumes"] = model.volumes
     meta = {"name": name, "namespace": ns, "labels": labels}
+    template_meta: dict[str, Any] = {"labels": {**labels, **model.labels}}
+    annotations = (deployment.get("placement") or {}).get("pod_annotations")
+    if annotations:
+        template_meta["annotations"] = dict(annotations)
     return [
         {
             "apiVersion": "apps/v1",
@@ -165,7 +169,7 @@ def worker(
                 "replicas": 1,
                 "strategy": {"type": "Recreate"},  # never two pods holding the same GPUs
                 "selector": {"matchLabels": labels},
-                "template": {"metadata": {"labels": {**labels, **model.labels}}, "spec": pod},
+                "template": {"metadata": template_meta, "spec": pod},
             },
         },
         {

@@ -1,0 +1,135 @@
+"""The Kubernetes backend end to end: ``testbed run`` against a cluster (the emulator, or
+``$KUBECONFIG``'s), its verdicts and exit codes, the cluster's failures as ERRORs with their
+reasons, and nothing of a run left in the API afterwards — after success, failure, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from testbed.clients.kube import Kube
+from tests.backends.kubernetes.conftest import kubectl_get_all, leftovers, run_cli, spawn
+
+pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
+
+SIM_CAMPAIGN: dict[str, Any] = {
+    "name": "k8s-sim",
+    "backend": {"kind": "kubernetes", "ready_timeout_s": 60, "scheduled_timeout_s": 30},
+    "deployments": [{"name": "sim", "server": "sim", "params": {"ttft_ms": 5, "itl_ms": 2}}],
+    "load": {
+        "profile": "concurrency",
+        "concurrency": 2,
+        "requests": 12,
+        "dataset": {"kind": "synthetic", "input_tokens": 16, "output_tokens": 8},
+        "slo": {"ttft_p99_ms": 5000},
+    },
+    "execution": {"retries": 0},
+}
+
+
+def write_campaign(folder: Path, **changes: Any) -> Path:
+    data = json.loads(json.dumps(SIM_CAMPAIGN))
+    deployment = data["deployments"][0]
+    for key, value in changes.items():
+        deployment[key] = value
+    path = folder / "campaign.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def summaries(run_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/summary.json"))]
+
+
+def test_a_load_campaign_passes_and_leaves_nothing(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    campaign = write_campaign(tmp_path)
+    run_dir = tmp_path / "k8s-pass"
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "PASS"
+    assert summary["records"] == 12
+    worker = summary["workers"][0]
+    assert worker["namespace"] == "testbed-k8s-pass"
+    assert worker["pod"].startswith("tb-sim-")
+    assert leftovers(kube, "k8s-pass") == []
+    assert kubectl_get_all(kubeconfig, "k8s-pass") == "No resources found"
+
+
+FAULTS = [
+    ({"emulator.testbed.io/fault": "image-pull"}, {}, r"(ErrImagePull|ImagePullBackOff)"),
+    (
+        {"emulator.testbed.io/fault": "crash", "emulator.testbed.io/fault-after": "0.2"},
+        {},
+        r"CrashLoopBackOff.*exit code 1",
+    ),
+    (
+        {"emulator.testbed.io/fault": "oom", "emulator.testbed.io/fault-after": "0.2"},
+        {},
+        r"OOMKilled.*limit 32Gi",
+    ),
+    ({}, {"gpu": 64}, r"Unschedulable: 0/\d+ nodes are available.*nvidia.com/gpu.*requested"),
+]
+
+
+@pytest.mark.parametrize(
+    ("annotations", "resources", "reason"), FAULTS, ids=["pull", "crash", "oom", "unschedulable"]
+)
+def test_cluster_failures_are_errors_with_the_clusters_reason(
+    tmp_path: Path,
+    kubeconfig: Path,
+    kube: Kube,
+    annotations: dict[str, str],
+    resources: dict[str, Any],
+    reason: str,
+) -> None:
+    campaign = write_campaign(
+        tmp_path,
+        placement={"pod_annotations": annotations},
+        resources={"cpu": 1, "memory_gb": 8, **resources},
+    )
+    run_id = f"k8s-fault-{tmp_path.name[-12:].strip('_')}".lower().replace("_", "-")
+    run_dir = tmp_path / run_id
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "ERROR"
+    assert re.search(reason, summary["verdict"]["reason"], re.S), summary["verdict"]["reason"]
+    assert leftovers(kube, run_id) == []
+
+
+@pytest.mark.slow
+def test_sigint_during_readiness_leaves_nothing_20_times(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    # A pod that is never scheduled: testbed waits in readiness until it is interrupted.
+    campaign = write_campaign(
+        tmp_path,
+        placement={
+            "pod_annotations": {
+                "emulator.testbed.io/fault": "slow-schedule",
+                "emulator.testbed.io/schedule-delay": "600",
+            }
+        },
+    )
+    for trial in range(20):
+        run_id = f"k8s-sigint-{trial}"
+        child = spawn(["run", str(campaign), "--out", str(tmp_path / run_id)], kubeconfig, tmp_path)
+        deadline = time.monotonic() + 60
+        while not kube.list_objects("Deployment", None, f"testbed.io/run={run_id}")[0]:
+            assert time.monotonic() < deadline, "the worker's Deployment never appeared"
+            assert child.poll() is None, child.communicate()[0]
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        output, _ = child.communicate(timeout=120)
+        assert child.returncode == 130, output
+        assert leftovers(kube, run_id) == [], f"trial {trial}"
