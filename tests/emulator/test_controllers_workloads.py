@@ -209,3 +209,88 @@ def test_an_unschedulable_gpu_pod_says_why_and_runs_once_capacity_frees(tmp_path
                 h.core.read_namespaced_pod(pod.metadata.name, "default").status.phase == "Running"
             ),
         )
+
+
+def test_cluster_emulate_runs_the_control_plane_with_its_fault_flags(tmp_path: Path) -> None:
+    from kubernetes import client, config
+    from tests.fixtures.cluster import emulated_cluster
+
+    flags = ("--nodes", "1", "--fault", "pod=bad-*:image-pull", "--crash-backoff", "0.5")
+    flags += ("--state-dir", str(tmp_path / "state"))
+    with emulated_cluster(tmp_path / "emu", *flags) as kubeconfig:
+        api = config.new_client_from_config(str(kubeconfig))
+        try:
+            core = client.CoreV1Api(api)
+            script = "print('hello from a pod', flush=True)"
+            hello = {
+                "metadata": {"name": "hello"},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "c", "image": "testbed:1", "command": ["python", "-c", script]}
+                    ],
+                },
+            }
+            core.create_namespaced_pod("default", hello)
+            core.create_namespaced_pod(
+                "default",
+                {
+                    "metadata": {"name": "bad-1"},
+                    "spec": {"containers": [{"name": "c", "image": "x:1"}]},
+                },
+            )
+            wait_for(
+                "hello to succeed",
+                lambda: core.read_namespaced_pod("hello", "default").status.phase == "Succeeded",
+            )
+            assert core.read_namespaced_pod_log("hello", "default") == "hello from a pod\n"
+
+            def pull_back_off() -> bool:
+                statuses = (
+                    core.read_namespaced_pod("bad-1", "default").status.container_statuses or []
+                )
+                waiting = statuses[0].state.waiting if statuses else None
+                return bool(waiting) and waiting.reason == "ImagePullBackOff"
+
+            wait_for("the --fault rule", pull_back_off)
+        finally:
+            api.close()
+    assert (tmp_path / "state" / "logs").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (("--fault", "image=x"), "write SELECTOR=GLOB:KIND[:SECONDS]"),
+        (("--fault", "image=x:explode"), "'explode' is not a fault"),
+        (("--crash-backoff", "0"), "--crash-backoff 0.0: must be a positive number"),
+        (
+            ("--testbed-image-pattern", "(("),
+            "--testbed-image-pattern '((' is not a regular expression",
+        ),
+    ],
+)
+def test_bad_control_plane_flags_exit_2(
+    tmp_path: Path, flags: tuple[str, ...], message: str
+) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "testbed",
+            "cluster",
+            "emulate",
+            "--kubeconfig",
+            str(tmp_path / "k"),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr

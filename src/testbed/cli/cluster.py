@@ -55,6 +55,46 @@ def register(subparsers: Any) -> None:
     emulate.add_argument(
         "--gpu-product", default="NVIDIA-A100-SXM4-80GB", help="nvidia.com/gpu.product label"
     )
+    plane = emulate.add_argument_group("control plane (scheduler, controllers, process-kubelet)")
+    plane.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="pod scratch dirs, PVC data and container logs (default: a temporary dir, removed)",
+    )
+    plane.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="SELECTOR=GLOB:KIND[:SECONDS]",
+        help="inject a fault into matching pods, e.g. --fault 'image=*vllm*:image-pull';"
+        " SELECTOR image|pod|namespace, KIND image-pull|crash|oom|slow-schedule (repeatable)",
+    )
+    plane.add_argument(
+        "--crash-backoff",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="first CrashLoopBackOff/ImagePullBackOff delay, doubling up to 300 s (default 10)",
+    )
+    plane.add_argument(
+        "--testbed-image-pattern",
+        default=r"(^|/)testbed([:@]|$)",
+        metavar="REGEX",
+        help="images run as `python -m testbed …` of this interpreter",
+    )
+    plane.add_argument(
+        "--vllm-image-pattern",
+        default="vllm",
+        metavar="REGEX",
+        help="images run with the vLLM venv's python (vllm.entrypoints.openai.api_server)",
+    )
+    plane.add_argument(
+        "--vllm-python",
+        type=Path,
+        metavar="PATH",
+        help="the vLLM interpreter (default $TESTBED_VLLM_PYTHON or .venv-vllm/bin/python)",
+    )
     emulate.set_defaults(handler=handle_emulate)
     parser.set_defaults(handler=lambda args: _usage(parser))
 
@@ -103,12 +143,51 @@ def shape_from_args(args: argparse.Namespace) -> Any:
         raise InputError("; ".join(problems)) from None
 
 
+def plane_from_args(args: argparse.Namespace) -> Any:
+    """The control plane's PlaneSettings the flags describe; an InputError names the bad flag."""
+    import re
+
+    from testbed.core.errors import InputError
+    from testbed.emulator.controllers.plane import PlaneSettings
+    from testbed.emulator.kubelet.container import KubeletSettings
+    from testbed.emulator.kubelet.faults import FaultRule
+    from testbed.emulator.kubelet.images import ImageRules
+
+    for flag, pattern in (
+        ("--testbed-image-pattern", args.testbed_image_pattern),
+        ("--vllm-image-pattern", args.vllm_image_pattern),
+    ):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise InputError(f"{flag} {pattern!r} is not a regular expression: {exc}") from None
+    if args.crash_backoff <= 0:
+        raise InputError(
+            f"--crash-backoff {args.crash_backoff}: must be a positive number of seconds"
+        )
+    if args.vllm_python is not None and not args.vllm_python.exists():
+        raise InputError(
+            f"--vllm-python {args.vllm_python}: no such file; point it at a venv's python"
+        )
+    return PlaneSettings(
+        state_dir=args.state_dir,
+        kubelet=KubeletSettings(backoff_s=args.crash_backoff),
+        images=ImageRules(
+            testbed_pattern=args.testbed_image_pattern,
+            vllm_pattern=args.vllm_image_pattern,
+            vllm_python=args.vllm_python,
+        ),
+        faults=tuple(FaultRule.parse(text) for text in args.fault),
+    )
+
+
 def handle_emulate(args: argparse.Namespace) -> int:
     import asyncio
 
     from testbed.core.errors import InputError
 
     shape = shape_from_args(args)
+    plane = plane_from_args(args)
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: must be between 0 and 65535")
     try:
@@ -122,7 +201,7 @@ def handle_emulate(args: argparse.Namespace) -> int:
         raise
     emulator = Emulator(shape, host=args.host, port=args.port)
     try:
-        asyncio.run(serve_until_stopped(emulator, args.kubeconfig))
+        asyncio.run(serve_until_stopped(emulator, args.kubeconfig, controller_settings=plane))
     except OSError as exc:
         from testbed.core.errors import InfrastructureError
 

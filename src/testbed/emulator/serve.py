@@ -13,14 +13,18 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from testbed.emulator.server import Emulator
 
 CONTROLLERS = "testbed.emulator.controllers"
 
 
-def attach_controllers(emulator: Emulator) -> bool:
-    """Let the controllers package attach to ``emulator``; False when it is not there."""
+def attach_controllers(emulator: Emulator, settings: Any = None) -> bool:
+    """Let the controllers package attach to ``emulator``; False when it is not there.
+
+    ``settings`` (a ``controllers.plane.PlaneSettings``) is passed on when given.
+    """
     try:
         module = importlib.import_module(CONTROLLERS)
     except ModuleNotFoundError as exc:
@@ -30,7 +34,10 @@ def attach_controllers(emulator: Emulator) -> bool:
     attach = getattr(module, "attach", None)
     if attach is None:
         return False
-    attach(emulator)
+    if settings is None:
+        attach(emulator)
+    else:
+        attach(emulator, settings)
     return True
 
 
@@ -39,6 +46,7 @@ async def serve_until_stopped(
     kubeconfig: Path,
     *,
     controllers: bool = True,
+    controller_settings: Any = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Start, write ``kubeconfig``, announce, serve until a signal, then stop cleanly."""
@@ -47,7 +55,7 @@ async def serve_until_stopped(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     if controllers:
-        attach_controllers(emulator)
+        attach_controllers(emulator, controller_settings)
     await emulator.start()
     try:
         emulator.write_kubeconfig(kubeconfig)

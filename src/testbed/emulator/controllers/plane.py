@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,8 +37,9 @@ if TYPE_CHECKING:
 class PlaneSettings:
     """Everything the control plane is configured with (one place, passed explicitly)."""
 
-    #: Where pod scratch dirs, PVC data and container logs live.
-    state_dir: Path
+    #: Where pod scratch dirs, PVC data and container logs live (None: a temporary
+    #: directory, removed when the emulator stops).
+    state_dir: Path | None = None
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     images: ImageRules = field(default_factory=ImageRules)
     #: Faults for every pod a rule matches (``--fault``), see ``kubelet.faults``.
@@ -46,8 +50,11 @@ class ControlPlane:
     """Scheduler, ReplicaSet/Deployment/Job controllers and the process-kubelet."""
 
     def __init__(self, store: Store, settings: PlaneSettings) -> None:
+        if settings.state_dir is None:
+            raise ValueError("ControlPlane needs a state_dir (attach() makes a temporary one)")
         self.store = store
         self.settings = settings
+        self.state_dir: Path = settings.state_dir
         logbook = LogBook(settings.state_dir / "logs")
         host = Host(
             settings.kubelet,
@@ -75,7 +82,7 @@ class ControlPlane:
 
     async def run(self) -> None:
         """Run every component until cancelled; container processes die with it."""
-        self.settings.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.kubelet.run(), name="kubelet")
@@ -86,14 +93,23 @@ class ControlPlane:
             self.kubelet.kill_all()
 
 
-def attach(emulator: Emulator, settings: PlaneSettings, grace_s: float = 5.0) -> ControlPlane:
-    """Start a control plane beside a started ``emulator`` (in its event loop).
+def attach(
+    emulator: Emulator, settings: PlaneSettings | None = None, grace_s: float = 5.0
+) -> ControlPlane:
+    """Start a control plane beside ``emulator``, in its (running) event loop.
 
     Registers the ``pods/log`` and ``pods/portforward`` subresources and a shutdown hook
     that stops every container (SIGTERM, ``grace_s``, SIGKILL) before the server closes.
+    Without ``settings`` the state (pod scratch dirs, PVC data, logs) lives in a temporary
+    directory removed at shutdown.
     """
     from testbed.emulator.kubelet.serving import register
 
+    scratch: Path | None = None
+    settings = settings or PlaneSettings()
+    if settings.state_dir is None:
+        scratch = Path(tempfile.mkdtemp(prefix="testbed-emulator-"))
+        settings = dataclasses.replace(settings, state_dir=scratch)
     plane = ControlPlane(emulator.store, settings)
     task = asyncio.get_running_loop().create_task(plane.run(), name="control-plane")
     register(emulator, plane.kubelet)
@@ -105,6 +121,8 @@ def attach(emulator: Emulator, settings: PlaneSettings, grace_s: float = 5.0) ->
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
 
     emulator.on_shutdown(stop)
     return plane
