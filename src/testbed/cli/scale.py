@@ -199,8 +199,10 @@ def handle_sample(args: argparse.Namespace) -> int:
             f"{out}: no submitted.json with a header — run `testbed scale submit -o {out}` first"
         )
     stop = threading.Event()
+    timer = threading.Timer(args.timeout or 0, stop.set)
+    timer.daemon = True  # a Ctrl-C must not wait for it
     if args.timeout:
-        threading.Timer(args.timeout, stop.set).start()
+        timer.start()
     sampler = Sampler(_dynamic(args), out, header)
     try:
         stats = sampler.run(args.follow, stop)
@@ -211,6 +213,7 @@ def handle_sample(args: argparse.Namespace) -> int:
         return 0
     finally:
         stop.set()
+        timer.cancel()
     facts = stats.facts
     assert facts is not None
     print(

@@ -53,25 +53,12 @@ def test_sample_and_plot_while_submit_runs_then_resume(
     cluster_kubeconfig: Path, tmp_path: Path
 ) -> None:
     out, ns = tmp_path / "out", "scale-cli"
-    submit = [
-        *_cli(
-            "submit",
-            "-o",
-            str(out),
-            "-n",
-            "12",
-            "-p",
-            "2",
-            "--delay",
-            "1",
-            "-g",
-            "1",
-            "--project",
-            ns,
-            kubeconfig=cluster_kubeconfig,
-        )
-    ]
-    submitter = subprocess.Popen(submit, stdout=subprocess.PIPE, text=True)
+
+    def submit(count: int) -> list[str]:
+        flags = ["-o", str(out), "-n", str(count), "-p", "1", "--delay", "1.5", "-g", "1"]
+        return _cli("submit", *flags, "--project", ns, kubeconfig=cluster_kubeconfig)
+
+    submitter = subprocess.Popen(submit(12), stdout=subprocess.PIPE, text=True)
     follower = None
     try:
         _wait_for((out / "submitted.json").exists, 30, "the submitter's header")
@@ -85,8 +72,7 @@ def test_sample_and_plot_while_submit_runs_then_resume(
                 "120",
                 kubeconfig=cluster_kubeconfig,
             ),
-            stdout=subprocess.PIPE,
-            text=True,
+            stdout=subprocess.DEVNULL,
         )
         once = subprocess.run(
             _cli("sample", "-o", str(out), kubeconfig=cluster_kubeconfig),
@@ -136,13 +122,14 @@ def test_sample_and_plot_while_submit_runs_then_resume(
     assert all(r["scheduled_source"] == "event" for r in rows)
     assert (out / "detailed.png").stat().st_size > 10_000
     # a rerun with more workloads adds only the new ones: deterministic names, no duplicates
-    again = subprocess.run(
-        [*submit[:6], "14", *submit[7:]], capture_output=True, text=True, check=False
-    )
+    again = subprocess.run(submit(14), capture_output=True, text=True, check=False)
     assert again.returncode == 0, again.stderr
     assert "2 created, 0 existed, 0 error(s), 12 recorded before" in again.stdout
     kube = Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig))))
-    jobs, _ = Dynamic(kube).list(KindInfo("batch/v1", "jobs"), ns)
+    header = submitted.load(out).header
+    assert header is not None
+    mine = f"testbed.io/scale-run={header.run}"
+    jobs, _ = Dynamic(kube).list(KindInfo("batch/v1", "jobs"), ns, mine)
     assert len(jobs) == 14
     cleaned = subprocess.run(
         _cli("clean", "-o", str(out), kubeconfig=cluster_kubeconfig),
@@ -227,9 +214,10 @@ def test_stage_times_agree_with_the_emulators_events(
     scheduled: dict[str, float] = {}
     started: dict[str, float] = {}
     for event in events:
-        if event["regarding"]["kind"] != "Pod":
-            continue
-        workload = facts.pods[f"scale-times/{event['regarding']['name']}"]["workload"]
+        pod = facts.pods.get(f"scale-times/{event['regarding']['name']}")
+        if event["regarding"]["kind"] != "Pod" or pod is None:
+            continue  # a Job's event, or another run's
+        workload = pod["workload"]
         stamp = parse_time(event["eventTime"])
         assert stamp is not None
         assert stamp[1], "the emulator's eventTime has microseconds"
