@@ -182,7 +182,7 @@ def test_stage_times_agree_with_the_emulators_events(
     cluster_kubeconfig: Path, tmp_path: Path
 ) -> None:
     dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
-    config = ScaleProbe(workloads=10, parallel=5, gpus=1, workload_type="distributed", workers=2)
+    config = ScaleProbe(workloads=8, parallel=4, gpus=1, workload_type="distributed", workers=2)
     template = template_for(config, tmp_path)
     header, _ = open_header(tmp_path, config, template, "scale-times", None)
     dynamic.ensure_namespace("scale-times", labels(header))
@@ -207,7 +207,7 @@ def test_stage_times_agree_with_the_emulators_events(
     finally:
         stop.set()
         sampler.join(timeout=10)
-    assert outcome.created == 10
+    assert outcome.created == 8
     facts = result["stats"].facts  # type: ignore[attr-defined]
     table = times.rows(submitted.load(tmp_path), facts)
     events, _ = dynamic.list(dynamic.info("events.k8s.io/v1", "Event"), "scale-times")
