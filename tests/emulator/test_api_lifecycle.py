@@ -15,6 +15,9 @@ from kubernetes.client.rest import ApiException
 
 pytestmark = pytest.mark.kubernetes
 LABELS = {"app": "x"}
+#: A scheduler that does not exist: the emulator's controllers create pods for these
+#: workloads but nothing schedules or runs them, so they are deleted at once.
+UNSCHEDULED = "testbed-tests-unscheduled"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +40,9 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
 def _template() -> client.V1PodTemplateSpec:
     return client.V1PodTemplateSpec(
         metadata=client.V1ObjectMeta(labels=LABELS),
-        spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="x:1")]),
+        spec=client.V1PodSpec(
+            containers=[client.V1Container(name="c", image="x:1")], scheduler_name=UNSCHEDULED
+        ),
     )
 
 
@@ -138,7 +143,7 @@ def test_events_in_both_groups_are_one_storage(api: client.ApiClient, namespace:
         namespace,
         client.V1Pod(
             metadata=client.V1ObjectMeta(name="p"),
-            spec=client.V1PodSpec(containers=[client.V1Container(name="c", image="x:1")]),
+            spec=_template().spec,
         ),
     )
     when = "2026-01-02T03:04:05.123456Z"
@@ -267,3 +272,37 @@ def test_watch_timeout_is_honoured(api: client.ApiClient, namespace: str) -> Non
     began = time.monotonic()
     assert list(watch.Watch().stream(core.list_namespaced_pod, namespace, timeout_seconds=1)) == []
     assert 0.9 <= time.monotonic() - began < 5.0
+
+
+def test_foreground_and_orphan_propagation(api: client.ApiClient, namespace: str) -> None:
+    core = client.CoreV1Api(api)
+
+    def configmap(name: str, owner: object | None = None, **meta: object) -> client.V1ConfigMap:
+        refs = [_owner_ref(owner, "ConfigMap", "v1")] if owner is not None else None
+        return core.create_namespaced_config_map(
+            namespace,
+            client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name=name, owner_references=refs, **meta)
+            ),
+        )
+
+    owner = configmap("owner")
+    configmap("held", owner, finalizers=["example.com/hold"])
+    configmap("free", owner)
+    core.delete_namespaced_config_map("owner", namespace, propagation_policy="Foreground")
+    waiting = core.read_namespaced_config_map("owner", namespace)
+    assert waiting.metadata.deletion_timestamp is not None
+    assert waiting.metadata.finalizers == ["foregroundDeletion"]
+    assert {c.metadata.name for c in core.list_namespaced_config_map(namespace).items} == {
+        "owner",
+        "held",
+    }
+    core.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
+    assert core.list_namespaced_config_map(namespace).items == []
+
+    parent = configmap("parent")
+    configmap("child", parent)
+    core.delete_namespaced_config_map("parent", namespace, propagation_policy="Orphan")
+    (child,) = core.list_namespaced_config_map(namespace).items
+    assert child.metadata.name == "child"
+    assert child.metadata.owner_references is None

@@ -47,13 +47,7 @@ def kubectl(cluster_kubeconfig: Path) -> Kubectl:
 @pytest.fixture
 def namespace(kubectl: Kubectl) -> Iterator[str]:
     name = f"k-{uuid.uuid4().hex[:8]}"
-    # `kubectl create namespace NAME` sends protobuf, which the emulator refuses (docs/emulator.md)
-    kubectl.out(
-        "create",
-        "-f",
-        "-",
-        stdin=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-    )
+    kubectl.out("create", "namespace", name)
     yield name
     kubectl.run("delete", "namespace", name, "--wait=false", ok=False)
 
@@ -67,7 +61,9 @@ spec:
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web, testbed.io/run: RUN}}
-    spec: {containers: [{name: server, image: "ghcr.io/example/server:1.0"}]}
+    spec:
+      schedulerName: testbed-tests-unscheduled
+      containers: [{name: server, image: "ghcr.io/example/server:1.0"}]
 ---
 apiVersion: v1
 kind: Service
@@ -77,7 +73,7 @@ spec: {selector: {app: web}, ports: [{port: 8000}]}
 apiVersion: v1
 kind: Pod
 metadata: {name: lone, labels: {testbed.io/run: RUN}}
-spec: {containers: [{name: c, image: "busybox:1.36"}]}
+spec: {schedulerName: testbed-tests-unscheduled, containers: [{name: c, image: "busybox:1.36"}]}
 """
 
 
@@ -137,7 +133,7 @@ def test_describe_pod_shows_its_events(kubectl: Kubectl, namespace: str) -> None
     }
     kubectl.out("create", "-n", namespace, "-f", "-", stdin=json.dumps(event))
     described = kubectl.out("describe", "-n", namespace, "pod", "lone")
-    assert "Status:           Pending" in described
+    assert f"Namespace:        {namespace}" in described
     assert "FailedScheduling" in described
     assert "Insufficient nvidia.com/gpu" in described
     events = kubectl.out("get", "-n", namespace, "events")
@@ -153,10 +149,8 @@ def test_errors_read_as_from_a_real_server(kubectl: Kubectl, namespace: str) -> 
     again = kubectl.run("create", "-n", namespace, "-f", "-", stdin=configmap, ok=False)
     expected = 'error when creating "STDIN": configmaps "c" already exists'
     assert f"Error from server (AlreadyExists): {expected}" in again.stderr
-    imperative = kubectl.run(
-        "create", "-n", namespace, "configmap", "d", "--from-literal=a=1", ok=False
-    )
-    assert "unknown format: application/vnd.kubernetes.protobuf" in imperative.stderr
+    unknown = kubectl.run("create", "-n", namespace, "priorityclass", "p", "--value=1", ok=False)
+    assert "the server could not find the requested resource" in unknown.stderr
     bad = kubectl.run(
         "create",
         "-n",
@@ -214,3 +208,40 @@ def test_custom_resource_through_kubectl(kubectl: Kubectl, namespace: str) -> No
     table = kubectl.out("get", "-n", namespace, f"gadgets.{group}").split()
     assert table == ["NAME", "SIZE", "g1", "7"]
     kubectl.out("delete", "crd", f"gadgets.{group}")
+
+
+def test_imperative_commands_send_protobuf_that_is_decoded(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    n = ("-n", namespace)
+    kubectl.out("create", *n, "configmap", "c", "--from-literal=a=1", "--from-literal=b=2")
+    kubectl.out("create", *n, "secret", "generic", "s", "--from-literal=k=v")
+    kubectl.out(
+        "create", *n, "deployment", "web", "--image=nginx:1.25", "--replicas=0", "--port=80"
+    )
+    kubectl.out("create", *n, "job", "j", "--image=busybox:1.36", "--", "echo", "hi")
+    kubectl.out(
+        "run", *n, "p", "--image=busybox:1.36", "--labels=a=b", "--env=X=1", "--", "sleep", "1"
+    )
+    kubectl.out("expose", *n, "deployment", "web", "--port=80", "--target-port=8080")
+    kubectl.out("create", *n, "serviceaccount", "sa")
+    assert json.loads(kubectl.out("get", *n, "cm", "c", "-o", "jsonpath={.data}")) == {
+        "a": "1",
+        "b": "2",
+    }
+    assert kubectl.out("get", *n, "secret", "s", "-o", "jsonpath={.data.k}") == "dg=="
+    deployment = json.loads(kubectl.out("get", *n, "deploy", "web", "-o", "json"))
+    assert deployment["spec"]["replicas"] == 0  # a pointer field set to zero stays zero
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert (container["name"], container["image"]) == ("nginx", "nginx:1.25")
+    assert container["ports"][0]["containerPort"] == 80
+    job = json.loads(kubectl.out("get", *n, "job", "j", "-o", "json"))
+    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["echo", "hi"]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    pod = json.loads(kubectl.out("get", *n, "pod", "p", "-o", "json"))
+    assert pod["metadata"]["labels"] == {"a": "b"}
+    assert pod["spec"]["containers"][0]["args"] == ["sleep", "1"]
+    assert pod["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}]
+    ports = json.loads(kubectl.out("get", *n, "svc", "web", "-o", "jsonpath={.spec.ports}"))
+    assert ports == [{"port": 80, "protocol": "TCP", "targetPort": 8080}]
+    assert kubectl.out("get", *n, "sa", "sa", "-o", "name") == "serviceaccount/sa\n"

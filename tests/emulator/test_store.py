@@ -269,3 +269,18 @@ def test_every_namespace_gets_a_default_service_account() -> None:
     store.create("namespaces", {"metadata": {"name": "fresh"}})
     assert store.get("serviceaccounts", "fresh", "default")["metadata"]["namespace"] == "fresh"
     assert store.try_get("serviceaccounts", "kube-system", "default") is not None
+
+
+def test_an_object_created_for_a_deleted_owner_is_collected() -> None:
+    store = Store()
+    owner = store.create("configmaps", {"metadata": {"name": "owner"}})
+    store.delete("configmaps", "default", "owner")
+    ref = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "owner",
+        "uid": owner["metadata"]["uid"],
+    }
+    made = store.create("secrets", {"metadata": {"name": "late", "ownerReferences": [ref]}})
+    assert made["metadata"]["name"] == "late"
+    assert store.try_get("secrets", "default", "late") is None

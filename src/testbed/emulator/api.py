@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator import discovery, openapi, tables, views
+from testbed.emulator import discovery, openapi, protobuf, tables, views
 from testbed.emulator.errors import ApiError, bad_request, method_not_allowed, unsupported_media
 from testbed.emulator.resources import ResourceType
 from testbed.emulator.routes import Target, parse
@@ -280,8 +280,9 @@ def _check_kind(rt: ResourceType, body: Obj) -> None:
 
 async def _json(request: web.Request) -> Any:
     content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
+    if request.method != "PATCH" and content_type == protobuf.MEDIA_TYPE:
+        return protobuf.decode(await request.read())
     if request.method != "PATCH" and content_type not in ("application/json", "*/*", ""):
-        # Protobuf and CBOR bodies: client-go answers a 415 by retrying in JSON.
         raise unsupported_media(content_type)
     raw = await request.read()
     try:

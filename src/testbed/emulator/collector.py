@@ -78,6 +78,13 @@ class Collector:
                 out.append((key, obj))
         return out
 
+    def created(self, key: str, obj: Obj) -> Obj:
+        """A new object whose owners are all gone is collected at once, as the GC would."""
+        owners = _owner_uids(obj)
+        if owners and not any(uid in self._where for uid in owners):
+            self.delete(key, obj, "Background", None)
+        return obj
+
     # -- deletion ----------------------------------------------------------------------
     def delete(self, key: str, obj: Obj, propagation: str | None, grace_s: int | None) -> Obj:
         meta = obj["metadata"]

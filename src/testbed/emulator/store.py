@@ -195,7 +195,7 @@ class Store:
         if key == "namespaces":
             # The service-account controller's work: every namespace has a "default" account.
             self.create("serviceaccounts", {"metadata": {"name": "default"}}, name)
-        return obj
+        return self.collector.created(key, obj)
 
     def _namespace_for_create(self, rt: ResourceType, meta: Obj, namespace: str | None) -> str:
         if not rt.namespaced:
