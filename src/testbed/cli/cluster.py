@@ -25,6 +25,14 @@ def register(subparsers: Any) -> None:
         description="Serve an emulated Kubernetes API (kubectl and the official client work"
         " against it) until SIGINT or SIGTERM.",
     )
+    _add_server_flags(emulate)
+    _add_plane_flags(emulate)
+    emulate.set_defaults(handler=handle_emulate)
+    parser.set_defaults(handler=lambda args: _usage(parser))
+
+
+def _add_server_flags(emulate: argparse.ArgumentParser) -> None:
+    """Where the API server listens and the nodes it creates."""
     emulate.add_argument(
         "--port", type=int, default=0, help="port to listen on; 0 picks a free one"
     )
@@ -55,6 +63,10 @@ def register(subparsers: Any) -> None:
     emulate.add_argument(
         "--gpu-product", default="NVIDIA-A100-SXM4-80GB", help="nvidia.com/gpu.product label"
     )
+
+
+def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
+    """The control plane's flags (scheduler, controllers, process-kubelet)."""
     plane = emulate.add_argument_group("control plane (scheduler, controllers, process-kubelet)")
     plane.add_argument(
         "--state-dir",
@@ -95,8 +107,6 @@ def register(subparsers: Any) -> None:
         metavar="PATH",
         help="the vLLM interpreter (default $TESTBED_VLLM_PYTHON or .venv-vllm/bin/python)",
     )
-    emulate.set_defaults(handler=handle_emulate)
-    parser.set_defaults(handler=lambda args: _usage(parser))
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

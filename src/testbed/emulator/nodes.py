@@ -50,7 +50,17 @@ class ClusterShape(BaseModel):
 
 
 def node_manifest(shape: ClusterShape, index: int) -> dict[str, Any]:
+    """Node ``index`` of ``shape``: Ready, with its capacity, labels and addresses."""
     name = f"{shape.node_prefix}{index}"
+    capacity, labels = _capacity_and_labels(shape, name)
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"podCIDR": f"10.244.{index % 65536 // 256}.{index % 256}/32"},
+        "status": _status(name, index, capacity),
+    }
+
+
+def _capacity_and_labels(shape: ClusterShape, name: str) -> tuple[dict[str, str], dict[str, str]]:
     capacity = {
         "cpu": str(shape.node_cpu),
         "memory": f"{shape.node_memory_gb}Gi",
@@ -77,6 +87,10 @@ def node_manifest(shape: ClusterShape, index: int) -> dict[str, Any]:
         capacity[f"nvidia.com/mig-{profile}"] = str(count)
     if shape.mig:
         labels["nvidia.com/mig.strategy"] = "mixed"
+    return capacity, labels
+
+
+def _status(name: str, index: int, capacity: dict[str, str]) -> dict[str, Any]:
     now = _meta.now()
     conditions = [
         {
@@ -106,28 +120,24 @@ def node_manifest(shape: ClusterShape, index: int) -> dict[str, Any]:
     ]
     major, minor, patch = KUBE_VERSION
     return {
-        "metadata": {"name": name, "labels": labels},
-        "spec": {"podCIDR": f"10.244.{index % 65536 // 256}.{index % 256}/32"},
-        "status": {
-            "capacity": capacity,
-            "allocatable": dict(capacity),
-            "conditions": conditions,
-            "addresses": [
-                {"type": "InternalIP", "address": f"10.0.{index // 250 % 250}.{index % 250 + 1}"},
-                {"type": "Hostname", "address": name},
-            ],
-            "nodeInfo": {
-                "kubeletVersion": f"v{major}.{minor}.{patch}",
-                "kubeProxyVersion": f"v{major}.{minor}.{patch}",
-                "containerRuntimeVersion": "testbed://emulated",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-                "osImage": "testbed emulated node",
-                "kernelVersion": "",
-                "machineID": "",
-                "systemUUID": "",
-                "bootID": "",
-            },
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "capacity": capacity,
+        "allocatable": dict(capacity),
+        "conditions": conditions,
+        "addresses": [
+            {"type": "InternalIP", "address": f"10.0.{index // 250 % 250}.{index % 250 + 1}"},
+            {"type": "Hostname", "address": name},
+        ],
+        "nodeInfo": {
+            "kubeletVersion": f"v{major}.{minor}.{patch}",
+            "kubeProxyVersion": f"v{major}.{minor}.{patch}",
+            "containerRuntimeVersion": "testbed://emulated",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+            "osImage": "testbed emulated node",
+            "kernelVersion": "",
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
         },
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
     }

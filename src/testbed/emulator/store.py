@@ -17,14 +17,13 @@ import orjson
 
 from testbed.emulator import crds
 from testbed.emulator import meta as _meta
+from testbed.emulator.admission import admit_new
 from testbed.emulator.collector import Collector
-from testbed.emulator.defaults import prepare_create, validate_update
+from testbed.emulator.defaults import validate_update
 from testbed.emulator.errors import (
     ApiError,
-    already_exists,
     bad_request,
     conflict,
-    forbidden,
     invalid,
     not_found,
 )
@@ -34,9 +33,6 @@ from testbed.emulator.selectors import both, field_matcher, label_matcher
 from testbed.emulator.watchers import ADDED, DELETED, MODIFIED, Event, EventLog, Watch
 
 Obj = dict[str, Any]
-#: Kinds whose status a create keeps (the real server keeps node status and resets others').
-_STATUS_ON_CREATE = frozenset({"nodes"})
-_UNSET = ("uid", "creationTimestamp", "resourceVersion", "deletionTimestamp", "generation")
 
 
 def clone(obj: Any) -> Any:
@@ -153,40 +149,8 @@ class Store:
         bucket = self.bucket(key)
         rt = bucket.rt
         obj = clone(obj)
-        meta = obj.get("metadata")
-        if not isinstance(meta, dict):
-            meta = obj["metadata"] = {}
-        obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
-        space = self._namespace_for_create(rt, meta, namespace)
-        name = meta.get("name") or ""
-        if not name and meta.get("generateName"):
-            name = _meta.generated_name(meta["generateName"])
-            while name in bucket.objects.get(space, {}):
-                name = _meta.generated_name(meta["generateName"])
-        if not name:
-            raise invalid(
-                rt.kind,
-                rt.group,
-                "",
-                [("metadata.name", "Required value: name or generateName is required")],
-            )
-        errors = _meta.name_errors(rt.kind, name) + _meta.metadata_errors(meta)
-        if errors:
-            raise invalid(rt.kind, rt.group, name, errors)
-        if name in bucket.objects.get(space, {}):
-            raise _exists(rt, name)
-        for field in _UNSET:
-            meta.pop(field, None)
-        meta.pop("managedFields", None)
-        meta.update(name=name, uid=_meta.new_uid(), creationTimestamp=_meta.now())
-        if rt.namespaced:
-            meta["namespace"] = space
-        if rt.has_status and key not in _STATUS_ON_CREATE:
-            obj.pop("status", None)
-            meta["generation"] = 1
-        errors = prepare_create(key, obj)
-        if errors:
-            raise invalid(rt.kind, rt.group, name, errors)
+        space, name = admit_new(self, rt, obj, namespace)
+        meta = obj["metadata"]
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
         bucket.objects.setdefault(space, {})[name] = obj
@@ -196,28 +160,6 @@ class Store:
             # The service-account controller's work: every namespace has a "default" account.
             self.create("serviceaccounts", {"metadata": {"name": "default"}}, name)
         return self.collector.created(key, obj)
-
-    def _namespace_for_create(self, rt: ResourceType, meta: Obj, namespace: str | None) -> str:
-        if not rt.namespaced:
-            meta.pop("namespace", None)
-            return ""
-        space = namespace or meta.get("namespace") or "default"
-        if meta.get("namespace") and meta["namespace"] != space:
-            raise bad_request(
-                "the namespace of the provided object does not match the namespace sent on the"
-                " request"
-            )
-        ns = self.try_get("namespaces", None, space)
-        if ns is None:
-            raise not_found("namespaces", "", space)
-        if ns["metadata"].get("deletionTimestamp"):
-            raise forbidden(
-                rt.plural,
-                rt.group,
-                meta.get("name") or "",
-                f"unable to create new content in namespace {space} because it is being terminated",
-            )
-        return space
 
     def replace(
         self, key: str, namespace: str | None, name: str, obj: Obj, subresource: str | None = None
@@ -426,7 +368,3 @@ class Store:
 
 def _spec(obj: Obj) -> Obj:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
-
-
-def _exists(rt: ResourceType, name: str) -> ApiError:
-    return already_exists(rt.plural, rt.group, name)
