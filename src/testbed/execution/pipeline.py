@@ -21,13 +21,13 @@ from testbed.execution.events import Observer, Silent
 from testbed.execution.job import JobRunner
 from testbed.execution.jobs import Job, make_jobs
 from testbed.execution.strategy import run_jobs
-from testbed.execution.treatment import Setting
+from testbed.execution.treatment import Setting, write_summary
 from testbed.plan.expand import expand
 from testbed.plan.model import Plan, Treatment
 from testbed.results.ledger import Ledger
 from testbed.results.machine import machine_info
 from testbed.results.rundir import LEDGER, RESOLVED, RunDir
-from testbed.results.verdict import Verdict
+from testbed.results.verdict import Status, Verdict
 
 PHASES = ("cleanup", "prepare", "test", "final_cleanup")
 
@@ -181,7 +181,7 @@ async def _phases(
             configs = [plan.workers[w].config for w in plan.workers if w in used]
             for line in await backend.prepare(configs):
                 observer.phase("prepare", line)
-        todo = await _skip_infeasible(backend, plan, todo, ledger, observer)
+        todo = await _skip_infeasible(backend, plan, todo, ledger, observer, run_dir)
         if "test" not in skip and todo:
             observer.phase("test", f"{len(todo)} treatment(s)")
             execution = loaded.campaign.execution
@@ -196,7 +196,12 @@ async def _phases(
 
 
 async def _skip_infeasible(
-    backend: Backend, plan: Plan, todo: list[Treatment], ledger: Ledger, observer: Observer
+    backend: Backend,
+    plan: Plan,
+    todo: list[Treatment],
+    ledger: Ledger,
+    observer: Observer,
+    run_dir: RunDir,
 ) -> list[Treatment]:
     """Skip, with the backend's numbers, treatments whose workers can never start there."""
     used = {w for t in todo for w in t.workers}
@@ -210,6 +215,10 @@ async def _skip_infeasible(
             keep.append(treatment)
             continue
         ledger.finish(treatment.id, "SKIPPED", reason)
+        verdict = Verdict(status=Status.SKIPPED, reason=reason)
+        out_dir = run_dir.treatment(treatment.dirname)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_summary(out_dir, treatment, verdict, 0)
         observer.phase("prepare", f"skipped {treatment.dirname}: {reason}")
     return keep
 

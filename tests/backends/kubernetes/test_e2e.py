@@ -77,27 +77,28 @@ FAULTS = [
         {},
         r"OOMKilled.*limit 32Gi",
     ),
-    ({}, {"gpu": 64}, r"Unschedulable: 0/\d+ nodes are available.*nvidia.com/gpu.*requested"),
+    # Nodes exist that are big enough, but none the scheduler may use: its own message.
+    (
+        {},
+        {"node_selector": {"testbed.io/pool": "nowhere"}},
+        r"Unschedulable: 0/\d+ nodes are available.*requested cpu 1, memory 8Gi",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("annotations", "resources", "reason"), FAULTS, ids=["pull", "crash", "oom", "unschedulable"]
+    ("annotations", "placement", "reason"), FAULTS, ids=["pull", "crash", "oom", "unschedulable"]
 )
 def test_cluster_failures_are_errors_with_the_clusters_reason(
     tmp_path: Path,
     kubeconfig: Path,
     kube: Kube,
     annotations: dict[str, str],
-    resources: dict[str, Any],
+    placement: dict[str, Any],
     reason: str,
 ) -> None:
-    campaign = write_campaign(
-        tmp_path,
-        placement={"pod_annotations": annotations},
-        resources={"cpu": 1, "memory_gb": 8, **resources},
-    )
-    run_id = f"k8s-fault-{tmp_path.name[-12:].strip('_')}".lower().replace("_", "-")
+    campaign = write_campaign(tmp_path, placement={"pod_annotations": annotations, **placement})
+    run_id = f"k8s-fault-{len(reason)}-{len(annotations)}"
     run_dir = tmp_path / run_id
     result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
     assert result.returncode == 3, result.stdout + result.stderr
@@ -105,6 +106,19 @@ def test_cluster_failures_are_errors_with_the_clusters_reason(
     assert summary["verdict"]["status"] == "ERROR"
     assert re.search(reason, summary["verdict"]["reason"], re.S), summary["verdict"]["reason"]
     assert leftovers(kube, run_id) == []
+
+
+def test_a_worker_no_node_can_hold_is_skipped_with_the_numbers(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    campaign = write_campaign(tmp_path, resources={"cpu": 1, "memory_gb": 8, "gpu": 640})
+    run_dir = tmp_path / "k8s-too-big"
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "SKIPPED"
+    assert re.search(r"nvidia.com/gpu 640 > \d+", summary["verdict"]["reason"])
+    assert leftovers(kube, "k8s-too-big") == []
 
 
 @pytest.mark.slow

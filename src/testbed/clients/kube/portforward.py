@@ -87,6 +87,10 @@ class PortForward:
                 remote_writer.close()
         except ClusterError:
             pass  # the client sees its connection closed and reports that
+        except asyncio.CancelledError:
+            # The bridge is closing: this handler task belongs to the listener, and asyncio's
+            # server callback would report a cancelled handler as an error.
+            pass
         finally:
             writer.close()
             if session is not None:
