@@ -206,11 +206,6 @@ def handle_sample(args: argparse.Namespace) -> int:
     sampler = Sampler(_dynamic(args), out, header)
     try:
         stats = sampler.run(args.follow, stop)
-    except KeyboardInterrupt:
-        if not args.follow:
-            raise
-        print("stopped; what was seen is saved")
-        return 0
     finally:
         stop.set()
         timer.cancel()

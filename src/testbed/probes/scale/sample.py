@@ -40,6 +40,7 @@ class Stats:
     duration_s: float = 0.0
     cpu_s: float = 0.0  # process CPU time while sampling
     saves: int = 0
+    interrupted: bool = False
     facts: Facts | None = None
 
     @property
@@ -54,6 +55,7 @@ class Sampler:
     def __init__(self, dynamic: Dynamic, out_dir: Path, header: Header) -> None:
         self.dynamic, self.out_dir, self.header = dynamic, out_dir, header
         self.facts = Facts()
+        self._saver = sampled.Saver(out_dir, self.facts)
         self.queue: queue.SimpleQueue[Seen | Failed | Synced] = queue.SimpleQueue()
 
     def _watchers(self) -> list[Watcher]:
@@ -88,29 +90,12 @@ class Sampler:
         started, cpu0 = time.perf_counter(), time.process_time()
         for watcher in watchers:
             watcher.start()
-        synced: set[str] = set()
-        dirty, last_save = False, time.perf_counter()
-        merged: Facts | None = None
         try:
-            while not stop.is_set():
-                try:
-                    item = self.queue.get(timeout=0.2)
-                except queue.Empty:
-                    item = None
-                if isinstance(item, Failed):
-                    raise item.error
-                if isinstance(item, Synced):
-                    synced.add(item.tag)
-                    if not follow and len(synced) == len(watchers):
-                        break
-                elif isinstance(item, Seen):
-                    dirty |= self._apply(item, stats)
-                if time.perf_counter() - last_save >= SAVE_EVERY_S:
-                    if dirty:
-                        merged, dirty = self._save(stats), False
-                    last_save = time.perf_counter()
-                    if until is not None and merged is not None and until(merged):
-                        break
+            self._loop(len(watchers), follow, stop, until, stats)
+        except KeyboardInterrupt:
+            if not follow:
+                raise
+            stats.interrupted = True  # Ctrl-C is how a follower is meant to end
         finally:
             for watcher in watchers:
                 watcher.stop()
@@ -119,6 +104,37 @@ class Sampler:
             stats.duration_s = time.perf_counter() - started
             stats.cpu_s = time.process_time() - cpu0
         return stats
+
+    def _loop(
+        self,
+        watchers: int,
+        follow: bool,
+        stop: threading.Event,
+        until: Callable[[Facts], bool] | None,
+        stats: Stats,
+    ) -> None:
+        synced: set[str] = set()
+        dirty, last_save = False, time.perf_counter()
+        merged: Facts | None = None
+        while not stop.is_set():
+            try:
+                item = self.queue.get(timeout=0.2)
+            except queue.Empty:
+                item = None
+            if isinstance(item, Failed):
+                raise item.error
+            if isinstance(item, Synced):
+                synced.add(item.tag)
+                if not follow and len(synced) == watchers:
+                    return
+            elif isinstance(item, Seen):
+                dirty |= self._apply(item, stats)
+            if time.perf_counter() - last_save >= SAVE_EVERY_S:
+                if dirty:
+                    merged, dirty = self._save(stats), False
+                last_save = time.perf_counter()
+                if until is not None and merged is not None and until(merged):
+                    return
 
     def _apply(self, item: Seen, stats: Stats) -> bool:
         if item.live:
@@ -150,4 +166,4 @@ class Sampler:
 
     def _save(self, stats: Stats) -> Facts:
         stats.saves += 1
-        return sampled.save(self.out_dir, self.facts)
+        return self._saver.save()

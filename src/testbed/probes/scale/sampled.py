@@ -11,11 +11,12 @@ rewritten atomically under a lock, merging with what is already on disk.
 from __future__ import annotations
 
 import fcntl
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from testbed.core.errors import InputError
 from testbed.probes.scale import stages
@@ -135,8 +136,8 @@ def load(out_dir: Path) -> Facts:
     if not path.exists():
         return Facts()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
     return Facts.from_json(data, str(path))
 
@@ -146,8 +147,36 @@ def save(out_dir: Path, facts: Facts) -> Facts:
     with _locked(out_dir):
         merged = load(out_dir)
         merged.merge(facts)
-        write_atomic(out_dir / SAMPLED, json.dumps(merged.to_json(), separators=(",", ":")))
+        write_atomic(out_dir / SAMPLED, orjson.dumps(merged.to_json()).decode())
     return merged
+
+
+class Saver:
+    """Saves one sampler's facts again and again: it merges the file into them only when
+    someone else wrote it since (another sampler), so a long run does not reparse its own
+    output every second."""
+
+    def __init__(self, out_dir: Path, facts: Facts) -> None:
+        self.out_dir, self.facts = out_dir, facts
+        self._stamp: tuple[int, int] | None = None
+
+    def save(self) -> Facts:
+        path = self.out_dir / SAMPLED
+        with _locked(self.out_dir):
+            stamp = _stamp(path)
+            if stamp is not None and stamp != self._stamp:
+                self.facts.merge(load(self.out_dir))
+            write_atomic(path, orjson.dumps(self.facts.to_json()).decode())
+            self._stamp = _stamp(path)
+        return self.facts
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_mtime_ns, info.st_size
 
 
 @contextmanager
