@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as _dt
+import random
 import re
 import secrets
+import time
 import uuid
 from typing import Any
 
@@ -13,14 +15,27 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _GENERATED_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+_MICRO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 #: Kinds whose names must be DNS labels (63 characters, no dots), not subdomains.
 LABEL_NAMED = frozenset({"Namespace", "Service"})
 
 
+_last_second: list[Any] = [-1, ""]
+
+
 def now() -> str:
-    """Wall time as the API writes timestamps (RFC 3339, seconds)."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Wall time as the API writes timestamps (RFC 3339, seconds).
+
+    Formatted once per second: every write stamps a time, and strftime was the largest
+    single cost of creating a pod.
+    """
+    second = int(time.time())
+    if second != _last_second[0]:
+        stamp = _dt.datetime.fromtimestamp(second, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _last_second[:] = [second, stamp]
+    return str(_last_second[1])
 
 
 def now_micro() -> str:
@@ -36,6 +51,8 @@ def normalized_time(value: object, micro: bool) -> object:
     """
     if not isinstance(value, str) or not value:
         return value
+    if (_MICRO if micro else _SECONDS).match(value):
+        return value  # already as the server writes it
     try:
         parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
@@ -47,7 +64,8 @@ def normalized_time(value: object, micro: bool) -> object:
 
 
 def new_uid() -> str:
-    return str(uuid.uuid4())
+    """A random version-4 UUID (uniqueness, not secrecy: ``random`` is 10x faster here)."""
+    return str(uuid.UUID(int=random.getrandbits(128), version=4))
 
 
 def generated_name(prefix: str) -> str:

@@ -8,6 +8,7 @@ its tasks and shutdown hooks on the :class:`Emulator` before the server starts.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib
 import signal
 import sys
@@ -57,6 +58,7 @@ async def serve_until_stopped(
     if controllers:
         attach_controllers(emulator, controller_settings)
     await emulator.start()
+    _tune_gc()
     try:
         emulator.write_kubeconfig(kubeconfig)
         message = (
@@ -69,6 +71,19 @@ async def serve_until_stopped(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await emulator.stop()
+
+
+def _tune_gc() -> None:
+    """Fewer cyclic-GC passes for a process whose heap is a large, long-lived store of dicts.
+
+    Stored objects are acyclic JSON and live until deleted, yet every young-generation pass
+    walks them: with the default thresholds the collector took about a third of the time
+    of scheduling and starting 2,000 pods. The objects made while starting (nodes, imports)
+    are frozen out of collection altogether.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
 
 
 def _print(message: str) -> None:
