@@ -149,7 +149,7 @@ class Submitter:
         self.stop = stop or threading.Event()
         self.progress = progress
         self._lock = threading.Lock()
-        self._file = (out_dir / records.SUBMITTED).open("a", encoding="utf-8")
+        self._file: Any = None  # submitted.json, open while run() runs
 
     def check(self) -> None:
         """Render workload 0 and discover its kinds: a bad template fails before anything
@@ -162,7 +162,10 @@ class Submitter:
         todo = [i for i in range(self.config.workloads) if i not in done]
         started = time.perf_counter()
         workers = max(self.config.parallel, 1)
-        with ThreadPoolExecutor(workers, thread_name_prefix="submit") as pool:
+        with (
+            (self.out_dir / records.SUBMITTED).open("a", encoding="utf-8") as self._file,
+            ThreadPoolExecutor(workers, thread_name_prefix="submit") as pool,
+        ):
             try:
                 if self.config.rate is None:
                     self._iterations(pool, todo, outcome)
@@ -171,7 +174,6 @@ class Submitter:
             finally:
                 self.stop.set()  # a Ctrl-C: queued submissions are dropped, running ones end
         outcome.duration_s = time.perf_counter() - started
-        self._file.close()
         return outcome
 
     def _iterations(self, pool: ThreadPoolExecutor, todo: list[int], outcome: Outcome) -> None:
