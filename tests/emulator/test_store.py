@@ -284,3 +284,9 @@ def test_an_object_created_for_a_deleted_owner_is_collected() -> None:
     made = store.create("secrets", {"metadata": {"name": "late", "ownerReferences": [ref]}})
     assert made["metadata"]["name"] == "late"
     assert store.try_get("secrets", "default", "late") is None
+
+
+def test_strategic_merge_of_service_ports_is_by_port() -> None:
+    service = {"spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8000}]}}
+    out = apply_patch(STRATEGIC, service, {"spec": {"ports": [{"port": 80, "targetPort": 9000}]}})
+    assert out["spec"]["ports"] == [{"name": "http", "port": 80, "targetPort": 9000}]

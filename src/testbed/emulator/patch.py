@@ -108,6 +108,8 @@ def _strategic(target: Any, patch: Any) -> Any:
 def _merge_list(current: list[Any], patch: list[Any], key: str) -> list[Any]:
     if any(isinstance(p, dict) and p.get("$patch") == "replace" for p in patch):
         return [copy.deepcopy(p) for p in patch if not (isinstance(p, dict) and "$patch" in p)]
+    if key == "containerPort" and any(isinstance(p, dict) and "port" in p for p in patch):
+        key = "port"  # a Service's ports merge by port, a container's by containerPort
     out = list(current)
     for item in patch:
         if not isinstance(item, dict) or key not in item:
