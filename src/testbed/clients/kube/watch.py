@@ -79,6 +79,7 @@ class Watcher(threading.Thread):
         self._lock = threading.Lock()
         self._response: Any = None
         self.events = 0  # watch events received (not listed objects)
+        self.cpu_s = 0.0  # set when the thread ends
 
     def stop(self) -> None:
         """End the watch now (idempotent, from any thread)."""
@@ -104,6 +105,8 @@ class Watcher(threading.Thread):
         except Exception as exc:  # a bug must reach the consumer, not die in a thread
             if not self._stop_flag.is_set():
                 self.out.put(Failed(self.tag, ClusterError(f"watch {self.tag}: {exc!r}")))
+        finally:
+            self.cpu_s = time.thread_time()  # this thread's CPU: reading, parsing, queueing
 
     def _list(self) -> str:
         items, version = self.dynamic.list(self.info, self.namespace, self.selector)

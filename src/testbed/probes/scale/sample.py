@@ -38,7 +38,7 @@ class Stats:
     live: int = 0  # watch events (the rate that matters)
     kept_events: int = 0  # Events about this run's objects
     duration_s: float = 0.0
-    cpu_s: float = 0.0  # process CPU time while sampling
+    cpu_s: float = 0.0  # CPU time of the sampler's threads (watchers and this consumer)
     saves: int = 0
     interrupted: bool = False
     facts: Facts | None = None
@@ -87,7 +87,7 @@ class Sampler:
         stop = stop or threading.Event()
         watchers = self._watchers()
         stats = Stats()
-        started, cpu0 = time.perf_counter(), time.process_time()
+        started, cpu0 = time.perf_counter(), time.thread_time()
         for watcher in watchers:
             watcher.start()
         try:
@@ -99,10 +99,13 @@ class Sampler:
         finally:
             for watcher in watchers:
                 watcher.stop()
+            for watcher in watchers:
+                watcher.join(timeout=5)
             self._drain(stats)
             stats.facts = self._save(stats)
             stats.duration_s = time.perf_counter() - started
-            stats.cpu_s = time.process_time() - cpu0
+            # the sampler's own threads only: in a campaign the submitter shares the process
+            stats.cpu_s = time.thread_time() - cpu0 + sum(w.cpu_s for w in watchers)
         return stats
 
     def _loop(
