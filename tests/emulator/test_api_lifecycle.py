@@ -103,8 +103,23 @@ def test_delete_collection_by_label(api: client.ApiClient, namespace: str) -> No
                 metadata=client.V1ObjectMeta(name=name, labels={"testbed.io/run": run})
             ),
         )
-    core.delete_collection_namespaced_config_map(namespace, label_selector="testbed.io/run=r1")
-    assert [c.metadata.name for c in core.list_namespaced_config_map(namespace).items] == ["c"]
+    owner = core.read_namespaced_config_map("a", namespace)
+    core.create_namespaced_config_map(
+        namespace,
+        client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(
+                name="dependent", owner_references=[_owner_ref(owner, "ConfigMap", "v1")]
+            )
+        ),
+    )
+    core.delete_collection_namespaced_config_map(
+        namespace,
+        label_selector="testbed.io/run=r1",
+        body=client.V1DeleteOptions(propagation_policy="Orphan"),
+    )
+    left = core.list_namespaced_config_map(namespace).items
+    assert [c.metadata.name for c in left] == ["c", "dependent"]
+    assert left[1].metadata.owner_references is None
 
 
 def test_namespace_deletion_removes_its_objects(api: client.ApiClient) -> None:

@@ -116,7 +116,7 @@ class Api:
             if method == "POST":
                 return json_response(self._out(t.rt, self._create(t, await _body(request))), 201)
             if method == "DELETE":
-                return self._delete_collection(request, t)
+                return self._delete_collection(request, t, await _json_or_empty(request))
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if t.subresource in (None, "status"):
             return await self._object(request, t)
@@ -197,10 +197,10 @@ class Api:
         _check_kind(t.rt, body)
         return self.store.create(t.rt.key, views.from_view(t.rt, body, stored_version), t.namespace)
 
-    def _delete_collection(self, request: web.Request, t: Target) -> web.Response:
+    def _delete_collection(self, request: web.Request, t: Target, options: Obj) -> web.Response:
         labels, fields = self._selectors(request, t)
         items, _ = self.store.list(t.rt.key, t.namespace, labels, fields)
-        propagation, grace = _delete_options(request, {})
+        propagation, grace = _delete_options(request, options)
         for obj in items:
             meta = obj["metadata"]
             if self.store.try_get(t.rt.key, meta.get("namespace"), meta["name"]) is obj:
