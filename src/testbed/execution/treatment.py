@@ -155,6 +155,8 @@ async def _race(probe: Any, handles: list[Handle]) -> ProbeOutcome:
         done, _ = await asyncio.wait([task, *deaths], return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         task.cancel()
+        # the probe's own cleanup (deleting what it created) runs to its end before we go on
+        await asyncio.gather(task, return_exceptions=True)
         raise
     if task in done:
         outcome: ProbeOutcome = task.result()

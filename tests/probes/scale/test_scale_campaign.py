@@ -5,8 +5,10 @@ the report's Scale section, and nothing left in the cluster."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,43 @@ def test_example_campaign_runs_to_a_verdict(cluster_kubeconfig: Path, tmp_path: 
     dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
     jobs, _ = dynamic.list(KindInfo("batch/v1", "jobs"), "scale-campaign")
     assert jobs == []  # cleanup: true deleted them
+
+
+def test_interrupted_campaign_leaves_records_and_no_objects(
+    cluster_kubeconfig: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "testbed", "run", str(EXAMPLE), "--out", str(run)]
+    sets = {
+        "backend.kubeconfig": str(cluster_kubeconfig),
+        "scale.workloads": "200",
+        "scale.parallel": "1",
+        "scale.delay_s": "0.2",
+        "scale.gpus": "0",
+        "scale.namespace": "scale-interrupted",
+        "matrix": "null",
+    }
+    for key, value in sets.items():
+        command += ["--set", f"{key}={value}"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = list(run.glob("*/submitted.json"))
+            if found and found[0].read_text().count("\n") > 5:
+                break
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, out[-2000:] + err[-2000:]
+    (treatment,) = [p for p in run.iterdir() if p.is_dir() and "__" in p.name]
+    lines = (treatment / "submitted.json").read_text().splitlines()
+    assert 5 < len(lines) < 200
+    assert (treatment / "times.csv").exists()
+    dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
+    jobs, _ = dynamic.list(KindInfo("batch/v1", "jobs"), "scale-interrupted")
+    assert jobs == []

@@ -10,6 +10,7 @@ works on it too.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from testbed.clients.kube.connection import ConnectionSpec, connect
 from testbed.clients.kube.dynamic import Dynamic
 from testbed.clients.kube.rest import Kube
 from testbed.config.scale import ScaleProbe
-from testbed.core.errors import InfrastructureError, InputError
+from testbed.core.errors import InfrastructureError, InputError, TestbedError
 from testbed.core.ids import short_hash
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.scale import analysis, submitted, times
@@ -68,8 +69,10 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         )
     )
     done = {i for i, s in existing.workloads.items() if s.status != "error"}
+    submitting_task = asyncio.ensure_future(asyncio.to_thread(submitter.run, done))
+    finished_ok = False
     try:
-        outcome = await asyncio.to_thread(submitter.run, done)
+        outcome = await asyncio.shield(submitting_task)
         submitting.clear()
         ctx.progress(
             f"submitted {outcome.created + outcome.existed}; waiting for {config.wait_for}"
@@ -79,14 +82,19 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         except TimeoutError:
             stop_sample.set()
             stats = await sampling
+        finished_ok = True
     finally:
         stop_submit.set()
         stop_sample.set()
-        await asyncio.gather(sampling, return_exceptions=True)
+        # the submitter thread must be over before deleting, or it could create after us
+        await asyncio.gather(submitting_task, sampling, return_exceptions=True)
         if config.cleanup:
             await asyncio.to_thread(delete_all, dynamic, submitted.load(ctx.out_dir))
             if made_namespace:  # ours alone: nothing else lives in it
                 await asyncio.to_thread(dynamic.delete, "v1", "Namespace", namespace, None)
+        if not finished_ok:  # interrupted or failed: the table of what was seen is still kept
+            with contextlib.suppress(TestbedError, OSError):
+                analysis.analyze(ctx.out_dir, draw=False)
     result = analysis.analyze(
         ctx.out_dir,
         plot=config.plot,
