@@ -13,9 +13,9 @@ them and are checked when the campaign is loaded.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
 from testbed.config.deployments import Strict
 
@@ -98,6 +98,14 @@ class StageThreshold(Strict):
         return self.text or f"p{self.quantile * 100:g} {self.start}→{self.end}"
 
 
+#: In a campaign file a threshold is a string; editors validate it with this schema.
+_THRESHOLD_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "pattern": re.sub(r"\(\?P<\w+>", "(", _THRESHOLD.pattern),  # ECMA-262: no named groups
+    "description": "pNN|max|median START→END <|<= VALUE ms|s, e.g. 'p99 scheduled→running < 5 s'",
+}
+
+
 class ScaleProbe(Strict):
     """Run:ai's scale test: submit workloads from a template, sample lifecycle timestamps,
     plot the stage deltas, judge them against thresholds."""
@@ -129,7 +137,7 @@ class ScaleProbe(Strict):
         "running", description="the stage every workload must reach before the probe ends"
     )
     timeout_s: float = Field(600.0, gt=0, description="wait for all to reach `wait_for`")
-    thresholds: list[StageThreshold] = Field(
+    thresholds: list[Annotated[StageThreshold, WithJsonSchema(_THRESHOLD_SCHEMA)]] = Field(
         default_factory=list, description="e.g. ['p99 scheduled→running < 5 s']"
     )
     max_errors: int = Field(0, ge=0, description="more workloads in error than this → FAIL")
