@@ -312,3 +312,42 @@ def test_a_late_observation_is_lowered_to_the_event_after_it() -> None:
     assert row.stages["created"] == pytest.approx(sent + 20)  # no later than the pod it made
     assert row.stages["pod_created"] == pytest.approx(sent + 20)
     assert row.sources["pod_created"] == "event"
+
+
+def test_job_and_podgroup_events_become_columns_and_pods_can_be_workloads(tmp_path: Path) -> None:
+    sub, facts = _table()
+    facts.observe_event(event("j", "Completed", "Job", "w-0", T0 + 900), T0 + 901, live=True)
+    facts.observe_event(event("g", "Scheduled", "PodGroup", "w-0", T0 + 150), T0 + 151, live=True)
+    done = {
+        "kind": "Job",
+        "metadata": {"name": "w-1", "namespace": "ns"},
+        "status": {
+            "conditions": [
+                {"type": "Complete", "status": "True", "lastTransitionTime": iso(T0 + 1950)},
+                {
+                    "type": "SuccessCriteriaMet",
+                    "status": "True",
+                    "lastTransitionTime": iso(T0 + 1940),
+                },
+            ]
+        },
+    }
+    facts.observe_object(done, T0 + 1960, live=True)
+    sub.workloads[4] = submission(4, T0 + 4000, kind="Pod")
+    facts.observe_pod(
+        pod("w-4", "w-4", created=T0 + 4000, phase="Running", node="n"), T0 + 4010, live=True
+    )
+    table = times.rows(sub, facts)
+    assert table[0].extra == {
+        "event.Job.Completed": pytest.approx(T0 + 900),
+        "event.PodGroup.Scheduled": pytest.approx(T0 + 150),
+    }
+    assert table[1].stages["completed"] == pytest.approx(T0 + 1950)
+    assert table[1].extra["condition.SuccessCriteriaMet"] == pytest.approx(T0 + 1940)
+    interactive = table[4]
+    assert interactive.stages["created"] == interactive.stages["pod_created"]
+    assert interactive.sources["running"] == "watch"
+    times.write_csv(tmp_path / "t.csv", table)
+    header = (tmp_path / "t.csv").read_text().splitlines()[0].split(",")
+    assert "event.PodGroup.Scheduled_ms" in header
+    assert "condition.SuccessCriteriaMet_ms" in header
