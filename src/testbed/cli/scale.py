@@ -38,7 +38,12 @@ _SUBMIT_FLAGS = (  # (flag, ScaleProbe field, type, help)
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("scale", help="cluster scale tests: submit, sample, plot (seed 003)")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    _register_submit(verbs)
+    _register_sample_plot(verbs)
+    _register_nodes_clean(verbs)
 
+
+def _register_submit(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     submit = verbs.add_parser("submit", help="submit N workloads from a template")
     _out(submit)
     short = {
@@ -72,6 +77,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _connection(submit)
     submit.set_defaults(handler=handle_submit)
 
+
+def _register_sample_plot(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sample = verbs.add_parser("sample", help="record lifecycle times into sampled.json (watch)")
     _out(sample)
     sample.add_argument(
@@ -101,6 +108,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     plot.set_defaults(handler=handle_plot)
 
+
+def _register_nodes_clean(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     nodes = verbs.add_parser("nodes", help="KWOK fake nodes with GPU capacity on a real cluster")
     nodes.add_argument("--count", type=int, default=10)
     nodes.add_argument("--gpus", type=int, default=8, help="nvidia.com/gpu per node")

@@ -24,9 +24,16 @@ from testbed.core.errors import InfrastructureError, InputError, TestbedError
 from testbed.core.ids import short_hash
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.scale import analysis, submitted, times
-from testbed.probes.scale.sample import Sampler
+from testbed.probes.scale.sample import Sampler, Stats
 from testbed.probes.scale.sampled import Facts
-from testbed.probes.scale.submit import Submitter, delete_all, labels, open_header, template_for
+from testbed.probes.scale.submit import (
+    Outcome,
+    Submitter,
+    delete_all,
+    labels,
+    open_header,
+    template_for,
+)
 
 DEFAULT_NAMESPACE = "testbed-scale"
 
@@ -95,6 +102,11 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         if not finished_ok:  # interrupted or failed: the table of what was seen is still kept
             with contextlib.suppress(TestbedError, OSError):
                 analysis.analyze(ctx.out_dir, draw=False)
+    return _judge(ctx, config, outcome, stats)
+
+
+def _judge(ctx: ProbeContext, config: ScaleProbe, outcome: Outcome, stats: Stats) -> ProbeOutcome:
+    """The plotter's step on the treatment directory, the records, the summary, the verdict."""
     result = analysis.analyze(
         ctx.out_dir,
         plot=config.plot,
