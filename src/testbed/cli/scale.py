@@ -85,6 +85,15 @@ def _register_sample_plot(verbs: argparse._SubParsersAction[argparse.ArgumentPar
         "--follow", action="store_true", help="keep watching until Ctrl-C or --timeout"
     )
     sample.add_argument("--timeout", type=float, help="with --follow: stop after this many seconds")
+    sample.add_argument(
+        "-t",
+        "--workload-type",
+        choices=("training", "distributed", "interactive"),
+        help="as the seed's sampler takes it: checked against what submit recorded",
+    )
+    sample.add_argument(
+        "-p", "--project", help="as the seed's sampler takes it: checked against submit's namespace"
+    )
     _connection(sample)
     sample.set_defaults(handler=handle_sample)
 
@@ -207,6 +216,7 @@ def handle_sample(args: argparse.Namespace) -> int:
         raise InputError(
             f"{out}: no submitted.json with a header — run `testbed scale submit -o {out}` first"
         )
+    _same_as_submitted(args, header, out)
     stop = threading.Event()
     timer = threading.Timer(args.timeout or 0, stop.set)
     timer.daemon = True  # a Ctrl-C must not wait for it
@@ -226,6 +236,20 @@ def handle_sample(args: argparse.Namespace) -> int:
         f" each → {out / 'sampled.json'}"
     )
     return 0
+
+
+def _same_as_submitted(args: argparse.Namespace, header: Any, out: Any) -> None:
+    """The seed's sampler names the type and project again; a mismatch is a mistake."""
+    from testbed.core.errors import InputError
+
+    recorded = {"workload type": header.workload_type, "project": header.namespace}
+    given = {"workload type": args.workload_type, "project": args.project}
+    for what, value in given.items():
+        if value and recorded[what] and value != recorded[what]:
+            raise InputError(
+                f"{out} was submitted with {what} {recorded[what]!r}, not {value!r} — drop the"
+                " flag (the sampler reads it from submitted.json) or use the right -o directory"
+            )
 
 
 def handle_plot(args: argparse.Namespace) -> int:
@@ -282,6 +306,8 @@ def handle_clean(args: argparse.Namespace) -> int:
     from testbed.probes.scale import submitted
     from testbed.probes.scale.submit import delete_all
 
-    gone = delete_all(_dynamic(args), submitted.load(Path(args.output_dir)))
+    gone, failed = delete_all(_dynamic(args), submitted.load(Path(args.output_dir)))
     print(f"{gone} object(s) deleted")
-    return 0
+    for line in failed:
+        print(f"could not delete {line}")
+    return 3 if failed else 0

@@ -1,5 +1,6 @@
 """The pure parts: facts that merge idempotently, the times table, Kaplan–Meier, thresholds,
-the CSV and the plots — all from synthetic objects shaped like the API's."""
+the CSV and the plots, and `testbed scale plot|sample` on files alone — all from synthetic
+objects shaped like the API's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from testbed.cli import main
 from testbed.config.scale import ScaleProbe, StageThreshold
 from testbed.probes.scale import sampled, times
 from testbed.probes.scale.analysis import analyze
@@ -351,3 +353,53 @@ def test_job_and_podgroup_events_become_columns_and_pods_can_be_workloads(tmp_pa
     header = (tmp_path / "t.csv").read_text().splitlines()[0].split(",")
     assert "event.PodGroup.Scheduled_ms" in header
     assert "condition.SuccessCriteriaMet_ms" in header
+
+
+def test_plot_exit_codes_follow_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _write_dir(tmp_path)
+    assert (
+        main(
+            [
+                "scale",
+                "plot",
+                "-o",
+                str(out),
+                "--threshold",
+                "p50 scheduled→running < 1 s",
+                "--max-errors",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert "PASS" in capsys.readouterr().out
+    assert (
+        main(
+            [
+                "scale",
+                "plot",
+                "-o",
+                str(out),
+                "--threshold",
+                "p50 scheduled→running < 100 ms",
+                "--max-errors",
+                "1",
+            ]
+        )
+        == 1
+    )
+    assert (
+        main(["scale", "plot", "-o", str(out), "--threshold", "p50 running→scheduled < 1 s"]) == 2
+    )
+    assert main(["scale", "plot", "-o", str(tmp_path / "nothing")]) == 2
+    assert "run `testbed scale submit" in capsys.readouterr().err
+
+
+def test_sample_refuses_a_type_or_project_other_than_submitted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _write_dir(tmp_path)
+    assert main(["scale", "sample", "-o", str(out), "-p", "elsewhere"]) == 2
+    assert "submitted with project 'ns', not 'elsewhere'" in capsys.readouterr().err

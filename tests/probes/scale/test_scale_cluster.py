@@ -75,7 +75,9 @@ def test_sample_and_plot_while_submit_runs_then_resume(
             stdout=subprocess.DEVNULL,
         )
         once = subprocess.run(
-            _cli("sample", "-o", str(out), kubeconfig=cluster_kubeconfig),
+            _cli(
+                "sample", "-t", "training", "-p", ns, "-o", str(out), kubeconfig=cluster_kubeconfig
+            ),
             capture_output=True,
             text=True,
             check=False,

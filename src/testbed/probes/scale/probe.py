@@ -96,7 +96,9 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         # the submitter thread must be over before deleting, or it could create after us
         await asyncio.gather(submitting_task, sampling, return_exceptions=True)
         if config.cleanup:
-            await asyncio.to_thread(delete_all, dynamic, submitted.load(ctx.out_dir))
+            _, failed = await asyncio.to_thread(delete_all, dynamic, submitted.load(ctx.out_dir))
+            for line in failed[:20]:
+                ctx.progress(f"cleanup: could not delete {line}")
             if made_namespace:  # ours alone: nothing else lives in it
                 await asyncio.to_thread(dynamic.delete, "v1", "Namespace", namespace, None)
         if not finished_ok:  # interrupted or failed: the table of what was seen is still kept

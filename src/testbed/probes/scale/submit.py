@@ -111,6 +111,7 @@ def open_header(
         prefix=prefix or f"scale-{run}",
         namespace=namespace,
         template=template.origin,
+        workload_type=config.workload_type,
         fingerprint=fingerprint,
         values=config.values,
         started_ms=now_ms(),
@@ -269,16 +270,17 @@ def selector(header: records.Header) -> str:
     return f"{RUN_LABEL}={header.run}"
 
 
-def delete_all(dynamic: Dynamic, sub: records.Submitted) -> int:
-    """Delete every object the submissions name (dependents in the background)."""
-    gone = 0
+def delete_all(dynamic: Dynamic, sub: records.Submitted) -> tuple[int, list[str]]:
+    """Delete every object the submissions name (dependents in the background); how many
+    went, and what could not be deleted and why (shown, never swallowed)."""
+    gone, failed = 0, []
     for workload in sub.ordered():
         for ref in reversed(workload.objects):
             try:
                 gone += dynamic.delete(ref.api_version, ref.kind, ref.name, workload.namespace)
-            except TestbedError:
-                continue
-    return gone
+            except TestbedError as exc:
+                failed.append(f"{ref.kind}/{ref.name}: {exc}")
+    return gone, failed
 
 
 def labels(header: records.Header) -> Mapping[str, str]:

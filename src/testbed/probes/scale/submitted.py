@@ -34,6 +34,7 @@ class Header(_Record):
     prefix: str = Field(description="workload names are PREFIX-NNNNN")
     namespace: str
     template: str = Field(description="the template's origin (file or built-in type)")
+    workload_type: str = Field("", description="training, distributed or interactive")
     fingerprint: str = Field(description="hash of template text and values: resume guard")
     values: dict[str, Any] = Field(default_factory=dict)
     kinds: list[tuple[str, str]] = Field(
