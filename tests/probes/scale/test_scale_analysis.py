@@ -403,3 +403,15 @@ def test_sample_refuses_a_type_or_project_other_than_submitted(
     out = _write_dir(tmp_path)
     assert main(["scale", "sample", "-o", str(out), "-p", "elsewhere"]) == 2
     assert "submitted with project 'ns', not 'elsewhere'" in capsys.readouterr().err
+
+
+def test_a_scale_probe_without_a_cluster_is_refused_at_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text("name: s\nbackend: local\nscale: {workloads: 3}\n")
+    assert main(["validate", str(campaign)]) == 2
+    assert "set `backend: kubernetes`" in capsys.readouterr().err
+    campaign.write_text("name: s\nbackend: {kind: kubernetes}\nscale: {template: missing.yaml}\n")
+    assert main(["validate", str(campaign)]) == 2
+    assert "missing.yaml: cannot read it" in capsys.readouterr().err

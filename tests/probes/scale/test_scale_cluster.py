@@ -20,7 +20,7 @@ from testbed.clients.kube.connection import ConnectionSpec, connect
 from testbed.clients.kube.dynamic import Dynamic
 from testbed.clients.kube.rest import KindInfo, Kube
 from testbed.config.scale import ScaleProbe
-from testbed.probes.scale import submitted, times
+from testbed.probes.scale import sampled, submitted, times
 from testbed.probes.scale.probe import finished
 from testbed.probes.scale.sample import Sampler
 from testbed.probes.scale.stages import parse_time
@@ -234,3 +234,74 @@ def test_stage_times_agree_with_the_emulators_events(
         assert row.sources["running"] == "watch"
         assert row.stages["running"] >= started[row.name] - 1.0
     delete_all(dynamic, submitted.load(tmp_path))
+
+
+def test_custom_resource_workloads_through_discovery(
+    cluster_kubeconfig: Path, tmp_path: Path
+) -> None:
+    kube = Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig))))
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "trainingworkloads.run.ai"},
+        "spec": {
+            "group": "run.ai",
+            "scope": "Namespaced",
+            "names": {
+                "plural": "trainingworkloads",
+                "singular": "trainingworkload",
+                "kind": "TrainingWorkload",
+            },
+            "versions": [
+                {
+                    "name": "v2alpha1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    kube.call(
+        "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "create CRD", body=crd
+    )
+    template = tmp_path / "tw.yaml"
+    template.write_text(
+        'apiVersion: run.ai/v2alpha1\nkind: TrainingWorkload\nmetadata: {name: "{{ name }}"}\n'
+        "spec: {gpu: {value: '{{ gpus }}'}, anythingElse: [1, 2]}\n"
+    )
+    out = tmp_path / "out"
+    submit = _cli(
+        "submit",
+        "-o",
+        str(out),
+        "-n",
+        "3",
+        "--template",
+        str(template),
+        "--project",
+        "scale-crd",
+        kubeconfig=cluster_kubeconfig,
+    )
+    done = subprocess.run(submit, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "3 created" in done.stdout
+    dynamic = Dynamic(kube)
+    info = dynamic.info("run.ai/v2alpha1", "TrainingWorkload")
+    items, _ = dynamic.list(info, "scale-crd")
+    assert sorted(i["spec"]["anythingElse"] for i in items) == [[1, 2]] * 3
+    sampled_run = subprocess.run(
+        _cli("sample", "-o", str(out), kubeconfig=cluster_kubeconfig),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "3 object(s)" in sampled_run.stdout, sampled_run.stderr
+    table = times.rows(submitted.load(out), sampled.load(out))
+    assert all("created" in r.stages for r in table)
+    delete_all(dynamic, submitted.load(out))
