@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import json
 import queue
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import orjson
+import pytest
 
 from testbed.clients.kube.rest import KindInfo
 from testbed.clients.kube.watch import Seen, Synced, Watcher
+from testbed.probes.scale.sample import Sampler, Stats
+from testbed.probes.scale.submitted import Header
 
 
 class FakeRaw:
@@ -91,3 +98,56 @@ def test_list_watch_bookmark_gone_relist() -> None:
     ]
     assert kube.versions[:3] == ["1", "5", "6"]  # resumed after the list, relisted after 410
     assert watcher.events == 2
+
+
+@pytest.mark.timing
+def test_sampler_takes_in_far_more_than_500_events_per_second(tmp_path: Path) -> None:
+    """Parsing each line (the watcher's part) and turning it into facts (the consumer's) for
+    pods going through their stages and their events: CPU per event, on this thread."""
+    header = Header(run="r", prefix="w", namespace="ns", template="t", fingerprint="f")
+    sampler = Sampler(None, tmp_path, header)  # type: ignore[arg-type]
+    lines = []
+    for i in range(1000):
+        name = f"w-{i:05d}-abcde"
+        for phase, conditions in (
+            ("Pending", ["PodScheduled"]),
+            ("Running", ["PodScheduled", "Initialized", "Ready"]),
+        ):
+            obj = {
+                "metadata": {
+                    "name": name,
+                    "namespace": "ns",
+                    "creationTimestamp": "2026-11-23T20:00:00Z",
+                    "labels": {"testbed.io/scale-workload": name[:7]},
+                },
+                "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]},
+                "status": {
+                    "phase": phase,
+                    "conditions": [
+                        {"type": c, "status": "True", "lastTransitionTime": "2026-11-23T20:00:01Z"}
+                        for c in conditions
+                    ],
+                    "containerStatuses": [
+                        {"name": "c", "state": {"running": {"startedAt": "2026-11-23T20:00:01Z"}}}
+                    ],
+                },
+            }
+            lines.append(("pods", json.dumps({"type": "MODIFIED", "object": obj}).encode()))
+        for reason in ("Scheduled", "Pulled", "Created", "Started"):
+            event = {
+                "metadata": {"uid": f"{name}-{reason}"},
+                "reason": reason,
+                "eventTime": "2026-11-23T20:00:01.123456Z",
+                "regarding": {"kind": "Pod", "name": name, "namespace": "ns"},
+            }
+            lines.append(("events", json.dumps({"type": "ADDED", "object": event}).encode()))
+    stats = Stats()
+    started = time.thread_time()
+    for tag, line in lines:
+        event = orjson.loads(line)
+        sampler._apply(Seen(tag, event["type"], event["object"], 1.8e12, True), stats)
+    cpu = time.thread_time() - started
+    rate = len(lines) / cpu
+    assert len(sampler.facts.pods) == 1000
+    assert len(sampler.facts.events) == 4000
+    assert rate > 5000, f"{rate:.0f} events/s on one core"  # ten times what is needed
