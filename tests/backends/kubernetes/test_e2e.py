@@ -126,6 +126,7 @@ def test_sigint_during_readiness_leaves_nothing_20_times(
     tmp_path: Path, kubeconfig: Path, kube: Kube
 ) -> None:
     # A pod that is never scheduled: testbed waits in readiness until it is interrupted.
+    # Four runs at a time (distinct run ids): most of a trial is the CLI's own start and exit.
     campaign = write_campaign(
         tmp_path,
         placement={
@@ -135,15 +136,22 @@ def test_sigint_during_readiness_leaves_nothing_20_times(
             }
         },
     )
-    for trial in range(20):
-        run_id = f"k8s-sigint-{trial}"
-        child = spawn(["run", str(campaign), "--out", str(tmp_path / run_id)], kubeconfig, tmp_path)
-        deadline = time.monotonic() + 60
-        while not kube.list_objects("Deployment", None, f"testbed.io/run={run_id}")[0]:
-            assert time.monotonic() < deadline, "the worker's Deployment never appeared"
-            assert child.poll() is None, child.communicate()[0]
-            time.sleep(0.05)
-        child.send_signal(signal.SIGINT)
-        output, _ = child.communicate(timeout=120)
-        assert child.returncode == 130, output
-        assert leftovers(kube, run_id) == [], f"trial {trial}"
+    for batch in range(5):
+        run_ids = [f"k8s-sigint-{batch}-{i}" for i in range(4)]
+        children = {
+            run_id: spawn(
+                ["run", str(campaign), "--out", str(tmp_path / run_id)], kubeconfig, tmp_path
+            )
+            for run_id in run_ids
+        }
+        for run_id, child in children.items():
+            deadline = time.monotonic() + 90
+            while not kube.list_objects("Deployment", None, f"testbed.io/run={run_id}")[0]:
+                assert time.monotonic() < deadline, "the worker's Deployment never appeared"
+                assert child.poll() is None, child.communicate()[0]
+                time.sleep(0.05)
+            child.send_signal(signal.SIGINT)
+        for run_id, child in children.items():
+            output, _ = child.communicate(timeout=120)
+            assert child.returncode == 130, output
+            assert leftovers(kube, run_id) == [], run_id
