@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -66,6 +67,24 @@ def wait_for(
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}; last: {last!r}")
 
 
+async def _abort_closing_tls() -> None:
+    """Abort server TLS connections still waiting for the client's close_notify.
+
+    The server has closed them (their SSL protocol is shutting down) but would wait up to 30 s
+    for a client socket that this process may still hold (an ApiException keeps its response);
+    closing the loop first would report them as leaked. A process exit ends them the same way.
+    """
+    from asyncio import selector_events
+
+    await asyncio.sleep(0.1)
+    for obj in gc.get_objects():
+        if isinstance(obj, selector_events._SelectorSocketTransport) and not obj.is_closing():
+            state = getattr(getattr(obj, "_protocol", None), "_state", None)
+            if str(state).endswith("SHUTDOWN"):
+                obj.abort()
+    await asyncio.sleep(0)
+
+
 @contextlib.contextmanager
 def running_plane(
     tmp_path: Path,
@@ -95,7 +114,12 @@ def running_plane(
         yield Harness(emulator, plane, api, loop, kubeconfig)
     finally:
         api.close()
+        # Connections the client dropped without returning them to its pool close when
+        # collected; the server must see them close before its loop goes, or it warns.
+        gc.collect()
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0.2), loop).result(10)
         asyncio.run_coroutine_threadsafe(emulator.stop(), loop).result(60)
+        asyncio.run_coroutine_threadsafe(_abort_closing_tls(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()

@@ -6,12 +6,14 @@ Deletion and shutdown must leave no process behind: each test checks by pid.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from tests.emulator.plane_harness import Harness, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
@@ -214,3 +216,148 @@ asyncio.run(main())
 
 def _running(h: Harness, name: str) -> bool:
     return h.core.read_namespaced_pod(name, "default").status.phase == "Running"
+
+
+def test_init_containers_run_first_and_share_an_empty_dir(tmp_path: Path) -> None:
+    write = (
+        "import sys, pathlib; pathlib.Path(sys.argv[1]).write_text('fetched'); print('init done')"
+    )
+    read = "import sys, pathlib; print(pathlib.Path(sys.argv[1]).read_text(), flush=True)"
+    pod = {
+        "metadata": {"name": "init"},
+        "spec": {
+            "restartPolicy": "Never",
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "initContainers": [
+                {
+                    "name": "fetch",
+                    "image": "testbed:1",
+                    "command": ["python", "-c", write, "/models/weights.txt"],
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/models"}],
+                }
+            ],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "testbed:1",
+                    "command": ["python", "-c", read],
+                    "args": ["/data/weights.txt"],
+                    "volumeMounts": [{"name": "scratch", "mountPath": "/data"}],
+                }
+            ],
+        },
+    }
+    with running_plane(tmp_path) as h:
+        h.core.create_namespaced_pod("default", pod)
+        wait_for(
+            "the pod to succeed",
+            lambda: h.core.read_namespaced_pod("init", "default").status.phase == "Succeeded",
+        )
+        done = h.core.read_namespaced_pod("init", "default")
+        assert log_of(h, "init", container="fetch") == "init done\n"
+        assert log_of(h, "init", container="main") == "fetched\n"
+        conditions = {c.type: c.status for c in done.status.conditions}
+        assert conditions["Initialized"] == "True"
+        assert conditions["Ready"] == "False"
+        [init] = done.status.init_container_statuses
+        assert init.state.terminated.reason == "Completed"
+        main_started = done.status.container_statuses[0].state.terminated.started_at
+        assert main_started >= init.state.terminated.finished_at
+        with pytest.raises(ApiException) as refused:
+            log_of(h, "init", container="nope")
+        assert refused.value.status == 400
+        assert (
+            json.loads(refused.value.body)["message"] == "container nope is not valid for pod init"
+        )
+        assert log_of(h, "init") == "fetched\n"  # one app container: no name needed
+
+
+def test_a_failing_liveness_probe_restarts_the_container(tmp_path: Path) -> None:
+    probe = {"tcpSocket": {"port": 8000}, "periodSeconds": 1, "failureThreshold": 1}
+    pod = process_pod(
+        "dead",
+        "import time; print('up', flush=True); time.sleep(600)",
+        grace=1,
+        ports=[{"containerPort": 8000}],
+        livenessProbe=probe,
+    )
+    with running_plane(tmp_path) as h:
+        h.core.create_namespaced_pod("default", pod)
+
+        def restarted() -> object:
+            statuses = h.core.read_namespaced_pod("dead", "default").status.container_statuses or []
+            return statuses and statuses[0].restart_count >= 1 and statuses[0]
+
+        status = wait_for("a restart", restarted, timeout_s=30)
+        assert status.last_state.terminated.exit_code == 143  # SIGTERM, as a kubelet's kill
+        events = h.core.list_namespaced_event(
+            "default", field_selector="involvedObject.name=dead"
+        ).items
+        notes = {(e.reason, e.message) for e in events}
+        assert ("Killing", "Container main failed liveness probe, will be restarted") in notes
+        assert any(
+            reason == "Unhealthy" and "Liveness probe failed" in note for reason, note in notes
+        )
+
+
+def test_follow_streams_lines_until_the_container_ends(tmp_path: Path) -> None:
+    script = (
+        "import time\nfor i in range(3):\n    print(f'line {i}', flush=True)\n    time.sleep(0.3)"
+    )
+    pod = process_pod("talk", script)
+    pod["spec"]["restartPolicy"] = "Never"
+    with running_plane(tmp_path) as h:
+        h.core.create_namespaced_pod("default", pod)
+        wait_for(
+            "the container to start",
+            lambda: h.core.read_namespaced_pod("talk", "default").status.phase != "Pending",
+        )
+        stream = h.core.read_namespaced_pod_log(
+            "talk", "default", follow=True, _preload_content=False
+        )
+        try:
+            body = b"".join(stream.stream(64))
+        finally:
+            stream.release_conn()
+        assert body.decode() == "line 0\nline 1\nline 2\n"
+        assert h.core.read_namespaced_pod("talk", "default").status.phase == "Succeeded"
+
+
+def test_a_startup_probe_gates_readiness_and_restarts_a_server_that_never_starts(
+    tmp_path: Path,
+) -> None:
+    probe = {"tcpSocket": {"port": 8000}, "periodSeconds": 1, "failureThreshold": 2}
+    pod = process_pod(
+        "never",
+        "import time; time.sleep(600)",
+        grace=1,
+        ports=[{"containerPort": 8000}],
+        startupProbe=probe,
+        livenessProbe={"tcpSocket": {"port": 8000}, "periodSeconds": 1, "failureThreshold": 1},
+    )
+    with running_plane(tmp_path) as h:
+        h.core.create_namespaced_pod("default", pod)
+        running = wait_for(
+            "the container to run",
+            lambda: (
+                (s := h.core.read_namespaced_pod("never", "default").status.container_statuses)
+                and s[0].state.running
+                and s[0]
+            ),
+        )
+        assert running.started is False
+        assert running.ready is False
+
+        def restarted() -> object:
+            statuses = (
+                h.core.read_namespaced_pod("never", "default").status.container_statuses or []
+            )
+            return statuses and statuses[0].restart_count >= 1
+
+        wait_for("a restart", restarted, timeout_s=30)
+        events = h.core.list_namespaced_event(
+            "default", field_selector="involvedObject.name=never"
+        ).items
+        notes = {(e.reason, e.message) for e in events}
+        assert ("Killing", "Container main failed startup probe, will be restarted") in notes
+        assert not any("Liveness" in note for _, note in notes)  # liveness waits for startup

@@ -23,6 +23,13 @@ def sim_deployment(name: str) -> dict:
         "args": ["serve", "sim", "--port", "8000", "--host", "0.0.0.0"],
         "ports": [{"name": "http", "containerPort": 8000}],
         "readinessProbe": {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 1},
+        # As the kubernetes backend writes them: startup gates liveness while the server loads.
+        "startupProbe": {
+            "httpGet": {"path": "/health", "port": "http"},
+            "periodSeconds": 1,
+            "failureThreshold": 60,
+        },
+        "livenessProbe": {"httpGet": {"path": "/health", "port": 8000}, "periodSeconds": 1},
     }
     labels = {"app": name}
     return {
@@ -115,6 +122,7 @@ def test_a_sim_deployment_becomes_ready_serves_through_port_forward_and_stops(
         assert pod.metadata.labels["pod-template-hash"]
         [status] = pod.status.container_statuses
         assert status.ready
+        assert status.started
         assert status.state.running is not None
         assert status.restart_count == 0
         pids = pids_of(h, "default", name)

@@ -23,7 +23,7 @@ from testbed.emulator.controllers.quantity import amount
 from testbed.emulator.kubelet import process as proc
 from testbed.emulator.kubelet.faults import Fault
 from testbed.emulator.kubelet.logs import LogBook, RunLog
-from testbed.emulator.kubelet.probes import Timing, check
+from testbed.emulator.kubelet.probing import supervise
 from testbed.emulator.kubelet.status import ContainerRecord
 from testbed.emulator.meta import now
 
@@ -77,6 +77,8 @@ class ContainerRunner:
         self.logbook, self.emit, self.changed = logbook, emit, changed
         self.host: proc.HostProcess | None = None
         self.stopping = False
+        #: The pod's terminationGracePeriodSeconds (a probe's kill waits it too).
+        self.grace_s = 30.0
         self._background: asyncio.Task[int] | None = None
 
     @property
@@ -163,9 +165,12 @@ class ContainerRunner:
             proc.kill_now(self.host, "deleted")
         self.emit("Normal", "Started", f"Started container {self.name}")
         record.running(started_at, record.container_id)
-        record.ready = "readinessProbe" not in self.spec
+        record.ready = not ({"readinessProbe", "startupProbe"} & set(self.spec))
         self.changed()
-        watchers = [asyncio.create_task(self._watch_memory(self.host)), *self._probes(self.host)]
+        watchers = [
+            asyncio.create_task(self._watch_memory(self.host)),
+            asyncio.create_task(supervise(self, self.host)),
+        ]
         if self.fault is not None and self.fault.kind in ("crash", "oom"):
             watchers.append(asyncio.create_task(self._inject(self.host, self.fault)))
         try:
@@ -239,33 +244,14 @@ class ContainerRunner:
             await asyncio.sleep(delay)
         record.restart_count += 1
 
-    def _probes(self, host: proc.HostProcess) -> list[asyncio.Task[None]]:
-        tasks = []
-        readiness = self.spec.get("readinessProbe")
-        if readiness:
-
-            def ready(ok: bool) -> None:
-                if self.record.ready != ok and "running" in self.record.state:
-                    self.record.ready = ok
-                    self.changed()
-
-            tasks.append(asyncio.create_task(probe_loop(self, readiness, "Readiness", ready)))
-        liveness = self.spec.get("livenessProbe")
-        if liveness:
-
-            def alive(ok: bool) -> None:
-                if not ok and host.killed_for is None:
-                    host.killed_for = "liveness"
-                    self.emit(
-                        "Normal",
-                        "Killing",
-                        f"Container {self.name} failed liveness probe, will be restarted",
-                    )
-                    grace = float(self.spec.get("terminationGracePeriodSeconds") or 30)
-                    self._background = asyncio.create_task(proc.stop(host, grace))
-
-            tasks.append(asyncio.create_task(probe_loop(self, liveness, "Liveness", alive)))
-        return tasks
+    def kill_for_probe(self, host: proc.HostProcess, kind: str) -> None:
+        """A liveness or startup probe failed: stop the container so that it restarts."""
+        if host.killed_for is not None:
+            return
+        host.killed_for = kind
+        note = f"Container {self.name} failed {kind} probe, will be restarted"
+        self.emit("Normal", "Killing", note)
+        self._background = asyncio.create_task(proc.stop(host, self.grace_s))
 
     async def _inject(self, host: proc.HostProcess, fault: Fault) -> None:
         await asyncio.sleep(fault.seconds)
@@ -283,27 +269,6 @@ class ContainerRunner:
                 proc.kill_now(host, "oom")
                 return
             await asyncio.sleep(self.settings.memory_check_s)
-
-
-async def probe_loop(
-    runner: ContainerRunner, probe: Mapping[str, Any], kind: str, on_result: Callable[[bool], None]
-) -> None:
-    """Run ``probe`` for as long as the container runs; report each threshold crossing."""
-    timing = Timing.of(probe)
-    await asyncio.sleep(timing.initial_delay_s)
-    failures = successes = 0
-    while True:
-        ok, message = await check(probe, runner.spec, runner.launch.ports, runner.launch.env)
-        if ok:
-            successes, failures = successes + 1, 0
-            if successes >= timing.success_threshold:
-                on_result(True)
-        else:
-            successes, failures = 0, failures + 1
-            runner.emit("Warning", "Unhealthy", f"{kind} probe failed: {message}")
-            if failures >= timing.failure_threshold:
-                on_result(False)
-        await asyncio.sleep(timing.period_s)
 
 
 def stop_all(runners: Sequence[ContainerRunner]) -> None:

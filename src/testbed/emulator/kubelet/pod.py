@@ -157,6 +157,7 @@ class PodRuntime:
             lambda t, r, n: self.emit(t, r, n, field_path),
             lambda: self.publish(self),
         )
+        runner.grace_s = float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
         self.runners.append(runner)
         return runner
 
