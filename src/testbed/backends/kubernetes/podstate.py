@@ -48,9 +48,10 @@ def _container_failure(statuses: list[Mapping[str, Any]], init: bool) -> PodStat
             code = last.get("exitCode")
             text = f"exit code {code}" if code is not None else str(waiting.get("message") or "")
             return PodState("failed", "CrashLoopBackOff", text, name)
-        if init and terminated and terminated.get("exitCode") not in (0, None):
-            text = f"init container {name} exited with code {terminated.get('exitCode')}"
-            return PodState("failed", str(terminated.get("reason") or "Error"), text, name)
+        ended = terminated or last
+        if init and ended and ended.get("exitCode") not in (0, None):
+            text = f"init container {name} exited with code {ended.get('exitCode')}"
+            return PodState("failed", str(ended.get("reason") or "Error"), text, name)
     return None
 
 
@@ -61,13 +62,13 @@ def verdict_of(pod: Mapping[str, Any]) -> PodState:
     is_scheduled = scheduled.get("status") == "True" or bool(pod.get("spec", {}).get("nodeName"))
     if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
         return PodState("failed", "Unschedulable", str(scheduled.get("message") or ""))
-    if status.get("phase") == "Failed":
-        reason = str(status.get("reason") or "Failed")
-        return PodState("failed", reason, str(status.get("message") or ""), "server", is_scheduled)
     for init, key in ((True, "initContainerStatuses"), (False, "containerStatuses")):
         failure = _container_failure(status.get(key) or [], init)
         if failure is not None:
             return PodState(failure.state, failure.reason, failure.message, failure.container, True)
+    if status.get("phase") == "Failed":
+        reason = str(status.get("reason") or "Failed")
+        return PodState("failed", reason, str(status.get("message") or ""), "server", is_scheduled)
     if status.get("phase") == "Running" and _condition(pod, "Ready").get("status") == "True":
         return PodState("ready", scheduled=True)
     return PodState("waiting", scheduled=is_scheduled)
