@@ -294,3 +294,24 @@ def test_bad_control_plane_flags_exit_2(
     )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
+
+
+def test_a_deployment_that_never_becomes_available_exceeds_its_progress_deadline(
+    tmp_path: Path,
+) -> None:
+    stuck = deployment("stuck", meta={"annotations": {"emulator.testbed.io/fault": "image-pull"}})
+    stuck["spec"]["progressDeadlineSeconds"] = 1
+    stuck["spec"]["strategy"] = {"type": "Recreate"}
+    with running_plane(tmp_path) as h:
+        h.apps.create_namespaced_deployment("default", stuck)
+
+        def exceeded() -> object:
+            d = h.apps.read_namespaced_deployment("stuck", "default")
+            conditions = {c.type: c for c in d.status.conditions or []}
+            progressing = conditions.get("Progressing")
+            return progressing and progressing.reason == "ProgressDeadlineExceeded" and conditions
+
+        conditions = wait_for("ProgressDeadlineExceeded", exceeded, timeout_s=15)
+        assert conditions["Progressing"].status == "False"
+        assert conditions["Available"].status == "False"
+        assert conditions["Available"].reason == "MinimumReplicasUnavailable"
