@@ -37,11 +37,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _image_sets(args: argparse.Namespace) -> list[str]:
     """``--image``/``--image-tag`` as the campaign overrides they are (recorded in the run's
     resolved campaign, so ``--resume`` reuses them); refused unless the backend is a cluster."""
-    sets = []
+    import json
+
+    sets = []  # values as JSON strings: a tag such as 2 or 1.10 stays a string
     if args.image:
-        sets.append(f"backend.server_image={args.image}")
+        sets.append(f"backend.server_image={json.dumps(args.image)}")
     if args.image_tag:
-        sets.append(f"backend.image_tag={args.image_tag}")
+        sets.append(f"backend.image_tag={json.dumps(args.image_tag)}")
     if sets:
         from testbed.config.loader import load_campaign
         from testbed.core.errors import InputError

@@ -213,3 +213,60 @@ def test_cluster_only_fields_are_refused_on_local(tmp_path: Path) -> None:
 def test_kubernetes_settings_refused_with_the_fix(sets: list[str], message: str) -> None:
     with pytest.raises(CampaignError, match=message):
         load_campaign(str(EXAMPLES / "quickstart.yaml"), [], ["backend.kind=kubernetes", *sets])
+
+
+def test_shipped_rbac_is_valid_and_grants_what_the_backend_uses() -> None:
+    import yaml
+
+    path = Path(__file__).resolve().parents[3] / "deploy" / "rbac.yaml"
+    documents = list(yaml.safe_load_all(path.read_text()))
+    for document in documents:
+        kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+    granted = {
+        (resource, verb)
+        for doc in documents
+        if doc["kind"] == "ClusterRole"
+        for rule in doc["rules"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {
+        ("namespaces", "create"),
+        ("namespaces", "delete"),
+        ("nodes", "list"),
+        ("deployments", "create"),
+        ("deployments", "update"),  # apply replaces on --resume
+        ("pods", "watch"),
+        ("pods/log", "get"),
+        ("pods/portforward", "create"),
+        ("secrets", "create"),
+        ("services", "delete"),
+    }
+    assert needed <= granted
+
+
+def test_image_flags_need_a_cluster_and_stay_strings(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    quickstart = str(EXAMPLES / "quickstart.yaml")
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    env = {"PYTHONPATH": src, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    local = subprocess.run(
+        [sys.executable, "-m", "testbed", "run", quickstart, "--image", "x:1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert local.returncode == 2
+    assert "backend.kind=kubernetes" in local.stderr
+    campaign = tmp_path / "tgis.yaml"
+    campaign.write_text(TGIS_CAMPAIGN)
+    objects = objects_of(campaign, 'backend.image_tag="2"')
+    images = {
+        d["spec"]["template"]["spec"]["containers"][0]["image"]
+        for d in by_kind(objects, "Deployment")
+    }
+    assert images == {"quay.io/opendatahub/text-generation-inference:2"}
