@@ -48,12 +48,20 @@ class ImageRules:
         return "unknown"
 
     def resolve_vllm_python(self, environ: Mapping[str, str] | None = None) -> Path | None:
-        """The interpreter that has vLLM, or None when none is installed."""
+        """The interpreter that has vLLM, or None when none is installed.
+
+        An explicit choice (``vllm_python``, else ``$TESTBED_VLLM_PYTHON``) is the only
+        candidate: a wrong path is reported, never silently replaced by another venv.
+        """
         env = os.environ if environ is None else environ
-        candidates = [self.vllm_python] if self.vllm_python else []
-        if env.get(VLLM_PYTHON_ENV):
-            candidates.append(Path(env[VLLM_PYTHON_ENV]).expanduser())
-        candidates += [_REPO / ".venv-vllm/bin/python", Path.cwd() / ".venv-vllm/bin/python"]
+        explicit = self.vllm_python or (
+            Path(env[VLLM_PYTHON_ENV]).expanduser() if env.get(VLLM_PYTHON_ENV) else None
+        )
+        candidates = (
+            [explicit]
+            if explicit
+            else [_REPO / ".venv-vllm/bin/python", Path.cwd() / ".venv-vllm/bin/python"]
+        )
         return next((path for path in candidates if path.exists()), None)
 
 
