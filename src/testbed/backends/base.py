@@ -45,6 +45,14 @@ class Backend(abc.ABC):
         del deployments
         return []
 
+    async def infeasible(
+        self, workers: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, str], list[str]]:
+        """Workers that can never start where this backend runs them (worker id → reason
+        with the numbers), and notes on the check itself. Their treatments are skipped."""
+        del workers
+        return {}, []
+
     @abc.abstractmethod
     def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path

@@ -21,14 +21,14 @@ from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.inputs import check_files
 from testbed.execution.strategy import run_worker_sets
-from testbed.execution.treatment import Setting
+from testbed.execution.treatment import Setting, write_summary
 from testbed.execution.worker_set import WorkerSetRunner
 from testbed.plan.expand import expand
-from testbed.plan.model import Plan
+from testbed.plan.model import Plan, Treatment
 from testbed.results.ledger import Ledger
 from testbed.results.machine import machine_info
 from testbed.results.rundir import LEDGER, RESOLVED, RunDir
-from testbed.results.verdict import Verdict
+from testbed.results.verdict import Status, Verdict
 
 PHASES = ("cleanup", "prepare", "test", "final_cleanup")
 
@@ -151,7 +151,12 @@ async def _phases(
     )
     backend = make_backend(loaded, run_dir)
     runner = WorkerSetRunner(
-        Setting(plan, loaded.campaign.execution.seed, loaded.base_dir),
+        Setting(
+            plan,
+            loaded.campaign.execution.seed,
+            loaded.base_dir,
+            loaded.campaign.backend.model_dump(mode="json"),
+        ),
         backend,
         run_dir,
         ledger,
@@ -166,12 +171,13 @@ async def _phases(
             observer.phase("cleanup", line)
     todo = [t for t in plan.planned() if t.id in ledger.to_run()]
     used = {w for t in todo for w in t.workers}
-    if "prepare" not in skip:
-        observer.phase("prepare")
-        configs = [plan.workers[w].config for w in plan.workers if w in used]
-        for line in await backend.prepare(configs):
-            observer.phase("prepare", line)
-    try:
+    try:  # from prepare on, what was made is released whatever happens
+        if "prepare" not in skip:
+            observer.phase("prepare")
+            configs = [plan.workers[w].config for w in plan.workers if w in used]
+            for line in await backend.prepare(configs):
+                observer.phase("prepare", line)
+        todo = await _skip_infeasible(backend, plan, todo, ledger, observer, run_dir)
         if "test" not in skip and todo:
             observer.phase("test", f"{len(todo)} treatment(s)")
             execution = loaded.campaign.execution
@@ -183,6 +189,34 @@ async def _phases(
             observer.phase("final cleanup")
             await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
     return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
+
+
+async def _skip_infeasible(
+    backend: Backend,
+    plan: Plan,
+    todo: list[Treatment],
+    ledger: Ledger,
+    observer: Observer,
+    run_dir: RunDir,
+) -> list[Treatment]:
+    """Skip, with the backend's numbers, treatments whose workers can never start there."""
+    used = {w for t in todo for w in t.workers}
+    reasons, notes = await backend.infeasible({w: plan.workers[w].config for w in sorted(used)})
+    for note in notes:
+        observer.phase("prepare", note)
+    keep = []
+    for treatment in todo:
+        reason = next((reasons[w] for w in treatment.workers if w in reasons), "")
+        if not reason:
+            keep.append(treatment)
+            continue
+        ledger.finish(treatment.id, "SKIPPED", reason)
+        verdict = Verdict(status=Status.SKIPPED, reason=reason)
+        out_dir = run_dir.treatment(treatment.dirname)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_summary(out_dir, treatment, verdict, 0)
+        observer.phase("prepare", f"skipped {treatment.dirname}: {reason}")
+    return keep
 
 
 def _cost(plan: Plan):  # type: ignore[no-untyped-def]
@@ -204,4 +238,8 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
         from testbed.backends.external import ExternalBackend
 
         return ExternalBackend(loaded.base_dir)
-    raise InputError(f"backend {kind!r} is not available in this build; use local or external")
+    from testbed.backends.kubernetes import KubernetesBackend
+
+    return KubernetesBackend(
+        run_dir.path, loaded.campaign.backend.model_dump(mode="json"), loaded.base_dir
+    )

@@ -12,7 +12,7 @@ import asyncio
 import importlib
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ class Setting:
     plan: Plan
     seed: int
     base_dir: Path  # relative paths of the campaign start here
+    backend: Mapping[str, Any] = field(default_factory=dict)  # the campaign's backend section
 
 
 async def run_treatment(
@@ -76,6 +77,7 @@ async def run_treatment(
             deployment=workers[0].config if workers else {},
             progress=progress,
             base_dir=setting.base_dir,
+            cluster=setting.backend,
         )
         try:
             outcome = await _race(_probe(treatment.probe, ctx), [handles[w.id] for w in workers])
@@ -156,6 +158,8 @@ async def _race(probe: Any, handles: list[Handle]) -> ProbeOutcome:
         done, _ = await asyncio.wait([task, *deaths], return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         task.cancel()
+        # the probe's own cleanup (deleting what it created) runs to its end before we go on
+        await asyncio.gather(task, return_exceptions=True)
         raise
     if task in done:
         outcome: ProbeOutcome = task.result()
