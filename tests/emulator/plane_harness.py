@@ -78,7 +78,9 @@ async def _abort_closing_tls() -> None:
 
     await asyncio.sleep(0.1)
     for obj in gc.get_objects():
-        if isinstance(obj, selector_events._SelectorSocketTransport) and not obj.is_closing():
+        # type(), not isinstance(): isinstance reads __class__, which some objects (torch's)
+        # answer with a deprecation warning
+        if issubclass(type(obj), selector_events._SelectorSocketTransport) and not obj.is_closing():
             state = getattr(getattr(obj, "_protocol", None), "_state", None)
             if str(state).endswith("SHUTDOWN"):
                 obj.abort()
