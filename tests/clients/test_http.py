@@ -140,9 +140,10 @@ def test_refused_connection_is_an_infrastructure_error() -> None:
         asyncio.run(main())
 
 
-def test_https_is_refused_with_a_hint() -> None:
-    with pytest.raises(InputError, match="plain http"):
-        ConnectionPool("https://example.invalid")
+@pytest.mark.parametrize("url", ["ftp://example.invalid", "https://", "example.invalid:80"])
+def test_urls_other_than_http_and_https_are_refused(url: str) -> None:
+    with pytest.raises(InputError, match="give http://host:port or https://host:port"):
+        ConnectionPool(url)
 
 
 def test_api_key_is_resolved_into_a_header(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,9 +47,11 @@ def test_openai_stream(fake: Any, api: openai.Api) -> None:
     assert len(response.raw) == 6  # five content chunks and the usage chunk
 
 
-def test_openai_unary(fake: Any) -> None:
+@pytest.mark.parametrize("keep_raw", [False, True])
+def test_openai_unary(fake: Any, keep_raw: bool) -> None:
     async def scenario(pool: ConnectionPool, server: Any) -> Response:
-        return await openai.complete(pool, {"prompt": "x", "max_tokens": 3}, stream=False)
+        request = {"prompt": "x", "max_tokens": 3}
+        return await openai.complete(pool, request, stream=False, keep_raw=keep_raw)
 
     response = run(fake, scenario)
     assert response.text == " w0 w1 w2"
@@ -57,8 +59,11 @@ def test_openai_unary(fake: Any) -> None:
         "prompt_tokens": 3,
         "completion_tokens": 3,
     }
-    assert response.raw
-    assert response.raw[0]["choices"][0]["finish_reason"] == "length"
+    # the body is kept only when asked
+    assert len(response.raw) == (1 if keep_raw else 0)
+    assert response.finish_reason == "length"
+    if keep_raw:
+        assert response.raw[0]["choices"][0]["finish_reason"] == "length"
 
 
 def test_keep_alive_reuses_one_connection(fake: Any) -> None:

@@ -17,9 +17,9 @@ from testbed.backends.base import Backend, Handle
 from testbed.config.loader import load_campaign_text
 from testbed.core.errors import InputError, ServerStartError
 from testbed.execution.events import Silent
-from testbed.execution.job import JobRunner
-from testbed.execution.jobs import make_jobs
+from testbed.execution.grouping import make_worker_sets
 from testbed.execution.treatment import Setting
+from testbed.execution.worker_set import WorkerSetRunner
 from testbed.plan.expand import expand
 from testbed.results import files, rundir
 from testbed.results.ledger import Ledger
@@ -90,7 +90,7 @@ async def test_failed_provisioning_keeps_an_interrupted_attempt(tmp_path: Path) 
         ledger.start(treatment.id)  # attempt 1 … killed after two records
         folder.mkdir(parents=True)
         (folder / rundir.RECORDS).write_text('{"n": 0}\n{"n": 1}\n')
-        runner = JobRunner(
+        runner = WorkerSetRunner(
             Setting(plan, 0, tmp_path),
             FailingBackend(),
             run,
@@ -100,8 +100,8 @@ async def test_failed_provisioning_keeps_an_interrupted_attempt(tmp_path: Path) 
             False,
             asyncio.Event(),
         )
-        for job in make_jobs(plan, plan.treatments):
-            await runner(job)
+        for worker_set in make_worker_sets(plan, plan.treatments):
+            await runner(worker_set)
         assert ledger.states()[treatment.id][:2] == ("finished", "ERROR")
     summary = json.loads((folder / rundir.SUMMARY).read_text())
     assert summary["verdict"]["status"] == "ERROR"

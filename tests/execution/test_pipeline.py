@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from testbed.config.loader import load_campaign_text
-from testbed.execution.jobs import make_jobs
+from testbed.execution.grouping import make_worker_sets
 from testbed.execution.pipeline import RunOptions, execute, open_new
 from testbed.plan.expand import expand
 from testbed.results.files import read_records
@@ -68,15 +68,19 @@ async def test_run_layout_ledger_and_infrastructure_errors(tmp_path: Path) -> No
     assert not list((root / "pids").glob("*.json"))
 
 
-def test_ab_workers_form_one_job_and_unroll_splits() -> None:
+def test_ab_workers_form_one_worker_set_and_unroll_splits() -> None:
     text = CAMPAIGN.replace("execution:", "ab: {stable: fast, canary: broken}\nexecution:")
     loaded = load_campaign_text(text, "ab.yaml")
     plan = expand(loaded)
-    jobs = make_jobs(plan, plan.planned())
-    assert len(jobs) == 1
-    assert set(jobs[0].workers) == set(plan.workers)
-    unrolled = make_jobs(plan, plan.planned(), ["load.concurrency"])
-    assert sorted(map(str, (job.group for job in unrolled))) == ["(1,)", "(2,)", "(None,)"]
+    worker_sets = make_worker_sets(plan, plan.planned())
+    assert len(worker_sets) == 1
+    assert set(worker_sets[0].workers) == set(plan.workers)
+    unrolled = make_worker_sets(plan, plan.planned(), ["load.concurrency"])
+    assert sorted(map(str, (worker_set.group for worker_set in unrolled))) == [
+        "(1,)",
+        "(2,)",
+        "(None,)",
+    ]
 
 
 def test_bad_case_file_stops_the_run_before_it_starts(tmp_path: Path) -> None:

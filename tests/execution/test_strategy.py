@@ -1,4 +1,4 @@
-"""Parallelism strategies: how many jobs run at once, and in which waves."""
+"""Parallelism strategies: how many worker sets run at once, and in which waves."""
 
 from __future__ import annotations
 
@@ -7,21 +7,21 @@ import asyncio
 import pytest
 
 from testbed.config.execution import Execution
-from testbed.execution.jobs import Job
-from testbed.execution.strategy import run_jobs
+from testbed.execution.grouping import WorkerSet
+from testbed.execution.strategy import run_worker_sets
 from testbed.plan.model import Treatment
 
 
-def jobs(n: int, groups: int = 1) -> list[Job]:
+def worker_sets(n: int, groups: int = 1) -> list[WorkerSet]:
     made = []
     for i in range(n):
         t = Treatment(i + 1, f"t{i}", f"s{i}", "load", (f"w{i}",), "k", {})
-        made.append(Job((f"w{i}",), [t], group=(i % groups,)))
+        made.append(WorkerSet((f"w{i}",), [t], group=(i % groups,)))
     return made
 
 
 class Recorder:
-    """Runs each job for a few loop turns and records overlaps and start order."""
+    """Runs each worker set for a few loop turns and records overlaps and start order."""
 
     def __init__(self) -> None:
         self.running: set[str] = set()
@@ -29,20 +29,22 @@ class Recorder:
         self.events: list[tuple[str, str]] = []
         self.release = asyncio.Event()
 
-    async def __call__(self, job: Job) -> None:
-        self.running.add(job.name)
+    async def __call__(self, worker_set: WorkerSet) -> None:
+        self.running.add(worker_set.name)
         self.peak = max(self.peak, len(self.running))
-        self.events.append(("start", job.name))
+        self.events.append(("start", worker_set.name))
         for _ in range(5):
             await asyncio.sleep(0)
-        self.running.discard(job.name)
-        self.events.append(("end", job.name))
+        self.running.discard(worker_set.name)
+        self.events.append(("end", worker_set.name))
 
 
 async def run(strategy: str, n: int, width: int | None, cpus: float = 64, groups: int = 1):  # type: ignore[no-untyped-def]
     recorder = Recorder()
     execution = Execution(strategy=strategy, max_parallel=width)  # type: ignore[arg-type]
-    await run_jobs(jobs(n, groups), execution, cpus, lambda _j: 1.0, recorder, asyncio.Event())
+    await run_worker_sets(
+        worker_sets(n, groups), execution, cpus, lambda _j: 1.0, recorder, asyncio.Event()
+    )
     return recorder
 
 
@@ -60,13 +62,13 @@ async def test_barrier_waves_finish_before_the_next_starts() -> None:
     recorder = await run("barrier", 5, 2)
     starts = [i for i, e in enumerate(recorder.events) if e[0] == "start"]
     ends = [i for i, e in enumerate(recorder.events) if e[0] == "end"]
-    # Wave 1 = jobs 0,1; wave 2 = 2,3; wave 3 = 4: every start of a wave comes after every
+    # Wave 1 = worker sets 0,1; wave 2 = 2,3; wave 3 = 4: every start of a wave comes after every
     # end of the previous one.
     assert max(ends[:2]) < min(starts[2:4])
     assert max(ends[2:4]) < starts[4]
 
 
-async def test_cpu_budget_limits_parallel_jobs() -> None:
+async def test_cpu_budget_limits_parallel_worker_sets() -> None:
     recorder = await run("parallel", 6, None, cpus=2)
     assert recorder.peak == 2
 
@@ -83,13 +85,15 @@ async def test_unroll_groups_run_in_turn() -> None:
     assert last_end_of_first < first_start_of_second
 
 
-async def test_stop_prevents_new_jobs() -> None:
+async def test_stop_prevents_new_worker_sets() -> None:
     stop = asyncio.Event()
     started: list[str] = []
 
-    async def run_job(job: Job) -> None:
-        started.append(job.name)
+    async def run_worker_set(worker_set: WorkerSet) -> None:
+        started.append(worker_set.name)
         stop.set()
 
-    await run_jobs(jobs(4), Execution(strategy="sequential"), 8, lambda _j: 1.0, run_job, stop)
+    await run_worker_sets(
+        worker_sets(4), Execution(strategy="sequential"), 8, lambda _j: 1.0, run_worker_set, stop
+    )
     assert started == ["w0"]

@@ -122,3 +122,34 @@ def test_plan_json_shape_and_secret_masking() -> None:
     assert set(treatment) >= {"id", "worker", "status", "reason", "params"}
     assert treatment["status"] == "planned"
     assert document["workers"][0]["config"]["api_key"] == "***"
+
+
+@pytest.mark.parametrize(("memory", "skipped"), [(0.1, True), (40, False)])
+def test_gpu_memory_gb_is_the_capacity_of_a_gpu_worker(memory: float, skipped: bool) -> None:
+    """With GPUs the planner weighs the model against gpu × gpu_memory_gb, not memory_gb."""
+    sets = [
+        "deployments.ref.server=vllm",
+        "deployments.ref.resources.gpu=1",
+        f"deployments.ref.resources.gpu_memory_gb={memory}",
+        "deployments.ref.resources.memory_gb=0.01",  # would skip everything if it were used
+        "deployments.ref.params.dtype=float16",
+    ]
+    plan = plan_of(sets=sets)
+    ref = [t for t in plan.treatments if t.workers[0].startswith("ref-")]
+    assert ref
+    assert all((t.status == "skipped") is skipped for t in ref), [t.reason for t in ref]
+
+
+def test_include_adds_combinations() -> None:
+    text = CAMPAIGN.replace(
+        "  zip: [[load.concurrency, load.rate]]\n",
+        "  zip: [[load.concurrency, load.rate]]\n"
+        "  include:\n    - {load.concurrency: 64, load.rate: 99}\n",
+    )
+    assert text != CAMPAIGN
+    with_include = plan_of(text)
+    without = plan_of()
+    extra = {t.id for t in with_include.treatments} - {t.id for t in without.treatments}
+    added = [t for t in with_include.treatments if t.id in extra]
+    assert added
+    assert {(t.params["load.concurrency"], t.params["load.rate"]) for t in added} == {(64, 99)}

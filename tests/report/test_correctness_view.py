@@ -54,6 +54,15 @@ RECORDS = [
         "status": "SKIPPED",
         "reason": "skipped by single_shard_only",
     },
+    {
+        "kind": "case",
+        "id": "e/openai",
+        "case": "e",
+        "protocol": "openai",
+        "stream": False,
+        "status": "UNCHECKED",
+        "reason": "answer not compared (skip_check)",
+    },
 ]
 FIRST = {
     "index": 1,
@@ -76,9 +85,9 @@ def rendered(renderable: object) -> str:
 
 def test_case_table_lists_every_result_with_counts() -> None:
     text = rendered(case_table(RECORDS, "sim"))
-    for fragment in ("a", "FAIL", "ERROR", "SKIPPED", "single_shard_only", "stream"):
+    for fragment in ("a", "FAIL", "ERROR", "SKIPPED", "single_shard_only", "stream", "UNCHECKED"):
         assert fragment in text
-    assert "1 pass · 1 fail · 1 error · 1 skipped" in text
+    assert "1 pass · 1 unchecked · 1 fail · 1 error · 1 skipped" in text
 
 
 def test_failure_diff_highlights_the_divergent_token() -> None:
@@ -121,9 +130,12 @@ def test_differential_table() -> None:
 def test_junit_has_one_case_per_result() -> None:
     suite = ET.Element("testsuite")
     counts = junit_cases(suite, RECORDS, "campaign.correctness.sim")
-    assert counts == {"tests": 4, "failures": 1, "errors": 1, "skipped": 1}
+    assert counts == {"tests": 5, "failures": 1, "errors": 1, "skipped": 2}
     names = [case.get("name") for case in suite.iter("testcase")]
-    assert names == ["a/openai", "b/openai", "c/tgi", "d/openai"]
+    assert names == ["a/openai", "b/openai", "c/tgi", "d/openai", "e/openai"]
+    unchecked = suite.find("testcase[@name='e/openai']/skipped")  # never counted as a pass
+    assert unchecked is not None
+    assert unchecked.get("message") == "UNCHECKED: answer not compared (skip_check)"
     failure = suite.find("testcase[@name='b/openai']/failure")
     assert failure is not None
     assert failure.get("message") == "approx: text differs"

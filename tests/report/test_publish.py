@@ -111,6 +111,8 @@ def test_html_is_self_contained_and_complete(
     assert '<mark class="expected"> Paris</mark>' in page
     assert '<mark class="actual"> Lyon</mark>' in page
     assert "abc&lt;def&gt;" in page  # escaped
+    # a skip_check case is listed as unchecked, apart from the passed ones
+    assert "<p>unchecked:</p><ul><li><code>free/openai</code>: answer not compared" in page
     assert "by a newer probe" in page
     assert "deeper" in page
     ids = re.findall(r'\bid="([^"]+)"', page)

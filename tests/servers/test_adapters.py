@@ -237,4 +237,10 @@ def test_tgis_cpu_only_hides_cuda() -> None:
     env = env_of(spec)
     assert env["CUDA_VISIBLE_DEVICES"] == "-1"
     assert "NUM_GPUS" not in env
-    assert adapter_for("tgis").protocols == ()  # gRPC only
+    assert adapter_for("tgis").protocols == ("tgis",)  # gRPC only
+
+
+def test_tgis_pt2_compile_is_passed_on() -> None:
+    params = {"dtype": "float32", "pt2_compile": True}
+    spec = adapter_for("tgis").container({"model": "m", "params": params, "resources": {}}, "m")
+    assert env_of(spec)["PT2_COMPILE"] == "true"

@@ -1,29 +1,37 @@
-"""Model sources: parsing, the checksum manifest, idempotent prepare, listing, S3 downloads."""
+"""Model sources: parsing, the checksum manifest, idempotent prepare, listing (S3 downloads:
+tests/results/test_s3.py)."""
 
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from testbed.config.catalogue import bundled_model, model_shape
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers import models
 
 
 def test_catalogue_numbers_describe_smollm2() -> None:
-    entry = models.catalogue_entry("smollm2-135m")
-    assert entry.layers == 30
-    assert entry.kv_heads == 3
-    assert entry.head_dim == 64
-    assert entry.params == 134_515_008
+    shape = bundled_model("smollm2-135m").shape
+    assert shape.layers == 30
+    assert shape.kv_heads == 3
+    assert shape.head_dim == 64
+    assert shape.params == 134_515_008
     # keys + values, 30 layers, 3 heads of 64, float32
-    assert entry.kv_bytes_per_token() == 2 * 30 * 3 * 64 * 4
+    assert shape.kv_bytes_per_token() == 2 * 30 * 3 * 64 * 4
     with pytest.raises(InputError, match="known: smollm2-135m"):
-        models.catalogue_entry("gpt-5")
+        bundled_model("gpt-5")
+
+
+def test_one_shape_per_model_whatever_name_the_deployment_uses() -> None:
+    bundled = bundled_model("smollm2-135m")
+    assert model_shape("bundled:smollm2-135m") is bundled.shape
+    assert model_shape(bundled.hub_id) is bundled.shape
+    assert model_shape("bundled:gpt-5") is None
+    assert model_shape("org/unknown") is None
 
 
 def test_models_dir_follows_testbed_cache(tmp_path: Path) -> None:
@@ -134,63 +142,3 @@ def test_resolve_local_folder_with_manifest_is_verified(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes(b"abd")
     with pytest.raises(InfrastructureError):
         models.resolve_model(str(tmp_path))
-
-
-# -- S3 through a real S3 protocol server (moto) on loopback, as MinIO would be ------------
-
-SECRET = "s3cr3t-never-printed"
-
-
-@pytest.fixture(scope="module")
-def s3_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def bucket(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    from testbed.servers.s3 import client
-
-    s3 = client(s3_url)
-    s3.create_bucket(Bucket="weights")
-    s3.put_object(Bucket="weights", Key="models/tiny/config.json", Body=b"{}")
-    s3.put_object(Bucket="weights", Key="models/tiny/sub/model.safetensors", Body=b"x" * 1000)
-    s3.put_object(Bucket="weights", Key="models/tinyother/config.json", Body=b"{}")
-    return s3
-
-
-def test_s3_prefix_downloads_once(tmp_path: Path, s3_url: str, bucket: Any) -> None:
-    folder = models.resolve_model("s3://weights/models/tiny", cache=tmp_path, endpoint_url=s3_url)
-    assert folder == tmp_path / "s3" / "weights" / "models" / "tiny"
-    assert (folder / "sub" / "model.safetensors").read_bytes() == b"x" * 1000
-    assert not (tmp_path / "s3" / "weights" / "models" / "tinyother").exists()
-    stamp = (folder / "config.json").stat().st_mtime_ns
-    models.resolve_model("s3://weights/models/tiny/", cache=tmp_path, endpoint_url=s3_url)
-    assert (folder / "config.json").stat().st_mtime_ns == stamp  # unchanged: not fetched again
-
-
-def test_s3_endpoint_from_environment(
-    tmp_path: Path, s3_url: str, bucket: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_url)
-    folder = models.resolve_model("s3://weights/models/tiny", cache=tmp_path)
-    assert (folder / "config.json").is_file()
-
-
-def test_s3_errors_name_the_url_never_the_secret(tmp_path: Path, s3_url: str, bucket: Any) -> None:
-    with pytest.raises(InputError, match="no objects under s3://weights/nothing"):
-        models.resolve_model("s3://weights/nothing", cache=tmp_path, endpoint_url=s3_url)
-    with pytest.raises(InfrastructureError, match="s3://missing-bucket/x") as caught:
-        models.resolve_model("s3://missing-bucket/x", cache=tmp_path, endpoint_url=s3_url)
-    assert SECRET not in str(caught.value)

@@ -3,7 +3,6 @@ engine's scheduling (with a fake model), stop strings, metrics and the HTTP laye
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import threading
@@ -16,6 +15,7 @@ from typing import Any
 import pytest
 import torch
 
+from testbed.config.overrides import settings_from
 from testbed.core.errors import InputError
 from testbed.servers.reference import engine as engine_module
 from testbed.servers.reference.engine import Engine, RequestTooLong
@@ -28,7 +28,7 @@ from testbed.servers.reference.invariance import (
 from testbed.servers.reference.metrics import EngineMetrics
 from testbed.servers.reference.model import RowCache
 from testbed.servers.reference.sampling import SamplingParams, choose, logprobs_of, new_generator
-from testbed.servers.reference.server import settings_from
+from testbed.servers.reference.settings import ReferenceSettings
 
 # -- batch-invariant linear layers --------------------------------------------------------
 
@@ -254,13 +254,16 @@ def test_metrics_render_vllm_names_with_cumulative_buckets() -> None:
 
 
 def test_settings_from_set_and_flags() -> None:
-    args = argparse.Namespace(overrides=["max_batch_size=16", "batch_invariant=false"], threads=2)
-    settings = settings_from(args)
-    assert (settings.max_batch_size, settings.batch_invariant, settings.threads) == (16, False, 2)
-    with pytest.raises(InputError, match="key=value"):
-        settings_from(argparse.Namespace(overrides=["threads"]))
-    with pytest.raises(InputError, match="bad hf server setting"):
-        settings_from(argparse.Namespace(overrides=["threads=0"]))
+    def settings(sets: list[str], threads: int | None = None) -> ReferenceSettings:
+        flags = {"threads": ("--threads", threads)}
+        return settings_from(ReferenceSettings, sets, flags, what="hf server setting", example="")
+
+    chosen = settings(["max_batch_size=16", "batch_invariant=false", "threads=4"], threads=2)
+    assert (chosen.max_batch_size, chosen.batch_invariant, chosen.threads) == (16, False, 2)
+    with pytest.raises(InputError, match="KEY=VALUE"):
+        settings(["threads"])
+    with pytest.raises(InputError, match="invalid hf server setting — --set threads: "):
+        settings(["threads=0"])
 
 
 async def test_http_keep_alive_and_chunked_stream() -> None:

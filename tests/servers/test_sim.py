@@ -186,6 +186,13 @@ def test_chat_stream_and_non_stream_agree(sim_url: str) -> None:
     assert json.loads(stream.events()[-2])["usage"]["completion_tokens"] == 6
 
 
+def test_a_one_token_chat_stream_finishes_on_its_token_not_on_the_role(sim_url: str) -> None:
+    body = {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1, "stream": True}
+    chunks = [json.loads(e) for e in post(sim_url, "/v1/chat/completions", body).events()[:-1]]
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None, "length"]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+
+
 def test_max_completion_tokens_is_honoured(sim_url: str) -> None:
     body = {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 3}
     assert post(sim_url, "/v1/chat/completions", body).json()["usage"]["completion_tokens"] == 3

@@ -1,4 +1,5 @@
-"""``testbed serve sim``: parameters from flags and --set, a clean stop on SIGTERM/SIGINT."""
+"""``testbed serve``: parameters from flags and --set (one parser for every kind, exit 2 on a
+bad item), and the simulator's clean stop on SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -61,6 +62,46 @@ def test_bad_parameters_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sim_flags_are_refused_for_other_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "vllm", "--ttft-ms", "3"]) == 2
     assert "--ttft-ms" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["sim", "--set", "typo"], "--set typo: expected KEY=VALUE, e.g. --set itl_ms=5"),
+        (["hf", "--set", "typo"], "--set typo: expected KEY=VALUE, e.g. --set threads=2"),
+        (["vllm", "--set", "typo"], "--set typo: expected KEY=VALUE, e.g. --set max_batch_size=8"),
+        (["hf", "--set", "thraeds=2"], "--set thraeds: no such setting — did you mean 'threads'?"),
+        (["sim", "--set", "jitter.distrbution=normal"], "did you mean 'distribution'?"),
+        (["vllm", "--set", "max_batch_size=many"], "invalid vLLM server setting — --set max_b"),
+        (["hf", "--threads", "0"], "invalid hf server setting — --threads: "),
+        (["hf", "--set", "a..b=1"], "'a..b' is not a dotted key"),
+        (["vllm", "--set", "env=[1"], "the value is not valid YAML"),
+        (["vllm", "--threads", "2"], "--threads only applies to `testbed serve hf`"),
+        (["sim", "--threads", "2"], "--threads only applies to `testbed serve hf`"),
+    ],
+)
+def test_every_kind_refuses_a_bad_setting_with_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One --set parser for sim, hf and vllm: a clean one-line error, exit 2, before any
+    model loads or process is replaced."""
+    assert main(["serve", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_serve_hf_without_its_stack_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch missing: exit 3 with the install hint, not a ModuleNotFoundError traceback."""
+    loaded = [m for m in sys.modules if m.startswith("testbed.servers.reference.")]
+    for name in loaded:
+        if not name.endswith(".settings"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now fails
+    assert main(["serve", "hf"]) == 3
+    assert "pip install 'testbed[reference]'" in capsys.readouterr().err
 
 
 def _port_open(port: int) -> bool:

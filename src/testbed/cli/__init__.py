@@ -30,6 +30,8 @@ COMMANDS = (
     "cleanup",
     "cluster",
     "scale",
+    "export",
+    "worker",
 )
 
 

@@ -3,13 +3,17 @@
 Builds a ``load:`` section from the flags, runs the load probe against the URL, writes
 records.jsonl, summary.json and the plots into ``--out`` and prints a table. The model name
 and the simulator's tokenizer rule are discovered from the server where it tells them.
-Exit code 0 on PASS, 1 on FAIL or INCONCLUSIVE (the reason is printed).
+Exit codes as every command's: 0 on PASS or INCONCLUSIVE (1 for INCONCLUSIVE with
+``--fail-on inconclusive``), 1 on FAIL, 3 when the server is unreachable; the reason is
+printed.
 """
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+from testbed.cli.exit_policy import add_fail_on, fail_on
 
 PROFILES = ("synchronous", "concurrency", "rate", "sweep", "ramp")
 
@@ -53,9 +57,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--model", help="model name (default: discovered at /v1/models)")
     p.add_argument("--tokenizer", help="local tokenizer folder for client-side counts")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
+    p.add_argument(
+        "--insecure", action="store_true", help="https: accept any certificate (no check)"
+    )
+    p.add_argument("--ca-bundle", metavar="PEM", help="https: trust the CAs in this PEM file")
     p.add_argument("--out", help="output directory (default runs/load-<stamp>)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    add_fail_on(p)
     p.set_defaults(handler=handle)
 
 
@@ -119,7 +128,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from testbed.clients.endpoint import Endpoint
+    from testbed.clients.endpoint import Endpoint, Tls
     from testbed.config.load import LoadProbe
     from testbed.core.clock import run_stamp
     from testbed.core.errors import InputError
@@ -127,7 +136,7 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.probes.load import run
     from testbed.probes.load.loops import run_fast
     from testbed.results.files import RecordWriter, write_json
-    from testbed.results.verdict import Status
+    from testbed.results.verdict import exit_code
 
     try:
         config = LoadProbe.model_validate(section(args))
@@ -141,7 +150,10 @@ def handle(args: argparse.Namespace) -> int:
         model=args.model or "",
         tokenizer=args.tokenizer,
         api_key=f"${{env:{args.api_key_env}}}" if args.api_key_env else None,
+        tls=Tls(verify=not args.insecure, ca_bundle=args.ca_bundle),
     )
+    if (args.insecure or args.ca_bundle) and not endpoint.base_url.startswith("https://"):
+        raise InputError("--insecure and --ca-bundle apply to https:// URLs only")
     with RecordWriter(out / "records.jsonl") as records:
         ctx = ProbeContext(
             endpoints={"target": endpoint},
@@ -160,4 +172,4 @@ def handle(args: argparse.Namespace) -> int:
         from testbed.probes.load.table import print_summary
 
         print_summary(summary, out)
-    return 0 if outcome.verdict.status == Status.PASS else 1
+    return exit_code(outcome.verdict.status, fail_on(args))

@@ -40,7 +40,7 @@ def handle_fetch(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from testbed.core.errors import InputError
-    from testbed.servers.s3 import download_prefix
+    from testbed.results.s3 import download_prefix
 
     if not str(args.url).startswith("s3://"):
         raise InputError(f"{args.url!r} is not an s3:// URL; write s3://bucket/prefix")
@@ -83,7 +83,7 @@ def handle_list(args: argparse.Namespace) -> int:
         e = row.entry
         table.add_row(
             f"bundled:{e.name}",
-            f"{e.params / 1e6:.1f} M",
+            f"{e.shape.params / 1e6:.1f} M",
             row.created.replace("T", " ").rstrip("Z") if row.prepared else "no",
             f"{row.bytes / 2**20:.0f} MiB" if row.prepared else "",
             str(row.folder),
@@ -98,7 +98,7 @@ def _as_dict(row: Any) -> dict[str, Any]:
         "model": f"bundled:{e.name}",
         "title": e.title,
         "package": e.package,
-        "params": e.params,
+        "params": e.shape.params,
         "prepared": row.prepared,
         "folder": str(row.folder),
         "bytes": row.bytes,

@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--url", help="record a case FILE from this running server instead")
     parser.add_argument(
-        "--protocol", choices=("openai", "tgi", "both"), default="openai", help="with --url"
+        "--protocol", choices=("openai", "tgi", "tgis", "both"), default="openai", help="with --url"
     )
+    parser.add_argument("--grpc", metavar="HOST:PORT", help="with --url --protocol tgis")
     parser.add_argument("--model", default="", help="with --url: the model name to send")
     parser.set_defaults(handler=handle)
 
@@ -98,11 +99,18 @@ async def _from_campaign(args: argparse.Namespace, console: Any) -> tuple[list[A
 async def _from_url(args: argparse.Namespace, path: Any, console: Any) -> tuple[list[Any], str]:
     from testbed.clients.endpoint import Endpoint
     from testbed.config.correctness import CorrectnessProbe
+    from testbed.core.errors import InputError
     from testbed.probes.correctness.record import record_files
 
     protocols: Any = ("openai", "tgi") if args.protocol == "both" else (args.protocol,)
+    if args.protocol == "tgis" and not args.grpc:
+        raise InputError("--protocol tgis records over gRPC: give --grpc HOST:PORT")
     endpoint = Endpoint(
-        base_url=args.url.rstrip("/"), protocols=protocols, model=args.model, server_kind="external"
+        base_url=args.url.rstrip("/"),
+        protocols=protocols,
+        model=args.model,
+        server_kind="external",
+        grpc_target=args.grpc,
     )
     config = CorrectnessProbe(cases=[str(path)], protocol=args.protocol)
     deployment = {"name": "external", "server": "external", "url": args.url, "params": {}}

@@ -1,9 +1,13 @@
 """``testbed report DIR``: re-render a run's summary, JUnit XML and HTML report from its
-directory alone, print the terminal summary, record it in the results index."""
+directory alone, print the terminal summary, record it in the results index; exit with the
+code of the run's status (the same as ``testbed run`` gave)."""
 
 from __future__ import annotations
 
 import argparse
+
+from testbed.cli.exit_policy import add_fail_on, fail_on
+from testbed.cli.publish_options import add_publish_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -13,10 +17,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--html", metavar="PATH", help="write the HTML here (default DIR/report.html)"
     )
     parser.add_argument("--open", action="store_true", help="open the HTML report in a browser")
-    parser.add_argument("--index", metavar="URL", help="results index URL (default: see docs)")
-    parser.add_argument("--no-index", action="store_true", help="do not record the run")
-    parser.add_argument("--upload", metavar="S3_URL", help="copy the run directory to S3")
-    parser.add_argument("--s3-endpoint-url", metavar="URL", help="a MinIO-compatible endpoint")
+    add_publish_options(parser, no_index=True)
+    add_fail_on(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -34,6 +36,7 @@ def handle(args: argparse.Namespace) -> int:
         upload=args.upload,
         s3_endpoint_url=args.s3_endpoint_url,
         html_path=html_path,
+        fail_on=fail_on(args),
     )
     code = publish(Path(args.dir), Console(), options)
     if args.open:

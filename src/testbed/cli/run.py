@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from testbed.cli.exit_policy import add_fail_on, fail_on
 from testbed.cli.plan import add_campaign_arguments
+from testbed.cli.publish_options import add_publish_options
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,9 +24,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="skip a phase (repeatable)",
     )
     parser.add_argument("--cpu-budget", type=float, help="cores for workers (default: all)")
-    parser.add_argument("--upload", metavar="S3_URL", help="copy the run directory to S3")
-    parser.add_argument("--s3-endpoint-url", metavar="URL", help="for MinIO-compatible stores")
-    parser.add_argument("--index", metavar="URL", help="results index (SQLAlchemy URL)")
+    add_publish_options(parser)
+    add_fail_on(parser)
     parser.add_argument(
         "--image", metavar="IMAGE", help="Kubernetes: image of the servers under test"
     )
@@ -92,4 +93,5 @@ def handle(args: argparse.Namespace) -> int:
         upload=args.upload,
         index_url=args.index,
         s3_endpoint_url=args.s3_endpoint_url,
+        fail_on=fail_on(args),
     )

@@ -4,7 +4,13 @@
 ``testbed sim listening on http://HOST:PORT``, once its port is open (``--port 0`` picks a
 free one). Its parameters come from :class:`testbed.config.sim.SimParams`, lowest precedence
 first: defaults < ``--set key=value`` (YAML value, dotted keys for nested fields) < the
-explicit flags. ``hf`` and ``vllm`` are handed to their own modules.
+explicit flags. ``--protocols openai,tgi,tgis`` adds TGIS over gRPC on ``--grpc-port`` (sim
+and hf; a line ``testbed sim gRPC (tgis) on HOST:PORT`` comes before the listening line).
+``hf`` runs the reference server in this process; ``vllm`` replaces this
+process by vLLM's server. Their settings follow the same rule: the deployment parameters of
+their kind (``HfParams`` plus ``batch_invariant`` and ``served_model_name``; ``VllmParams``)
+< ``--set`` < ``--threads``/``--dtype``. Every ``--set`` goes through the campaign's parser
+(``config.overrides``); a bad item exits 2 naming it.
 """
 
 from __future__ import annotations
@@ -36,8 +42,11 @@ SIM_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--slow-start-s", "faults.slow_start_s", float, "seconds before /health is ready"),
 )
 KINDS = ("sim", "hf", "vllm")
-#: Where the other kinds live; each module has ``serve_main(args) -> int``.
-SERVER_MODULES = {"hf": "testbed.servers.reference", "vllm": "testbed.servers.adapters.vllm"}
+GRPC_PORT = 8033
+
+
+def _protocols(value: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in value.split(",") if p.strip())
 
 
 def register(subparsers: Any) -> None:
@@ -50,8 +59,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--model", help="model to serve (sim: the served model name)")
     parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
-    parser.add_argument("--threads", type=int, help="CPU threads (hf, vllm)")
+    parser.add_argument("--threads", type=int, help="torch threads (hf)")
     parser.add_argument("--dtype", help="weights dtype, e.g. float32")
+    parser.add_argument(
+        "--protocols",
+        type=_protocols,
+        help="sim, hf: comma-separated protocols to serve (openai,tgi over HTTP; tgis over"
+        " gRPC on --grpc-port); default openai,tgi",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        default=GRPC_PORT,
+        help=f"sim, hf: gRPC port of the tgis protocol (default {GRPC_PORT}, TGIS's; 0 picks"
+        " a free one)",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",
@@ -71,83 +93,68 @@ def _dest(key: str) -> str:
 
 
 def handle(args: argparse.Namespace) -> int:
-    if args.kind == "sim":
-        return _serve_sim(args)
     from testbed.core.errors import InputError
 
     given = [flag for flag, key, _, _ in SIM_FLAGS if getattr(args, _dest(key)) is not None]
-    if given:
+    if given and args.kind != "sim":
         raise InputError(f"{', '.join(given)} only apply to `testbed serve sim`")
-    import importlib
-
-    name = SERVER_MODULES[args.kind]
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        raise InputError(f"`testbed serve {args.kind}` is not available in this build") from None
-    return int(module.serve_main(args))
+    if args.threads is not None and args.kind != "hf":
+        raise InputError(f"--threads only applies to `testbed serve hf`, not {args.kind}")
+    if args.kind == "vllm" and (args.protocols or args.grpc_port != GRPC_PORT):
+        raise InputError("--protocols and --grpc-port apply to `testbed serve sim` and `hf`")
+    serve = {"sim": _serve_sim, "hf": _serve_hf, "vllm": _serve_vllm}[args.kind]
+    return serve(args)
 
 
 def sim_params(args: argparse.Namespace) -> Any:
     """The SimParams the arguments describe; an InputError names the bad key or flag."""
-    import yaml
-    from pydantic import ValidationError
-
+    from testbed.config.overrides import settings_from
     from testbed.config.sim import SimParams
-    from testbed.core.errors import InputError
 
-    data: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    for item in args.overrides:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise InputError(f"--set {item!r}: write it as KEY=VALUE, e.g. --set itl_ms=5")
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise InputError(f"--set {key}: {raw!r} is not a YAML value ({exc})") from None
-        _put(data, key, value, f"--set {key}")
-        origin[key] = f"--set {key}"
-    explicit = {
-        "model_name": args.model,
-        "dtype": args.dtype,
-        **{key: getattr(args, _dest(key)) for _, key, _, _ in SIM_FLAGS},
-    }
-    flags = {key: flag for flag, key, _, _ in SIM_FLAGS} | {
-        "model_name": "--model",
-        "dtype": "--dtype",
-    }
-    for key, value in explicit.items():
-        if value is not None:
-            _put(data, key, value, flags[key])
-            origin[key] = flags[key]
-    try:
-        return SimParams.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            where = origin.get(key, f"--set {key}" if key else "the parameters")
-            problems.append(f"{where}: {err['msg']}")
-        raise InputError(
-            "invalid simulator parameter — " + "; ".join(problems) + " (see `testbed serve --help`)"
-        ) from None
+    flags = {key: (flag, getattr(args, _dest(key))) for flag, key, _, _ in SIM_FLAGS}
+    flags |= {"model_name": ("--model", args.model), "dtype": ("--dtype", args.dtype)}
+    flags["protocols"] = ("--protocols", args.protocols)
+    return settings_from(
+        SimParams, args.overrides, flags, what="simulator parameter", example="itl_ms=5"
+    )
 
 
-def _put(data: dict[str, Any], dotted: str, value: Any, where: str) -> None:
-    from testbed.core.errors import InputError
+def _serve_hf(args: argparse.Namespace) -> int:
+    """The reference server in this process, until SIGTERM or Ctrl-C."""
+    from testbed.config.overrides import settings_from
+    from testbed.servers.reference import DEFAULT_MODEL, ReferenceSettings, serve
 
-    *parents, leaf = dotted.split(".")
-    node = data
-    for part in parents:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise InputError(f"{where}: '{part}' is not a group of parameters")
-        node = child
-    node[leaf] = value
+    flags = {"threads": ("--threads", args.threads), "dtype": ("--dtype", args.dtype)}
+    flags["protocols"] = ("--protocols", args.protocols)
+    settings = settings_from(
+        ReferenceSettings, args.overrides, flags, what="hf server setting", example="threads=2"
+    )
+    return serve(settings, args.model or DEFAULT_MODEL, args.host, args.port, args.grpc_port)
+
+
+def _serve_vllm(args: argparse.Namespace) -> int:
+    """Become the vLLM server (exec): signals reach vLLM itself, no child to babysit."""
+    import os
+
+    from testbed.config.deployments import VllmParams
+    from testbed.config.overrides import settings_from
+    from testbed.servers.adapters.vllm import VllmAdapter
+    from testbed.servers.models import resolve_model
+
+    settings = settings_from(
+        VllmParams,
+        args.overrides,
+        {"dtype": ("--dtype", args.dtype)},
+        what="vLLM server setting",
+        example="max_batch_size=8",
+    )
+    params = settings.model_dump(exclude_none=True)
+    folder = resolve_model(args.model or "bundled:smollm2-135m")
+    adapter = VllmAdapter()
+    argv = adapter.command(params, folder, args.host, args.port)
+    env = {**os.environ, **adapter.env(params), **settings.env}
+    os.execve(argv[0], argv, env)  # noqa: S606
+    return 0  # pragma: no cover - execve does not return
 
 
 def _serve_sim(args: argparse.Namespace) -> int:
@@ -165,10 +172,21 @@ def _serve_sim(args: argparse.Namespace) -> int:
         sys.stdout.write(f"testbed sim listening on {url}\n")
         sys.stdout.flush()
 
+    def grpc(target: str) -> None:
+        sys.stdout.write(f"testbed sim gRPC (tgis) on {target}\n")
+
     async def main() -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(params, host=args.host, port=args.port, stop=stop, on_listening=listening)
+        await serve(
+            params,
+            host=args.host,
+            port=args.port,
+            stop=stop,
+            on_listening=listening,
+            grpc_port=args.grpc_port,
+            on_grpc=grpc,
+        )
 
     try:
         loop.run_until_complete(main())

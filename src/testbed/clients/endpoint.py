@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-Protocol = Literal["openai", "tgi"]
+Protocol = Literal["openai", "tgi", "tgis"]
+
+
+@dataclass(frozen=True)
+class Tls:
+    """How an ``https://`` endpoint's certificate is checked. ``verify=False`` accepts any
+    certificate (a self-signed test server); ``ca_bundle`` is a PEM file of the CAs to trust
+    instead of the system's."""
+
+    verify: bool = True
+    ca_bundle: str | None = None
 
 
 @dataclass(frozen=True)
@@ -24,3 +34,5 @@ class Endpoint:
     api_key: str | None = None
     metrics_path: str | None = "/metrics"
     labels: dict[str, str] = field(default_factory=dict)
+    tls: Tls = field(default_factory=Tls)
+    grpc_target: str | None = None  # host:port of the TGIS gRPC service (protocol tgis)

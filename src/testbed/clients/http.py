@@ -14,11 +14,13 @@ their own to feed scripted bytes (STYLE.md habit 9).
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from testbed.clients.endpoint import Endpoint
+from testbed.clients.endpoint import Endpoint, Tls
+from testbed.clients.tls import ssl_context
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
@@ -26,6 +28,10 @@ from testbed.core.secrets import resolve
 Connector = Callable[
     [Callable[[], asyncio.Protocol]], Awaitable[tuple[asyncio.BaseTransport, asyncio.Protocol]]
 ]
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+#: How long :meth:`ConnectionPool.aclose` waits for connections to end (TLS shutdown).
+_CLOSE_WAIT_S = 2.0
 
 # Parser states of one response.
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
@@ -50,15 +56,24 @@ class BodySink(Protocol):
     def on_end(self, t_ns: int) -> None: ...
 
 
-def tcp_connector(host: str, port: int) -> Connector:
-    """The real connector: a TCP connection to ``host:port`` (asyncio turns Nagle off)."""
+def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Connector:
+    """The real connector: a TCP connection to ``host:port`` (asyncio turns Nagle off),
+    wrapped in TLS when ``tls`` is given."""
 
     async def connect(
         factory: Callable[[], asyncio.Protocol],
     ) -> tuple[asyncio.BaseTransport, asyncio.Protocol]:
         loop = asyncio.get_running_loop()
         try:
-            return await loop.create_connection(factory, host, port)
+            return await loop.create_connection(
+                factory, host, port, ssl=tls, server_hostname=host if tls else None
+            )
+        except ssl.SSLCertVerificationError as exc:
+            raise HttpClientError(
+                f"TLS to {host}:{port}: certificate verify failed ({exc.verify_message}) —"
+                " trust its CA with tls.ca_bundle (testbed load --ca-bundle), or skip the check"
+                " with tls.verify: false (--insecure)"
+            ) from exc
         except OSError as exc:
             raise HttpClientError(
                 f"cannot connect to {host}:{port}: {exc.strerror or exc};"
@@ -73,6 +88,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] | None = None  # resolved by connection_lost
         self.reusable = False
         self.closed = False
         self._sink: BodySink | None = None
@@ -90,10 +106,13 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports do not subclass asyncio.Transport but have the same methods.
         self.transport = transport  # type: ignore[assignment]
+        self.lost = asyncio.get_running_loop().create_future()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.reusable = False
+        if self.lost is not None and not self.lost.done():
+            self.lost.set_result(None)
         if self._state == _UNTIL_CLOSE:
             self._finish(monotonic_ns())
         elif self._done is not None and not self._done.done():
@@ -238,6 +257,7 @@ class ConnectionPool:
 
     ``headers`` are sent with every request (e.g. ``Authorization``; never logged).
     ``max_connections`` bounds the open connections; callers beyond it wait for one.
+    An ``https://`` URL is spoken over TLS, checked as ``tls`` says.
     """
 
     def __init__(
@@ -247,22 +267,25 @@ class ConnectionPool:
         connector: Connector | None = None,
         headers: dict[str, str] | None = None,
         max_connections: int = 1024,
+        tls: Tls | None = None,
     ) -> None:
         parts = urlsplit(base_url)
-        if parts.scheme != "http" or not parts.hostname:
+        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
             raise InputError(
-                f"unsupported URL {base_url!r}: testbed's client speaks plain http://host:port"
-                " (put a TLS-terminating proxy in front for https)"
+                f"unsupported URL {base_url!r}: give http://host:port or https://host:port"
             )
         self.base_path = parts.path.rstrip("/")
-        port = parts.port or 80
-        host_header = parts.hostname if port == 80 else f"{parts.hostname}:{port}"
-        self._connector = connector or tcp_connector(parts.hostname, port)
+        default = _DEFAULT_PORTS[parts.scheme]
+        port = parts.port or default
+        host_header = parts.hostname if port == default else f"{parts.hostname}:{port}"
+        context = ssl_context(tls or Tls()) if parts.scheme == "https" else None
+        self._connector = connector or tcp_connector(parts.hostname, port, context)
         extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         self._prefix = f"HTTP/1.1\r\nHost: {host_header}\r\n{extra}"
         self._idle: list[_Connection] = []
         self._slots = asyncio.Semaphore(max_connections)
         self._open: set[_Connection] = set()
+        self._closing: set[_Connection] = set()  # closed by us, not yet gone
 
     def encode(self, method: str, path: str, body: bytes | None = None) -> bytes:
         """The bytes of one request; build once and reuse for repeated requests."""
@@ -344,17 +367,29 @@ class ConnectionPool:
         self._open.discard(conn)
         if conn.transport is not None and not conn.closed:
             conn.transport.close()
+            if conn.lost is not None:
+                self._closing.add(conn)
+                conn.lost.add_done_callback(lambda _: self._closing.discard(conn))
 
     @property
     def open_connections(self) -> int:
         return len(self._open)
 
     async def aclose(self) -> None:
-        """Close every connection (idle or not)."""
+        """Close every connection (idle or not) and wait until each is gone: a TLS
+        connection ends with a shutdown exchange, which a closed event loop cannot finish.
+        One that does not end within :data:`_CLOSE_WAIT_S` is aborted."""
         for conn in list(self._open):
             self._drop(conn)
         self._idle.clear()
-        await asyncio.sleep(0)  # let transports run their close callbacks
+        closing = list(self._closing)
+        waiting = [c.lost for c in closing if c.lost is not None and not c.lost.done()]
+        if waiting:
+            await asyncio.wait(waiting, timeout=_CLOSE_WAIT_S)
+        for conn in closing:
+            if not conn.closed and conn.transport is not None:
+                conn.transport.abort()
+        await asyncio.sleep(0)  # let aborted transports run their close callbacks
 
 
 def pool_for(
@@ -366,5 +401,9 @@ def pool_for(
     if endpoint.api_key:
         headers["Authorization"] = f"Bearer {resolve(endpoint.api_key)}"
     return ConnectionPool(
-        endpoint.base_url, connector=connector, headers=headers, max_connections=max_connections
+        endpoint.base_url,
+        connector=connector,
+        headers=headers,
+        max_connections=max_connections,
+        tls=endpoint.tls,
     )

@@ -68,7 +68,7 @@ def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes an OpenAI response (streamed or not)."""
     if stream:
         return StreamSink(decode_chunk, keep_raw=keep_raw)
-    return BodySinkJson(decode_chunk, keep_raw=True)
+    return BodySinkJson(decode_chunk, keep_raw=keep_raw)
 
 
 async def complete(

@@ -64,7 +64,7 @@ def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes a TGI response (streamed or not)."""
     if stream:
         return StreamSink(decode_event, keep_raw=keep_raw)
-    return BodySinkJson(decode_event, keep_raw=True)
+    return BodySinkJson(decode_event, keep_raw=keep_raw)
 
 
 async def generate(

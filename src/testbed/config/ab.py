@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from testbed.config.deployments import Strict
+from testbed.config.server_metrics import ServerMetrics
 
 
 class AbCriteria(Strict):
@@ -61,6 +62,27 @@ class AbCriteria(Strict):
         0.95, gt=0.5, lt=1, description="level of every interval; tests are read at 1 − this"
     )
 
+    @model_validator(mode="after")
+    def _at_least_one(self) -> AbCriteria:
+        # Without a criterion the verdict could only ever be INCONCLUSIVE: a probe that
+        # cannot fail is refused rather than run.
+        if all(getattr(self, name) is None for name in THRESHOLDS):
+            raise ValueError(
+                "every criterion is null, so the A/B verdict could never PASS or FAIL; set at"
+                f" least one of {', '.join(THRESHOLDS)}"
+            )
+        return self
+
+
+#: The thresholds of :class:`AbCriteria`; ``None`` switches one off.
+THRESHOLDS = (
+    "min_agreement",
+    "max_ttft_p50_regression",
+    "max_itl_p50_regression",
+    "max_e2e_p50_regression",
+    "max_error_rate_increase",
+)
+
 
 class AbProbe(Strict):
     """Send the same prompts to two deployments and compare them."""
@@ -95,7 +117,9 @@ class AbProbe(Strict):
     )
     max_tokens: int = Field(32, gt=0, description="output tokens asked per request")
     temperature: float = Field(0.0, ge=0, description="sampling temperature; 0 = greedy")
-    api: Literal["completions", "chat", "tgi"] = Field("completions", description="protocol")
+    api: Literal["completions", "chat", "tgi", "tgis"] = Field(
+        "completions", description="protocol: OpenAI, TGI over HTTP, TGIS over gRPC"
+    )
     timeout_s: float = Field(60.0, gt=0, description="seconds one request may take")
     seed: int | None = Field(
         None, description="seeds the order, the split and the synthetic prompts (default: run's)"
@@ -115,6 +139,9 @@ class AbProbe(Strict):
         2000, ge=200, description="resamples behind the latency ratio intervals"
     )
     criteria: AbCriteria = Field(default_factory=AbCriteria)
+    server_metrics: ServerMetrics = Field(
+        default_factory=ServerMetrics, description="Scrape the server's Prometheus metrics."
+    )
 
     @model_validator(mode="after")
     def _distinct(self) -> AbProbe:

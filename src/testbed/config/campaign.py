@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from testbed.config.ab import AbProbe
 from testbed.config.correctness import CorrectnessProbe
 from testbed.config.deployments import Deployment, Strict
+from testbed.config.diagnostics import located
 from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
@@ -18,10 +20,41 @@ from testbed.core.secrets import is_reference
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
-class LocalBackend(Strict):
+class _BackendBase(Strict):
+    """What every backend shares: which server kinds it can run."""
+
+    def refusals(
+        self, deployments: Sequence[Deployment]
+    ) -> list[tuple[str, tuple[int | str, ...]]]:
+        """Deployments this backend cannot run: (message naming the fix, field path)."""
+        del deployments
+        return []
+
+
+class LocalBackend(_BackendBase):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
 
     kind: Literal["local"] = "local"
+
+    #: Server kinds that run as a child process here; tgi and tgis ship only as container
+    #: images (their adapters build a pod's container, not a local command line).
+    SERVERS: ClassVar[tuple[str, ...]] = ("sim", "hf", "vllm", "external")
+
+    def refusals(
+        self, deployments: Sequence[Deployment]
+    ) -> list[tuple[str, tuple[int | str, ...]]]:
+        found = cluster_only_fields(deployments, "local")
+        for i, d in enumerate(deployments):
+            if d.server not in self.SERVERS:
+                found.append(
+                    (
+                        f"server {d.server!r} cannot run on the local backend ({d.server} ships"
+                        " only as a container image) — use backend: kubernetes, point"
+                        " server: external at a running one, or use server: vllm, hf or sim",
+                        ("deployments", i, "server"),
+                    )
+                )
+        return found
 
 
 class S3Credentials(Strict):
@@ -46,7 +79,7 @@ def _env_reference(value: str, what: str) -> str:
     return value
 
 
-class KubernetesBackend(Strict):
+class KubernetesBackend(_BackendBase):
     """Workers are pods of a cluster, reached with the official kubernetes client."""
 
     kind: Literal["kubernetes"]
@@ -112,11 +145,118 @@ class KubernetesBackend(Strict):
             raise ValueError("give backend.server (+ token) or backend.kubeconfig, not both")
         return self
 
+    def refusals(
+        self, deployments: Sequence[Deployment]
+    ) -> list[tuple[str, tuple[int | str, ...]]]:
+        """What a pod cannot do: read a folder of this machine, or a bundled model in a
+        foreign image; flags that choose a build nobody runs; Datashim without a store."""
+        found: list[tuple[str, tuple[int | str, ...]]] = []
+        for i, d in enumerate(deployments):
+            where = f"model {d.model!r}"
+            if d.server in ("external", "sim"):
+                continue
+            if d.model.startswith(("/", ".", "~")) and not self.model_pvc:
+                found.append(
+                    (
+                        f"{where} is a folder of this machine, which a pod cannot read — put it on"
+                        " a PVC (backend.model_pvc, model: a path inside it) or in S3 (model: s3://…)",
+                        ("deployments", i, "model"),
+                    )
+                )
+            if d.model.startswith("bundled:") and d.server != "hf":
+                found.append(
+                    (
+                        f"{where}: only testbed's own image (server hf) carries bundled models"
+                        " — put the converted folder in S3 or on a PVC for this server",
+                        ("deployments", i, "model"),
+                    )
+                )
+        under_test = [d.name for d in deployments if d.server in ("vllm", "tgi", "tgis")]
+        for field, flag, value in (
+            ("server_image", "server_image (--image)", self.server_image),
+            ("image_tag", "image_tag (--image-tag)", self.image_tag),
+        ):
+            if value and not under_test:
+                found.append(
+                    (
+                        f"backend.{flag} chooses the build of the servers under test (vllm, tgi,"
+                        " tgis), but this campaign has only testbed's own servers — set"
+                        " backend.image instead",
+                        ("backend", field),
+                    )
+                )
+        if self.datashim:
+            found += [
+                (
+                    f"{d.name}: a Datashim Dataset needs the store's URL — set s3_endpoint_url",
+                    ("deployments", i, "s3_endpoint_url"),
+                )
+                for i, d in enumerate(deployments)
+                if d.model.startswith("s3://") and not d.s3_endpoint_url
+            ]
+            if not any(d.model.startswith("s3://") for d in deployments):
+                found.append(
+                    (
+                        "backend.datashim is true but no deployment has an s3:// model",
+                        ("backend", "datashim"),
+                    )
+                )
+        return found  # fmt: skip
 
-class ExternalBackend(Strict):
+
+class ExternalBackend(_BackendBase):
     """Nothing is provisioned: every deployment is a URL that already serves."""
 
     kind: Literal["external"]
+
+    def refusals(
+        self, deployments: Sequence[Deployment]
+    ) -> list[tuple[str, tuple[int | str, ...]]]:
+        return cluster_only_fields(deployments, "external") + [
+            (
+                f"backend external provisions nothing, but {d.name} needs a {d.server} server"
+                " — use `server: external` with a url, or backend: local",
+                ("deployments", i, "server"),
+            )
+            for i, d in enumerate(deployments)
+            if d.server != "external"
+        ]
+
+
+def cluster_only_fields(
+    deployments: Sequence[Deployment], backend: str
+) -> list[tuple[str, tuple[int | str, ...]]]:
+    """Fields only a cluster honours are refused elsewhere, never silently ignored."""
+    found: list[tuple[str, tuple[int | str, ...]]] = []
+    for i, d in enumerate(deployments):
+        for path, what, given in (
+            (("image",), "is a container image, used only by", d.image is not None),
+            (
+                ("placement",),
+                "places pods, used only by",
+                d.placement.model_dump(exclude_defaults=True),
+            ),
+            (("resources", "limit_cpu"), "is a pod limit, used only by", d.resources.limit_cpu),
+            (
+                ("resources", "limit_memory_gb"),
+                "is a pod limit, used only by",
+                d.resources.limit_memory_gb,
+            ),
+            (
+                ("resources", "gpu"),
+                "asks for MIG slices, known only to",
+                isinstance(d.resources.gpu, dict),
+            ),
+        ):
+            if given:
+                found.append(
+                    (
+                        f"{path[-1]} {what} backend: kubernetes; the {backend} backend would ignore"
+                        f" it — remove {path[-1]}, or use backend: kubernetes",
+                        ("deployments", i, *path),
+                    )
+                )
+    return found  # fmt: skip
 
 
 Backend = Annotated[LocalBackend | KubernetesBackend | ExternalBackend, Field(discriminator="kind")]
@@ -161,116 +301,53 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Campaign:
-        names = [d.name for d in self.deployments]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"deployment names must be unique; repeated: {', '.join(dupes)}")
-        if not any((self.correctness, self.load, self.ab, self.scale)):
-            raise ValueError(
-                "no probe configured — add a correctness:, load:, ab: or scale: section"
-            )
-        if (self.correctness or self.load or self.ab) and not self.deployments:
-            raise ValueError("probes need deployments — add a `deployments:` list")
-        for role in ("stable", "canary"):
-            name = getattr(self.ab, role) if self.ab else None
-            if name is not None and name not in names:
-                raise ValueError(
-                    f"ab.{role} '{name}' is not a deployment; known: {', '.join(names)}"
-                )
-        for section in (self.correctness, self.load):
-            unknown = sorted(set(section.deployments or []) - set(names)) if section else []
-            if unknown:
-                raise ValueError(
-                    f"probe deployments {', '.join(unknown)} are not deployments; known:"
-                    f" {', '.join(names)}"
-                )
-        ref = self.correctness.reference if self.correctness else None
-        if ref is not None and ref not in names:
-            raise ValueError(f"correctness.reference '{ref}' is not a deployment; known: {names}")
-        if self.backend.kind == "external":
-            local = [d.name for d in self.deployments if d.server != "external"]
-            if local:
-                raise ValueError(
-                    f"backend external provisions nothing, but {', '.join(local)} need a server"
-                    " — use `server: external` with a url, or backend: local"
-                )
-        if self.scale is not None and self.backend.kind != "kubernetes":
-            raise ValueError(
-                "scale: needs a cluster — set `backend: kubernetes` (with context/kubeconfig,"
-                " e.g. the one `testbed cluster emulate` writes)"
-            )
-        problems = (
-            _kubernetes_rules(self)
-            if isinstance(self.backend, KubernetesBackend)
-            else _cluster_only_fields(self)
-        )
-        if problems:
-            raise ValueError("; ".join(problems))
+        problem = self._reference_problem() or self._probe_problem()
+        if problem is None:
+            refused = self.backend.refusals(self.deployments)
+            problem = refused[0] if refused else None
+        if problem is not None:
+            message, at = problem
+            raise located(message, *at)
         return self
 
+    def _probe_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
+        if not any((self.correctness, self.load, self.ab, self.scale)):
+            return ("no probe configured — add a correctness:, load:, ab: or scale: section", ())
+        if (self.correctness or self.load or self.ab) and not self.deployments:
+            return ("probes need deployments — add a `deployments:` list", ("deployments",))
+        if self.scale is not None and self.backend.kind != "kubernetes":
+            return (
+                "scale: needs a cluster — set `backend: kubernetes` (with context/kubeconfig,"
+                " e.g. the one `testbed cluster emulate` writes)",
+                ("scale",),
+            )
+        return None
 
-def _cluster_only_fields(campaign: Campaign) -> list[str]:
-    """Fields only a cluster honours are refused elsewhere, never silently ignored."""
-    found = []
-    for i, d in enumerate(campaign.deployments):
-        where = f"deployments[{i}] ({d.name})"
-        given = [
-            name
-            for name, value in (
-                ("image", d.image),
-                ("placement", d.placement.model_dump(exclude_defaults=True)),
-                ("resources.limit_cpu", d.resources.limit_cpu),
-                ("resources.limit_memory_gb", d.resources.limit_memory_gb),
-                ("resources.gpu (MIG slices)", isinstance(d.resources.gpu, dict)),
+    def _reference_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
+        """Names that must be unique, and names that must be deployments."""
+        names = [d.name for d in self.deployments]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                return (
+                    f"deployment names must be unique; '{name}' is repeated — rename one",
+                    ("deployments", i, "name"),
+                )
+        known = ", ".join(names) or "(none)"
+        for role in ("stable", "canary"):
+            named: str | None = getattr(self.ab, role) if self.ab else None
+            if named is not None and named not in names:
+                return (f"'{named}' is not a deployment; known: {known}", ("ab", role))
+        for label, section in (("correctness", self.correctness), ("load", self.load)):
+            for j, name in enumerate(section.deployments or [] if section else []):
+                if name not in names:
+                    return (
+                        f"'{name}' is not a deployment; known: {known}",
+                        (label, "deployments", j),
+                    )
+        ref = self.correctness.reference if self.correctness else None
+        if ref is not None and ref not in names:
+            return (
+                f"'{ref}' is not a deployment; known: {known}",
+                ("correctness", "reference"),
             )
-            if value
-        ]
-        if given:
-            found.append(
-                f"{where}: {', '.join(given)} only apply on a cluster — set backend.kind:"
-                f" kubernetes, or remove them for backend {campaign.backend.kind}"
-            )
-    return found
-
-
-def _kubernetes_rules(campaign: Campaign) -> list[str]:
-    """What a pod cannot do: read a folder of this machine, or a bundled model in a foreign
-    image."""
-    backend = campaign.backend
-    assert isinstance(backend, KubernetesBackend)
-    found = []
-    for i, d in enumerate(campaign.deployments):
-        where = f"deployments[{i}] ({d.name}).model {d.model!r}"
-        if d.server in ("external", "sim"):
-            continue
-        local = d.model.startswith(("/", ".", "~"))
-        if local and not backend.model_pvc:
-            found.append(
-                f"{where} is a folder of this machine, which a pod cannot read — put it on a"
-                " PVC (backend.model_pvc, model: a path inside it) or in S3 (model: s3://…)"
-            )
-        if d.model.startswith("bundled:") and d.server != "hf":
-            found.append(
-                f"{where}: only testbed's own image (server hf) carries bundled models — put"
-                " the converted folder in S3 or on a PVC for this server"
-            )
-    under_test = [d.name for d in campaign.deployments if d.server in ("vllm", "tgi", "tgis")]
-    for flag, value in (
-        ("server_image (--image)", backend.server_image),
-        ("image_tag (--image-tag)", backend.image_tag),
-    ):
-        if value and not under_test:
-            found.append(
-                f"backend.{flag} chooses the build of the servers under test (vllm, tgi, tgis),"
-                " but this campaign has only testbed's own servers — set backend.image instead"
-            )
-    if backend.datashim:
-        found += [
-            f"deployments[{i}] ({d.name}): a Datashim Dataset needs the store's URL — set"
-            " s3_endpoint_url"
-            for i, d in enumerate(campaign.deployments)
-            if d.model.startswith("s3://") and not d.s3_endpoint_url
-        ]
-    if backend.datashim and not any(d.model.startswith("s3://") for d in campaign.deployments):
-        found.append("backend.datashim is true but no deployment has an s3:// model")
-    return found
+        return None

@@ -38,7 +38,11 @@ class CorrectnessProbe(Strict):
     cases: list[str] = Field(
         min_length=1, description="case files (YAML), relative to the campaign"
     )
-    protocol: Literal["openai", "tgi", "both"] = "openai"
+    protocol: Literal["openai", "tgi", "tgis", "both"] = Field(
+        "openai",
+        description="openai or tgi over HTTP, tgis over gRPC (fmaas.GenerationService);"
+        " both = openai and tgi",
+    )
     streaming_twins: bool = Field(True, description="check a streaming twin of each unary case")
     concurrency: int = Field(4, gt=0, description="cases in flight at once")
     shuffle: bool = Field(True, description="run cases in a random order (seed recorded)")

@@ -153,6 +153,12 @@ class HfParams(ServerParams):
 
     threads: int = Field(1, gt=0, description="torch threads (1 beat 2 on a 2-core machine)")
     max_batch_size: int | None = Field(8, gt=0, description="requests decoded together")
+    protocols: tuple[Literal["openai", "tgi", "tgis"], ...] = Field(
+        ("openai", "tgi"),
+        min_length=1,
+        description="protocols served: openai and tgi over HTTP, tgis (fmaas.GenerationService)"
+        " over gRPC on its own port (needs the tgis extra)",
+    )
 
 
 class VllmParams(ServerParams):
@@ -291,15 +297,43 @@ class TgisDeployment(TgiDeployment):
         return found
 
 
+class Tls(Strict):
+    """How an ``https://`` server's certificate is checked."""
+
+    verify: bool = Field(
+        True, description="check the certificate (false: accept any, e.g. self-signed)"
+    )
+    ca_bundle: str | None = Field(
+        None, description="PEM file of the CAs to trust, relative to the campaign file"
+    )
+
+
 class ExternalDeployment(_Deployment):
     """A server that already runs: nothing is provisioned."""
 
     server: Literal["external"]
     url: str = Field(pattern=r"^https?://", description="base URL, e.g. http://host:8000")
-    protocol: Literal["openai", "tgi"] = "openai"
+    protocol: Literal["openai", "tgi", "tgis"] = "openai"
+    grpc: str | None = Field(
+        None,
+        pattern=r"^[^/\s]+:\d+$",
+        description="host:port of the TGIS gRPC service (protocol: tgis); url stays the HTTP"
+        " side (health, metrics)",
+    )
     api_key: str | None = Field(None, description="use ${env:NAME}; never written anywhere")
     tokenizer: str | None = Field(None, description="local tokenizer folder for token counts")
+    tls: Tls = Field(default_factory=Tls, description="certificate checks of an https:// url")
     params: dict[str, Any] = Field(default_factory=dict, description="labels only")
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if self.protocol == "tgis" and self.grpc is None:
+            found.append("protocol tgis speaks gRPC — add grpc: HOST:PORT (TGIS listens on 8033)")
+        if self.tls != Tls() and not self.url.startswith("https://"):
+            found.append(
+                f"tls applies to https:// URLs, and url is {self.url} — use https:// or drop tls"
+            )
+        return found
 
 
 Deployment = Annotated[

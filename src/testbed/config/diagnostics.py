@@ -13,8 +13,18 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
 
 from testbed.config.provenance import Path, Provenance
+
+#: The error type of :func:`located` problems.
+LOCATED = "located"
+
+
+def located(message: str, *at: str | int) -> PydanticCustomError:
+    """A validation problem found by a model's cross-field rule, placed at the field ``at``
+    (relative to the model) so that the message points at that field's line."""
+    return PydanticCustomError(LOCATED, "{message}", {"message": message, "at": at})
 
 
 def describe_errors(
@@ -24,12 +34,15 @@ def describe_errors(
     lines = []
     for error in exc.errors(include_url=False):
         loc = tuple(error["loc"])
+        if error["type"] == LOCATED:
+            loc = (*loc, *error["ctx"]["at"])
         path = data_path(loc, data)
         unknown = error["type"] == "extra_forbidden"
         if error["type"] == "union_tag_invalid":
             path = (*path, str(error["ctx"]["discriminator"]).strip("'"))
             unknown = True
-        origin = prov.nearest(path, key=unknown) if path else None
+        # A problem of the whole document is placed at its start (the root's origin).
+        origin = prov.nearest(path, key=unknown) or prov.nearest(path)
         where = origin.describe() if origin else file
         field = dotted(path) or "(top level)"
         lines.append(
@@ -119,6 +132,8 @@ def _explain(error: Any, loc: tuple[Any, ...], path: Path, root: type[BaseModel]
         return f"{given!r} is not allowed; expected one of {', '.join(expected)}{tip}"
     if kind == "value_error":
         return msg.removeprefix("Value error, ")
+    if kind == LOCATED:
+        return msg
     return f"{msg.removeprefix('Input should be ').replace('Input', 'value')}" + (
         f", got {given!r}" if not isinstance(given, dict | list) else ""
     )

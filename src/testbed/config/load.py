@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from testbed.config.server_metrics import ServerMetrics
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
@@ -210,7 +212,10 @@ class LoadProbe(_Strict):
     max_in_flight: int = Field(
         1024, ge=1, description="Cap on requests in flight in open loop (requests)."
     )
-    api: Literal["completions", "chat", "tgi"] = Field("completions", description="Protocol.")
+    api: Literal["completions", "chat", "tgi", "tgis"] = Field(
+        "completions",
+        description="Protocol: OpenAI completions or chat, TGI over HTTP, TGIS over gRPC.",
+    )
     stream: bool = Field(True, description="Stream responses (needed for TTFT and ITL).")
     ignore_eos: bool = Field(
         True, description="Ask the server to ignore EOS so outputs have the requested length."
@@ -223,6 +228,9 @@ class LoadProbe(_Strict):
     model: str | None = Field(None, description="Model name to send (default: discovered).")
     keep_text: bool = Field(False, description="Keep each output text in the records.")
     plots: bool = Field(True, description="Write PNG plots into the treatment directory.")
+    server_metrics: ServerMetrics = Field(
+        default_factory=ServerMetrics, description="Scrape the server's Prometheus metrics."
+    )
 
     @field_validator("dataset", mode="before")
     @classmethod

@@ -6,18 +6,24 @@ write wins. A dotted key addresses the campaign document: ``load.concurrency``;
 ``deployments.params.dtype`` (every deployment); ``deployments.NAME.params.dtype`` or
 ``deployments.0.params.dtype`` (one). Assignments may only reach fields the schema knows:
 the validation that follows rejects anything else, naming the preset or ``--set``.
+
+``testbed serve`` reads its ``--set`` items with the same parser (:func:`settings_from`).
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import BaseModel, ValidationError
 
 from testbed.config.provenance import Origin, Path, Provenance
-from testbed.core.errors import CampaignError
+from testbed.core.errors import CampaignError, InputError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
 def targets(data: dict[str, Any], dotted: str) -> list[Path]:
@@ -80,11 +86,17 @@ def set_dotted(
         prov.set(path, origin)
 
 
-def parse_set(text: str) -> tuple[str, Any]:
-    """``a.b.c=VALUE`` → (``a.b.c``, VALUE parsed as YAML)."""
+def parse_set(text: str, example: str = "load.concurrency=8") -> tuple[str, Any]:
+    """``a.b.c=VALUE`` → (``a.b.c``, VALUE parsed as YAML); the one ``--set`` parser.
+
+    An :class:`InputError` (exit 2) names the bad item and shows ``example`` as the fix.
+    """
     key, sep, raw = text.partition("=")
-    if not sep or not key.strip():
-        raise CampaignError(f"--set {text}: expected KEY=VALUE, e.g. --set load.concurrency=8")
+    key = key.strip()
+    if not sep or not key:
+        raise CampaignError(f"--set {text}: expected KEY=VALUE, e.g. --set {example}")
+    if any(not part for part in key.split(".")):
+        raise CampaignError(f"--set {text}: '{key}' is not a dotted key, e.g. --set {example}")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
@@ -92,14 +104,68 @@ def parse_set(text: str) -> tuple[str, Any]:
         raise CampaignError(
             f"--set {text}: the value is not valid YAML ({problem}) — quote it if it is text"
         ) from None
-    return key.strip(), value
+    return key, value
+
+
+def settings_from(
+    model: type[ModelT],
+    sets: Sequence[str],
+    flags: Mapping[str, tuple[str, Any]],
+    *,
+    what: str,
+    example: str,
+) -> ModelT:
+    """Settings of one server started by hand (``testbed serve``), validated by ``model``.
+
+    Lowest precedence first: the model's defaults < ``--set KEY=VALUE`` items (in order;
+    dotted keys reach nested fields) < explicit flags (``flags``: dotted key → (flag, value),
+    a value of None meaning "not given"). An :class:`InputError` names every bad item by
+    where it came from (``--set KEY`` or the flag) and says what is wrong or known.
+    """
+    data: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for text in sets:
+        key, value = parse_set(text, example)
+        assign(data, tuple(key.split(".")), value)
+        origin[key] = f"--set {key}"
+    for key, (flag, value) in flags.items():
+        if value is not None:
+            assign(data, tuple(key.split(".")), value)
+            origin[key] = flag
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]]
+            where = origin.get(".".join(loc), f"--set {'.'.join(loc)}" if loc else what)
+            problems.append(f"{where}: {_problem(model, loc, err)}")
+        raise InputError(f"invalid {what} — " + "; ".join(problems)) from None
+
+
+def _problem(model: type[BaseModel], loc: list[str], err: Any) -> str:
+    """The message of one validation error; for an unknown key, the known ones."""
+    if err["type"] != "extra_forbidden":
+        return str(err["msg"])
+    owner: Any = model
+    for part in loc[:-1]:
+        is_model = isinstance(owner, type) and issubclass(owner, BaseModel)
+        field = owner.model_fields.get(part) if is_model else None
+        owner = field.annotation if field else None
+    if not (isinstance(owner, type) and issubclass(owner, BaseModel)):
+        return "no such setting"
+    known = sorted(owner.model_fields)
+    hint = difflib.get_close_matches(loc[-1], known, n=1)
+    tip = f"did you mean '{hint[0]}'? " if hint else ""
+    return f"no such setting — {tip}known: {', '.join(known)}"
 
 
 def apply_presets(data: dict[str, Any], names: list[str], prov: Provenance, file: str) -> list[str]:
     """Apply the named presets in order; return every preset applied, ``extends`` included."""
     presets = data.get("presets") or {}
     if not isinstance(presets, dict):
-        raise CampaignError(f"{file}: presets must be a mapping of name to assignments")
+        where = _at(prov, ("presets",), file)
+        raise CampaignError(f"{where}: presets must be a mapping of name to assignments")
     applied: list[str] = []
     for name in names:
         _apply_one(data, presets, name, [], prov, applied, file)
@@ -117,7 +183,8 @@ def _apply_one(
 ) -> None:
     if name in stack:
         cycle = " → ".join([*stack[stack.index(name) :], name])
-        raise CampaignError(f"{file}: preset cycle {cycle} — remove one of these extends")
+        where = _at(prov, ("presets", name), file)
+        raise CampaignError(f"{where}: preset cycle {cycle} — remove one of these extends")
     if name not in presets:
         known = sorted(presets)
         hint = difflib.get_close_matches(name, known, n=1)
@@ -127,7 +194,8 @@ def _apply_one(
         raise CampaignError(f"{where} unknown preset '{name}'{suggestion}{listing}")
     body = presets[name]
     if not isinstance(body, dict):
-        raise CampaignError(f"{file}: preset '{name}' must be a mapping of dotted keys to values")
+        where = _at(prov, ("presets", name), file)
+        raise CampaignError(f"{where}: preset '{name}' must be a mapping of dotted keys to values")
     for key, value in body.items():
         if key == "extends":
             parents = value if isinstance(value, list) else [value]
@@ -163,8 +231,9 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
             done.add(index)
             return
         if parent_name in stack:
+            where = _at(prov, ("deployments", index, "extends"), file)
             raise CampaignError(
-                f"{file}: deployment extends cycle {' → '.join([*stack, parent_name])}"
+                f"{where}: deployment extends cycle {' → '.join([*stack, parent_name])}"
             )
         if parent_name not in by_name:
             hint = difflib.get_close_matches(str(parent_name), [str(n) for n in by_name], n=1)
@@ -174,7 +243,8 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
             raise CampaignError(f"{where}: extends unknown deployment '{parent_name}'{tip}")
         parent_index = by_name[parent_name]
         if parent_index == index:
-            raise CampaignError(f"{file}: deployment '{parent_name}' extends itself — remove it")
+            where = _at(prov, ("deployments", index, "extends"), file)
+            raise CampaignError(f"{where}: deployment '{parent_name}' extends itself — remove it")
         resolve(parent_index, [*stack, str(child.get("name"))])
         parent = {
             k: v for k, v in deployments[parent_index].items() if k not in ("name", "extends")
@@ -185,6 +255,12 @@ def resolve_extends(data: dict[str, Any], prov: Provenance, file: str) -> None:
 
     for i in range(len(deployments)):
         resolve(i, [])
+
+
+def _at(prov: Provenance, path: Path, file: str) -> str:
+    """Where the value at ``path`` was written (file:line:col, a preset, a --set)."""
+    place = prov.nearest(path)
+    return place.describe() if place else file
 
 
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:

@@ -129,6 +129,15 @@ class SimParams(_Strict):
 
     faults: Faults = Field(default_factory=Faults)
 
+    # -- front doors
+    protocols: tuple[Literal["openai", "tgi", "tgis"], ...] = Field(
+        default=("openai", "tgi"),
+        min_length=1,
+        description="Inference protocols served: openai and tgi over HTTP (generation routes"
+        " of the others answer 404), tgis (fmaas.GenerationService) over gRPC on the gRPC"
+        " port (`testbed serve sim --grpc-port`; needs the tgis extra).",
+    )
+
     # -- generic server fields, accepted so a matrix over real servers also runs here
     dtype: str = Field(default="float32", description="Reported only; changes nothing.")
     max_model_len: int | None = Field(

@@ -21,6 +21,11 @@ def is_reference(text: str) -> bool:
     return bool(_REF.search(text))
 
 
+def names(text: str) -> list[str]:
+    """The variable names ``text`` references, in order of first appearance."""
+    return list(dict.fromkeys(_REF.findall(text)))
+
+
 def resolve(text: str) -> str:
     """Replace every ``${env:NAME}`` in ``text`` by the variable's value."""
 

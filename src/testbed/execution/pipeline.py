@@ -18,10 +18,11 @@ from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.events import Observer, Silent
-from testbed.execution.job import JobRunner
-from testbed.execution.jobs import Job, make_jobs
-from testbed.execution.strategy import run_jobs
+from testbed.execution.grouping import WorkerSet, make_worker_sets
+from testbed.execution.inputs import check_files
+from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting
+from testbed.execution.worker_set import WorkerSetRunner
 from testbed.plan.expand import expand
 from testbed.plan.model import Plan, Treatment
 from testbed.results.ledger import Ledger
@@ -39,6 +40,7 @@ class RunOptions:
     skip_phases: Iterable[str] = ()
     observer: Observer = field(default_factory=Silent)
     cpu_budget: float | None = None
+    only: frozenset[str] | None = None  # run just these treatments (``testbed worker``)
 
 
 @dataclass
@@ -51,32 +53,23 @@ class RunOutcome:
 
 def check_inputs(loaded: LoadedCampaign) -> Plan:
     """Everything that can be checked before anything starts: the campaign, its plan, and
-    the files it names (case files). Raises CampaignError (exit 2) with file and line."""
+    the files it names. Raises CampaignError (exit 2) with file and line."""
     plan = expand(loaded)
-    correctness = loaded.campaign.correctness
-    if correctness is not None:
-        from testbed.probes.correctness.cases import load_case_files
-
-        for key in {t.probe_key for t in plan.treatments if t.probe == "correctness"}:
-            cases = plan.probe_configs[key]["cases"]
-            load_case_files([loaded.base_dir / path for path in cases])
-    if loaded.campaign.scale is not None:
-        from testbed.config.scale import ScaleProbe
-        from testbed.probes.scale.submit import check_template
-
-        for key in {t.probe_key for t in plan.treatments if t.probe == "scale"}:
-            check_template(ScaleProbe.model_validate(plan.probe_configs[key]), loaded.base_dir)
+    check_files(loaded, plan)
     return plan
 
 
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
     """Step 1 of a new run: check and plan it, write the run directory's metadata."""
     plan = check_inputs(loaded)
+    if options.only is not None:
+        plan = plan.only(options.only)
     parent = options.runs_dir or Path(loaded.campaign.results.dir)
     run_dir = RunDir.create(parent, loaded.campaign.name, options.out)
     meta = {
         "run_id": run_dir.run_id,
         "campaign": loaded.campaign.name,
+        "description": loaded.campaign.description,
         "campaign_file": loaded.file,
         "campaign_hash": short_hash(loaded.document, 16),
         "base_dir": str(loaded.base_dir.resolve()),
@@ -85,6 +78,7 @@ def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]
         "started": wall_label(),
         "testbed_version": __version__,
         "machine": machine_info(),
+        "only": sorted(options.only) if options.only is not None else None,
     }
     run_dir.write_metadata(meta, loaded.document, plan.to_json())
     return run_dir, plan
@@ -98,6 +92,8 @@ def open_resume(path: Path) -> tuple[LoadedCampaign, RunDir, Plan]:
     loaded.base_dir = Path(meta.get("base_dir", "."))
     loaded.file = str(meta.get("campaign_file", loaded.file))
     plan = expand(loaded)
+    if meta.get("only") is not None:
+        plan = plan.only(meta["only"])
     return loaded, run_dir, plan
 
 
@@ -154,7 +150,7 @@ async def _phases(
         for t in plan.treatments
     )
     backend = make_backend(loaded, run_dir)
-    runner = JobRunner(
+    runner = WorkerSetRunner(
         Setting(
             plan,
             loaded.campaign.execution.seed,
@@ -185,9 +181,9 @@ async def _phases(
         if "test" not in skip and todo:
             observer.phase("test", f"{len(todo)} treatment(s)")
             execution = loaded.campaign.execution
-            jobs = make_jobs(plan, todo, execution.unroll)
+            worker_sets = make_worker_sets(plan, todo, execution.unroll)
             budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
-            await run_jobs(jobs, execution, budget, _cost(plan), runner, runner.stop)
+            await run_worker_sets(worker_sets, execution, budget, _cost(plan), runner, runner.stop)
     finally:
         if "final_cleanup" not in skip:
             observer.phase("final cleanup")
@@ -215,8 +211,9 @@ async def _skip_infeasible(
 
 
 def _cost(plan: Plan):  # type: ignore[no-untyped-def]
-    def cost(job: Job) -> float:
-        return sum(float(plan.workers[w].config["resources"]["cpu"]) for w in job.workers) or 0.5
+    def cost(worker_set: WorkerSet) -> float:
+        cpus = (plan.workers[w].config["resources"]["cpu"] for w in worker_set.workers)
+        return sum(map(float, cpus)) or 0.5
 
     return cost
 
@@ -227,11 +224,13 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     if kind == "local":
         from testbed.backends.local import LocalBackend
 
-        return LocalBackend(run_dir.path)
+        return LocalBackend(run_dir.path, loaded.base_dir)
     if kind == "external":
         from testbed.backends.external import ExternalBackend
 
-        return ExternalBackend()
+        return ExternalBackend(loaded.base_dir)
     from testbed.backends.kubernetes import KubernetesBackend
 
-    return KubernetesBackend(run_dir.path, loaded.campaign.backend.model_dump(mode="json"))
+    return KubernetesBackend(
+        run_dir.path, loaded.campaign.backend.model_dump(mode="json"), loaded.base_dir
+    )

@@ -1,10 +1,10 @@
 """Parallelism strategies (Tekton seed) within a CPU budget.
 
-``parallel`` starts every job at once, ``sequential`` one at a time, ``sliding`` keeps
+``parallel`` starts every worker set at once, ``sequential`` one at a time, ``sliding`` keeps
 ``max_parallel`` running and starts the next when one ends, ``barrier`` runs waves of
 ``max_parallel`` that all end before the next wave starts. Every strategy also respects the
-CPU budget: the sum of running jobs' ``resources.cpu`` stays within it (a job larger than
-the whole budget runs alone). Unroll groups run one after the other.
+CPU budget: the sum of running worker sets' ``resources.cpu`` stays within it (a worker set
+larger than the whole budget runs alone). Unroll groups run one after the other.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from testbed.config.execution import Execution
-from testbed.execution.jobs import Job, unroll_groups
+from testbed.execution.grouping import WorkerSet, unroll_groups
 
 
 class Budget:
@@ -25,7 +25,7 @@ class Budget:
         self._changed = asyncio.Condition()
 
     async def acquire(self, cost: float) -> float:
-        cost = min(cost, self.cpus)  # a job larger than the budget runs alone
+        cost = min(cost, self.cpus)  # a worker set larger than the budget runs alone
         async with self._changed:
             await self._changed.wait_for(
                 lambda: self._used_slots < self.slots and self._used_cpus + cost <= self.cpus + 1e-9
@@ -41,22 +41,22 @@ class Budget:
             self._changed.notify_all()
 
 
-async def run_jobs(
-    jobs: list[Job],
+async def run_worker_sets(
+    worker_sets: list[WorkerSet],
     execution: Execution,
     cpu_budget: float,
-    cost: Callable[[Job], float],
-    run_job: Callable[[Job], Awaitable[None]],
+    cost: Callable[[WorkerSet], float],
+    run_worker_set: Callable[[WorkerSet], Awaitable[None]],
     stop: asyncio.Event,
 ) -> None:
-    """Run ``jobs`` as the strategy says; stop starting new ones once ``stop`` is set."""
+    """Run ``worker_sets`` as the strategy says; stop starting new ones once ``stop`` is set."""
     width = {
         "sequential": 1,
-        "parallel": execution.max_parallel or max(len(jobs), 1),
+        "parallel": execution.max_parallel or max(len(worker_sets), 1),
         "sliding": execution.max_parallel or 1,
         "barrier": execution.max_parallel or 1,
     }[execution.strategy]
-    for group in unroll_groups(jobs):
+    for group in unroll_groups(worker_sets):
         waves = (
             [group[i : i + width] for i in range(0, len(group), width)]
             if execution.strategy == "barrier"
@@ -67,14 +67,14 @@ async def run_jobs(
                 return
             budget = Budget(width, cpu_budget)
 
-            async def guarded(job: Job, budget: Budget = budget) -> None:
-                taken = await budget.acquire(cost(job))
+            async def guarded(worker_set: WorkerSet, budget: Budget = budget) -> None:
+                taken = await budget.acquire(cost(worker_set))
                 try:
                     if not stop.is_set():
-                        await run_job(job)
+                        await run_worker_set(worker_set)
                 finally:
                     await budget.release(taken)
 
             async with asyncio.TaskGroup() as tasks:
-                for job in wave:
-                    tasks.create_task(guarded(job))
+                for worker_set in wave:
+                    tasks.create_task(guarded(worker_set))

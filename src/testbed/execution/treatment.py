@@ -86,7 +86,10 @@ async def run_treatment(
             verdict = Verdict(status=Status.ERROR, reason=str(exc))
         except Exception as exc:  # a probe bug must not take the run down with it
             (out_dir / "error.txt").write_text(traceback.format_exc())
-            verdict = Verdict(status=Status.ERROR, reason=f"probe crashed: {exc!r} (see error.txt)")
+            verdict = Verdict(
+                status=Status.ERROR,
+                reason=f"probe crashed: {type(exc).__name__}: {exc} (traceback in error.txt)",
+            )
         finally:
             _copy_log_slices(logs, offsets, out_dir)
     write_summary(

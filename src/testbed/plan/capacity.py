@@ -6,7 +6,8 @@ memory = weights + KV cache, where
              (vLLM pages its KV cache: its configured kv_cache_gb, or at least one sequence
              of max_model_len, without which it refuses to start),
 and 10 % more for activations and runtime buffers. A treatment that does not fit is skipped
-with these numbers; it is never started.
+with these numbers; it is never started. The numbers of each model come from
+``config.catalogue``.
 """
 
 from __future__ import annotations
@@ -14,37 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.config.catalogue import model_shape
 from testbed.config.deployments import gpu_count, gpu_memory_total
 
 GIB = 1024**3
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 2}
 _OVERHEAD = 1.10
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    """What the planner needs to know of a model's architecture."""
-
-    params: float  # parameter count
-    layers: int
-    kv_heads: int
-    head_dim: int
-    context: int  # default max_model_len
-
-
-#: Known models, by the name a deployment uses (a hub id or ``bundled:NAME``).
-CATALOGUE: dict[str, ModelShape] = {
-    "bundled:smollm2-135m": ModelShape(134.5e6, 30, 3, 64, 8192),
-    "HuggingFaceTB/SmolLM2-135M-Instruct": ModelShape(134.5e6, 30, 3, 64, 8192),
-    "google/flan-t5-small": ModelShape(77e6, 8, 6, 64, 512),
-    "google/flan-t5-base": ModelShape(248e6, 12, 12, 64, 512),
-    "meta-llama/Llama-3.1-8B-Instruct": ModelShape(8.03e9, 32, 8, 128, 131072),
-    "meta-llama/Llama-3.1-70B-Instruct": ModelShape(70.6e9, 80, 8, 128, 131072),
-    "mistralai/Mistral-7B-Instruct-v0.3": ModelShape(7.25e9, 32, 8, 128, 32768),
-    "ibm-granite/granite-3.1-8b-instruct": ModelShape(8.17e9, 40, 8, 128, 131072),
-    "Qwen/Qwen2.5-7B-Instruct": ModelShape(7.62e9, 28, 4, 128, 32768),
-}
-
 _DEFAULT_BATCH = {"hf": 8, "vllm": 256, "tgi": 32, "tgis": 32}
 
 
@@ -68,23 +44,23 @@ class Estimate:
 def estimate(deployment: dict[str, Any]) -> Estimate | None:
     """The memory estimate of a resolved deployment, or None when it cannot be known."""
     server = deployment.get("server")
-    shape = CATALOGUE.get(str(deployment.get("model", "")))
+    shape = model_shape(str(deployment.get("model", "")))
     if server not in _DEFAULT_BATCH or shape is None:
         return None
     params = deployment.get("params") or {}
     res = deployment.get("resources") or {}
     width = _BYTES.get(str(params.get("dtype", "float32")), 4)
-    weights = shape.params * width
+    weights = shape.weight_bytes(width)
     context = int(params.get("max_model_len") or shape.context)
     batch = int(params.get("max_batch_size") or _DEFAULT_BATCH[server])
     if server == "vllm" and params.get("kv_cache_gb"):
         kv = float(params["kv_cache_gb"]) * GIB
         kv_text = f"KV cache {params['kv_cache_gb']} GiB"
     elif server == "vllm":
-        kv = 2 * shape.layers * shape.kv_heads * shape.head_dim * width * context
+        kv = shape.kv_bytes_per_token(width) * context
         kv_text = f"KV {kv / GIB:.2f} GiB for one {context}-token sequence"
     else:
-        kv = 2 * shape.layers * shape.kv_heads * shape.head_dim * width * context * batch
+        kv = shape.kv_bytes_per_token(width) * context * batch
         kv_text = f"KV {kv / GIB:.1f} GiB for {context} tokens × {batch} seqs"
     gpus = gpu_count(res.get("gpu"))
     available = gpu_memory_total(res) if gpus else float(res.get("memory_gb", 8))

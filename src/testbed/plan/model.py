@@ -5,9 +5,11 @@ Plain slotted dataclasses, not pydantic models: a plan may hold 100,000 treatmen
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from testbed.core.errors import InputError
 from testbed.core.secrets import redact
 
 ProbeName = Literal["correctness", "load", "ab", "scale"]
@@ -58,6 +60,27 @@ class Plan:
 
     def planned(self) -> list[Treatment]:
         return [t for t in self.treatments if t.status == "planned"]
+
+    def only(self, ids: Iterable[str]) -> Plan:
+        """The plan cut down to the treatments ``ids`` (``testbed worker``), each keeping
+        its index and id; an unknown or skipped id is an input error."""
+        wanted = set(ids)
+        known = {t.id: t for t in self.treatments}
+        for tid in sorted(wanted):
+            if tid not in known:
+                sample = ", ".join(t.id for t in self.planned()[:5])
+                raise InputError(f"treatment {tid!r} is not in the plan; e.g. {sample}")
+            if known[tid].status != "planned":
+                raise InputError(f"treatment {tid} is skipped by the plan: {known[tid].reason}")
+        treatments = [t for t in self.treatments if t.id in wanted]
+        used = {w for t in treatments for w in t.workers}
+        return Plan(
+            self.campaign,
+            {w: worker for w, worker in self.workers.items() if w in used},
+            treatments,
+            self.probe_configs,
+            self.notes,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The plan as a JSON document (``plan.json``, ``testbed plan --json``); secrets masked."""

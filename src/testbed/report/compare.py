@@ -46,6 +46,10 @@ from testbed.results.index import Point, ResultsIndex, resolve_url
 from testbed.results.machine import IDENTITY
 from testbed.results.rundir import RECORDS, RunDir
 from testbed.results.summaries import NEUTRAL, Samples, direction
+from testbed.results.verdict import Status
+
+#: Statuses of a treatment that has no measurement to compare.
+_NO_RESULT = {Status.ERROR.value, Status.NOT_RUN.value}
 
 #: A percentile is judged from records only when at least this many observations lie
 #: beyond it (n × (1 − q) ≥ 5): the bootstrap of an extreme percentile of a small sample
@@ -186,10 +190,7 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
     try:
         for base_row, cand_row in pairs:
             _verdict_change(comparison, base_row, cand_row)
-            if cand_row["status"] in ("ERROR", "NOT RUN") or base_row["status"] in (
-                "ERROR",
-                "NOT RUN",
-            ):
+            if {cand_row["status"], base_row["status"]} & _NO_RESULT:
                 comparison.warnings.append(
                     f"{cand_row['dir']}: not compared (a side has no result)"
                 )

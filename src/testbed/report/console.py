@@ -28,8 +28,8 @@ LOAD_COLUMNS = (
 
 
 def styled(status: str) -> str:
-    """``status`` in its colour (unknown statuses such as NOT RUN stay plain)."""
-    style = STYLE.get(Status(status), "") if status in Status.__members__ else ""
+    """``status`` in its colour (a status this version does not know stays plain)."""
+    style = STYLE.get(Status(status), "") if status in set(Status) else ""
     return f"[{style}]{status}[/{style}]" if style else status
 
 

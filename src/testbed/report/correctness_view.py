@@ -2,10 +2,11 @@
 
 Pure renderers over the probe's records and summary, for the report layer to call (the
 probe itself prints nothing): :func:`case_table` is tgis-tester's "run completed" screen
-(every case with PASS, FAIL, ERROR or SKIPPED and why), :func:`failure_diff` shows a failed
-answer with its first divergent token highlighted, :func:`differential_table` the
-cross-configuration differential, and :func:`junit_cases` adds one JUnit ``<testcase>`` per
-case result to a suite, so that CI lists cases, not just treatments.
+(every case with PASS, UNCHECKED, FAIL, ERROR or SKIPPED and why), :func:`failure_diff`
+shows a failed answer with its first divergent token highlighted,
+:func:`differential_table` the cross-configuration differential, and :func:`junit_cases`
+adds one JUnit ``<testcase>`` per case result to a suite, so that CI lists cases, not just
+treatments.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-STYLES = {"PASS": "green", "FAIL": "bold red", "ERROR": "bold magenta", "SKIPPED": "dim"}
+#: Case outcomes and their colours. UNCHECKED: ran (its stream checked) but compared to
+#: nothing (``skip_check``) — shown and counted on its own, never as passed.
+STYLES = {
+    "PASS": "green",
+    "UNCHECKED": "yellow",
+    "FAIL": "bold red",
+    "ERROR": "bold magenta",
+    "SKIPPED": "dim",
+}
 
 
 def case_rows(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -143,7 +152,10 @@ def junit_cases(
         elif status == "ERROR":
             ET.SubElement(case, "error", message=reason[:500], type="ERROR")
             counts["errors"] += 1
-        elif status == "SKIPPED":
-            ET.SubElement(case, "skipped", message=reason[:500])
+        elif status in ("SKIPPED", "UNCHECKED"):
+            # JUnit has no "ran, compared nothing": a skip whose message says so, as the
+            # INCONCLUSIVE treatments are, so CI never counts it as a pass.
+            message = reason if status == "SKIPPED" else f"UNCHECKED: {reason}"
+            ET.SubElement(case, "skipped", message=message[:500])
             counts["skipped"] += 1
     return counts

@@ -2,7 +2,8 @@
 
 For an A/B treatment its criteria and latency tables; for a correctness treatment that
 failed, a diff of each failed case with its first divergent token highlighted; for a
-correctness campaign with a ``reference``, each configuration's differential.
+correctness campaign with a ``reference``, each configuration's differential; for a load or
+A/B treatment, server and client token counts that differ beyond the threshold.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from rich.console import Console
 
 from testbed.report.ab_table import render_ab
 from testbed.report.correctness_view import differential_table, failure_diff
+from testbed.report.server_metrics_view import terminal_lines
 
 #: Failed cases shown per treatment; the rest are in report.html and junit.xml.
 MAX_DIFFS = 5
@@ -38,6 +40,8 @@ def print_details(
                 console.print(failure_diff(failure))
             if len(failures) > MAX_DIFFS:
                 console.print(f"… {len(failures) - MAX_DIFFS} more in report.html")
+        for line in terminal_lines(row["dir"], summary):
+            console.print(line)
     _differentials(run_dir, console)
 
 

@@ -20,7 +20,9 @@ from testbed.core.secrets import redact
 from testbed.report import load_view, scale_view
 from testbed.report.differential_view import differentials
 from testbed.report.run_summary import read_summary
-from testbed.results.rundir import PLAN, RESOLVED
+from testbed.report.server_metrics_view import section as server_section
+from testbed.results.files import read_records
+from testbed.results.rundir import PLAN, RECORDS, RESOLVED
 
 _LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _STAT_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")
@@ -49,7 +51,7 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
         ("verdicts", "Verdicts", _verdicts(rows)),
         ("correctness", "Correctness", _correctness(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),
-        ("ab", "A/B", _ab(rows, summaries)),
+        ("ab", "A/B", _ab(run_path, rows, summaries)),
         ("scale", "Scale", scale_view.section(run_path, rows, summaries)),
         ("treatments", "Treatments", _treatments(rows, summaries)),
         ("plan", "Plan", _plan(run_path)),
@@ -219,7 +221,7 @@ def _correctness(
             detail = e(failure.get("detail") or "")
             body = divergence_html(first) if first else pre_json(failure)
             parts.append(f"<h4>{e(head)}</h4><p>{detail}</p>{body}")
-        for key in ("errors", "skipped"):
+        for key in ("errors", "unchecked", "skipped"):
             entries = summary.get(key) or []
             if entries:
                 items = "".join(
@@ -234,15 +236,17 @@ def _correctness(
 # -- A/B, treatments, plan, campaign, run -------------------------------------------------------
 
 
-def _ab(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
+def _ab(run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
     parts = []
-    for row in rows:
+    for number, row in enumerate(rows):
         if row["probe"] != "ab":
             continue
         summary = summaries.get(row["id"]) or {}
         parts.append(f"<h3>{e(row['dir'])} {badge(row['status'])}</h3><p>{e(row['reason'])}</p>")
         evidence = row.get("evidence") or {}
         parts.append(tree(evidence) if evidence else "")
+        records = read_records(run_path / row["dir"] / RECORDS)
+        parts.append(server_section(run_path / row["dir"], summary, records, f"ab-sm{number}"))
         rest = {k: v for k, v in summary.items() if k not in _SHOWN and k != "workers"}
         if rest:
             parts.append(f"<details><summary>summary</summary>{tree(rest)}</details>")

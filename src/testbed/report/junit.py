@@ -20,6 +20,7 @@ from testbed.core.secrets import redact
 from testbed.report.correctness_view import junit_cases
 from testbed.results.files import read_records
 from testbed.results.rundir import RECORDS
+from testbed.results.verdict import Status
 
 #: Characters XML 1.0 cannot carry even escaped.
 _INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -82,14 +83,14 @@ def _case(suite: ET.Element, row: Mapping[str, Any], campaign: str) -> str | Non
     first = reason.splitlines()[0][:500] if reason else status
     body = reason + "\n\nevidence:\n" + _text(json.dumps(row.get("evidence") or {}, indent=2))
     kind: str | None = None
-    if status == "FAIL":
-        ET.SubElement(case, "failure", message=first, type="FAIL").text = body
+    if status == Status.FAIL:
+        ET.SubElement(case, "failure", message=first, type=status).text = body
         kind = "failures"
-    elif status in ("ERROR", "NOT RUN"):
+    elif status in (Status.ERROR, Status.NOT_RUN):
         ET.SubElement(case, "error", message=first, type=status).text = body
         kind = "errors"
-    elif status in ("SKIPPED", "INCONCLUSIVE"):
-        message = first if status == "SKIPPED" else f"INCONCLUSIVE: {first}"
+    elif status in (Status.SKIPPED, Status.INCONCLUSIVE):
+        message = first if status == Status.SKIPPED else f"INCONCLUSIVE: {first}"
         ET.SubElement(case, "skipped", message=message)
         kind = "skipped"
     metrics = row.get("metrics") or {}

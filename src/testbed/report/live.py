@@ -25,6 +25,7 @@ STYLE = {
     Status.ERROR: "magenta",
     Status.INCONCLUSIVE: "yellow",
     Status.SKIPPED: "dim",
+    Status.NOT_RUN: "magenta",
 }
 
 

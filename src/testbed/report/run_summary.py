@@ -27,7 +27,7 @@ from rich.console import Console
 
 from testbed import __version__
 from testbed.core.clock import wall_label
-from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, TestbedError
+from testbed.core.errors import EXIT_OK, TestbedError
 from testbed.core.secrets import redact
 from testbed.report.console import print_summary
 from testbed.report.details import print_details
@@ -35,9 +35,9 @@ from testbed.results.files import write_atomic, write_json
 from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
 from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir
+from testbed.results.s3 import upload_run
 from testbed.results.summaries import summary_metrics
-from testbed.results.upload import upload_run
-from testbed.results.verdict import Status
+from testbed.results.verdict import Status, exit_code, worst
 
 RUN_SUMMARY_VERSION = 1
 JUNIT = "junit.xml"
@@ -53,6 +53,7 @@ class PublishOptions:
     upload: str | None = None
     s3_endpoint_url: str | None = None
     html_path: Path | None = None
+    fail_on: frozenset[Status] = frozenset()  # statuses that also exit 1 (--fail-on)
 
 
 def finish_run(
@@ -62,13 +63,16 @@ def finish_run(
     *,
     index_url: str | None = None,
     s3_endpoint_url: str | None = None,
+    fail_on: frozenset[Status] = frozenset(),
 ) -> int:
-    """Publish the run and return the exit code: 1 if any treatment FAILed, else 3 if any
-    hit an infrastructure ERROR (or the upload failed), else 0."""
+    """Publish the run and return the exit code of its status
+    (:func:`testbed.results.verdict.exit_code`; 3 also when the upload failed)."""
     return publish(
         run_dir.path,
         console,
-        PublishOptions(index_url=index_url, upload=upload, s3_endpoint_url=s3_endpoint_url),
+        PublishOptions(
+            index_url=index_url, upload=upload, s3_endpoint_url=s3_endpoint_url, fail_on=fail_on
+        ),
     )
 
 
@@ -96,7 +100,7 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     settings = campaign_results(path)
     if options.use_index:
         _record(path, document, options.index_url or settings.get("index"), console)
-    code = exit_code(Status(document["status"]))
+    code = exit_code(document["status"], options.fail_on)
     target = options.upload or settings.get("upload")
     if target:
         endpoint = options.s3_endpoint_url or settings.get("s3_endpoint_url")
@@ -107,14 +111,6 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
             return code if code != EXIT_OK else exc.exit_code
         console.print(f"uploaded {done.files} files ({done.bytes / 1e6:.1f} MB) to {done.url}")
     return code
-
-
-def exit_code(status: Status) -> int:
-    if status == Status.FAIL:
-        return EXIT_FAILED
-    if status == Status.ERROR:
-        return EXIT_INFRA
-    return EXIT_OK
 
 
 def campaign_results(path: Path) -> dict[str, Any]:
@@ -187,14 +183,8 @@ def servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_status(rows: list[dict[str, Any]]) -> Status:
-    """The run's status: the most severe of its treatments' (not-run ones count as ERROR)."""
-    seen = {row["status"] for row in rows}
-    if "NOT RUN" in seen:
-        seen.add(Status.ERROR.value)
-    for status in (Status.FAIL, Status.ERROR, Status.INCONCLUSIVE, Status.PASS):
-        if status.value in seen:
-            return status
-    return Status.SKIPPED
+    """The run's status: the most severe of its treatments' (:data:`SEVERITY` order)."""
+    return worst(row["status"] for row in rows)
 
 
 def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
@@ -205,9 +195,9 @@ def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
     for t in plan["treatments"]:
         summary = read_summary(run_dir / t["dir"])
         verdict = summary.get("verdict") or (
-            {"status": "SKIPPED", "reason": t["reason"]}
+            {"status": Status.SKIPPED.value, "reason": t["reason"]}
             if t["status"] == "skipped"
-            else {"status": "NOT RUN", "reason": ""}
+            else {"status": Status.NOT_RUN.value, "reason": "the run ended before it"}
         )
         names = [deployments.get(w, w) for w in t["workers"]]
         rows.append(

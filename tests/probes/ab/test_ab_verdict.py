@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from testbed.config.ab import AbProbe
 from testbed.probes.ab import analyse
@@ -148,11 +149,14 @@ def test_too_few_pairs_is_inconclusive_even_when_glaring() -> None:
     assert all("min_samples" in e["reason"] for e in outcome.summary["ab"]["criteria"])
 
 
-def test_no_criterion_is_inconclusive_not_pass() -> None:
+def test_a_probe_without_criteria_is_refused() -> None:
+    """It could never FAIL: refused when the campaign is validated (exit 2), not run."""
     none = dict.fromkeys(["min_agreement", "max_ttft_p50_regression", "max_error_rate_increase"])
-    outcome = _judge(_records(60), criteria=none)
-    assert outcome.verdict.status is Status.INCONCLUSIVE
-    assert "no ab criterion" in outcome.verdict.reason
+    with pytest.raises(ValidationError, match="set at least one of min_agreement"):
+        AbProbe.model_validate({"stable": "s", "canary": "c", "criteria": none})
+    one = {**none, "max_e2e_p50_regression": 0.2}
+    outcome = _judge(_records(60), criteria=one)
+    assert [e["name"] for e in outcome.summary["ab"]["criteria"]] == ["e2e_p50"]
 
 
 def test_failed_requests_leave_latency_but_count_as_errors() -> None:

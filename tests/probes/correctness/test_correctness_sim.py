@@ -74,7 +74,13 @@ async def test_the_sim_goldens_pass_with_twins_and_skips(tmp_path: Path) -> None
     assert len(cases) == counts["total"]
     twins = [r for r in cases if r["stream"]]
     assert twins
-    assert all(r["status"] == "PASS" for r in twins)
+    # the skip_check case "unchecked" ran, streamed well, and was compared to nothing
+    assert {r["id"] for r in cases if r["status"] == "UNCHECKED"} == {
+        "unchecked/openai",
+        "unchecked/openai/stream",
+    }
+    assert counts["unchecked"] == 2
+    assert all(r["status"] == "PASS" for r in twins if r["case"] != "unchecked")
     assert any(r["case"] == "stop-sequence" and r["protocol"] == "tgi" for r in twins)
     skipped = next(r for r in cases if r["status"] == "SKIPPED")
     assert skipped["reason"] == "skipped by unless: {dtype: bfloat16} (a bfloat16 regression)"
@@ -161,6 +167,28 @@ async def test_record_then_run_passes_and_keeps_rules(tmp_path: Path) -> None:
     assert refuse["error"] == {"status": 404, "message": "EXIST"}  # loose message kept
     assert "expected" not in free
     assert outcome.verdict.status == Status.PASS, outcome.summary
+    # the skip_check case (unary and its streaming twin) ran but was compared to nothing
+    counts = outcome.summary["cases"]
+    assert counts["unchecked"] == 2
+    assert counts["passed"] == counts["total"] - 2
+    assert {u["case"] for u in outcome.summary["unchecked"]} == {
+        "free/openai",
+        "free/openai/stream",
+    }
+    assert "2 unchecked" in outcome.verdict.reason
+
+
+async def test_only_unchecked_cases_are_inconclusive(tmp_path: Path) -> None:
+    cases = tmp_path / "cases.yaml"
+    cases.write_text(
+        '- {name: free, request: {prompt: "y", max_new_tokens: 2}, skip_check: true}\n'
+    )
+    async with SimServer(sim_params()) as server:
+        outcome, records = await probe(server.url, tmp_path, cases=cases)
+    assert [r["status"] for r in records if r["kind"] == "case"] == ["UNCHECKED"] * 2
+    assert outcome.summary["cases"]["passed"] == 0
+    assert outcome.verdict.status == Status.INCONCLUSIVE
+    assert "no case was compared" in outcome.verdict.reason
 
 
 async def test_through_the_pipeline_a_killed_server_is_an_error(tmp_path: Path) -> None:

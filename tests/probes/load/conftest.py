@@ -1,6 +1,5 @@
 """The simulator as a child process (its own core and event loop, as in a real test), a
-ProbeContext factory for running the load probe in tests, and a runner aware of the
-harness's self-check."""
+ProbeContext factory for running the load probe in tests, and a runner that runs it once."""
 
 from __future__ import annotations
 
@@ -17,7 +16,6 @@ from testbed.config.load import LoadProbe
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.load import run
 from testbed.results.files import RecordWriter
-from testbed.results.verdict import Status
 from testbed.servers.sim.child import sim_process
 
 
@@ -58,35 +56,22 @@ def context() -> Any:
     return probe_context
 
 
-def distrusted(summary: dict[str, Any], status: str) -> list[str]:
-    """The self-check's problems when they made a load summary INCONCLUSIVE (else [])."""
-    if status != Status.INCONCLUSIVE:
-        return []
-    stages = summary.get("stages") or [summary]
-    return [problem for stage in stages for problem in stage["selfcheck"]["problems"]]
+#: Self-check limits for tests whose subject is not the self-check (it has its own tests,
+#: tests/probes/load/test_selfcheck.py): on a machine busy with other work the generator is
+#: late by milliseconds, which the default limits rightly call INCONCLUSIVE — not what these
+#: tests judge. Generous, not off: a harness late by a quarter of a second still fails them.
+LENIENT_SELFCHECK = {"max_lag_p99_ms": 250.0, "min_rate_ratio": 0.5, "max_cpu_fraction": 1.0}
 
 
-def run_trusted(url: str, out: Path, attempts: int = 3, **config: Any) -> tuple[ProbeOutcome, Path]:
-    """Run the load probe into ``out/<attempt>``, again while the harness's own self-check
-    distrusts the run (the machine was too busy to send on time: INCONCLUSIVE by design, not
-    the verdict under test). Returns the last outcome and its folder; callers assert on it,
-    so a run the harness never trusted fails with the self-check's reason."""
-    for attempt in range(attempts):
-        folder = out / str(attempt)
-        with probe_context(url, folder, **config) as ctx:
-            outcome = asyncio.run(run(ctx))
-        if not distrusted(outcome.summary, outcome.verdict.status):
-            break
-    return outcome, folder
+def run_once(url: str, out: Path, **config: Any) -> ProbeOutcome:
+    """Run the load probe once into ``out``, with :data:`LENIENT_SELFCHECK` unless the
+    test gives its own ``selfcheck``."""
+    config.setdefault("selfcheck", LENIENT_SELFCHECK)
+    with probe_context(url, out, **config) as ctx:
+        return asyncio.run(run(ctx))
 
 
 @pytest.fixture
-def trusted() -> Any:
-    """The ``run_trusted`` runner."""
-    return run_trusted
-
-
-@pytest.fixture
-def self_check_problems() -> Any:
-    """The ``distrusted`` check, for tests that run the probe another way (the CLI)."""
-    return distrusted
+def once() -> Any:
+    """The ``run_once`` runner."""
+    return run_once

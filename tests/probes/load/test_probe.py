@@ -1,31 +1,53 @@
 """The load probe end to end against the simulator (a child process).
 
-A test that judges a verdict runs against a paced simulator (against an instant one the
-generator itself is the bottleneck, which its self-check rightly calls INCONCLUSIVE) and
-through ``trusted``, which runs again when the machine was too busy for the harness to trust
-its own numbers.
+Each test runs the probe once. A test that judges a verdict runs against a paced simulator
+(against an instant one the generator itself is the bottleneck) with the generous self-check
+limits of ``once`` (the self-check has its own tests); measured values are judged with
+tolerances derived from the sample size, and wall-clock assertions carry the ``timing``
+marker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import socket
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from testbed.core.errors import InfrastructureError
 from testbed.probes.load import run
+from testbed.results import metrics
 from testbed.results.files import read_records
 from testbed.results.verdict import Status
 
 KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")
 
 
-def test_concurrency_summary_shape_and_records(sim_url: str, trusted: Any, tmp_path: Path) -> None:
-    outcome, out = trusted(sim_url, tmp_path, concurrency=4, duration_s=1.0)
+#: Two-sided error rate of the sample-size-derived bounds below: one spurious failure in a
+#: million runs.
+ALPHA = 1e-6
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free confidence interval (level 1 − ALPHA) for the median of the
+    population ``values`` were drawn from: the order statistics whose ranks bound a
+    Binomial(n, ½) count."""
+    ordered = sorted(values)
+    n = len(ordered)
+    low = int(stats.binom.ppf(ALPHA / 2, n, 0.5))  # ranks 1-based: x_(low) … x_(n - low + 1)
+    assert low >= 1, f"{n} samples cannot bound a median at this level"
+    return ordered[low - 1], ordered[n - low]
+
+
+def test_concurrency_summary_shape_and_records(sim_url: str, once: Any, tmp_path: Path) -> None:
+    out = tmp_path
+    outcome = once(sim_url, out, concurrency=4, duration_s=1.0)
     s = outcome.summary
     assert outcome.verdict.status == Status.PASS, outcome.verdict.reason
     for metric in ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"):
@@ -49,69 +71,52 @@ def test_concurrency_summary_shape_and_records(sim_url: str, trusted: Any, tmp_p
     assert s["setup"]["model"] == "sim-model"
     assert s["setup"]["tokenizer"] == "rule:whitespace"
     assert (out / "latency_cdf.png").stat().st_size > 1000
-    assert (out / "in_flight.png").exists()
-
-
-def _accuracy_error(s: dict[str, Any]) -> float:
-    return float(max(abs(s["ttft_ms"]["p50"] - 10.0), abs(s["itl_ms"]["p50"] - 2.0)))
-
-
-def _accurate(s: dict[str, Any]) -> bool:
-    """Every criterion the accuracy test asserts (see there)."""
-    return (
-        _accuracy_error(s) <= 0.5
-        and 10.0 <= s["ttft_ms"]["p99"] < 10.0 + 20.0
-        and 2.0 <= s["itl_ms"]["p99"] < 2.0 + 20.0
-        and abs(s["harness"]["achieved_rate"] - 20) <= 2
-    )
+    assert (out / "time_series.png").stat().st_size > 1000
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_accuracy_against_the_simulator_ground_truth(
-    sim_url: str, context: Any, self_check_problems: Any, tmp_path: Path
+    sim_url: str, once: Any, tmp_path: Path
 ) -> None:
-    """TTFT and ITL medians within 0.5 ms of the simulator's configured 10 ms / 2 ms, at a
-    CI-safe 20 requests/s (bench/load_accuracy.py reports 200/s). Both processes share the
-    machine with whatever else runs, so up to four short runs are made and the first that
-    meets every criterion is judged: a burst of someone else's load is not the harness's
-    error. A run the harness's own self-check distrusts is never the one judged."""
-    runs, distrust = [], []
-    for attempt in range(4):
-        config = {"profile": "rate", "rate": 20, "duration_s": 3.0, "arrival": "constant"}
-        with context(sim_url, tmp_path / str(attempt), **config) as ctx:
-            outcome = asyncio.run(run(ctx))
-        s = outcome.summary
-        problems = self_check_problems(s, outcome.verdict.status)
-        distrust += problems
-        if problems:
-            continue
-        runs.append(s)
-        if _accurate(s):
-            break
-    assert runs, f"the harness distrusted every run: {distrust}"
-    s = next((s for s in runs if _accurate(s)), min(runs, key=_accuracy_error))
-    assert s["ttft_ms"]["p50"] == pytest.approx(10.0, abs=0.5)
-    assert s["itl_ms"]["p50"] == pytest.approx(2.0, abs=0.5)
-    # p99s move with the machine's scheduling (another program's burst delays a wake-up by
-    # milliseconds); here only a sanity bound, bench/load_accuracy.py reports the figure
-    assert 10.0 <= s["ttft_ms"]["p99"] < 10.0 + 20.0
-    assert 2.0 <= s["itl_ms"]["p99"] < 2.0 + 20.0
-    assert s["harness"]["achieved_rate"] == pytest.approx(20, rel=0.1)
+    """The simulator waits 10 ms before the first token and 2 ms between tokens. At a
+    CI-safe 20 requests/s for 3 s (bench/load_accuracy.py reports 200/s), one run:
+
+    - no TTFT is below 10 ms (the client cannot see a token before it is sent: a hard bound
+      that wrong timestamps would break);
+    - the median TTFT and the median of each request's median ITL are within 0.5 ms of the
+      truth, judged by the order-statistic interval of the median from n = 60 requests
+      (so a burst of someone else's load on a shared machine widens what n allows, instead
+      of failing or being retried).
+    """
+    config = {"profile": "rate", "rate": 20, "duration_s": 3.0, "arrival": "constant"}
+    outcome = once(sim_url, tmp_path, **config)
+    records = [r for r in read_records(tmp_path / "records.jsonl") if metrics.is_ok(r)]
+    assert len(records) == 60, outcome.summary["requests"]
+    ttfts = [t for r in records if (t := metrics.ttft_ms(r)) is not None]
+    itls = [float(np.median(metrics.itl_ms(r))) for r in records]
+    assert min(ttfts) >= 10.0
+    for values, truth in ((ttfts, 10.0), (itls, 2.0)):
+        low, high = median_interval(values)
+        assert low <= truth + 0.5, (truth, low, high)
+        assert high >= truth - 0.5, (truth, low, high)
+    assert outcome.summary["harness"]["achieved_rate"] == pytest.approx(20, rel=0.1)
 
 
-def test_rate_profile_hits_the_requested_rate(
-    instant_url: str, trusted: Any, tmp_path: Path
-) -> None:
-    outcome, _ = trusted(instant_url, tmp_path, profile="rate", rate=100, duration_s=2.0)
+@pytest.mark.timing
+def test_rate_profile_hits_the_requested_rate(instant_url: str, once: Any, tmp_path: Path) -> None:
+    outcome = once(instant_url, tmp_path, profile="rate", rate=100, duration_s=2.0)
     harness = outcome.summary["harness"]
-    assert harness["requested_rate"] == pytest.approx(100, rel=0.15)  # Poisson, 2 s
+    # The schedule is Poisson: about λT = 200 arrivals, whose count has a relative standard
+    # deviation of 1/√200; five of them bound it.
+    assert harness["requested_rate"] == pytest.approx(100, rel=5 / math.sqrt(100 * 2.0))
     assert harness["achieved_rate"] == pytest.approx(harness["requested_rate"], rel=0.1)
     assert harness["precise_timer"] is True
 
 
-def test_missed_slo_fails(sim_url: str, trusted: Any, tmp_path: Path) -> None:
-    slo = {"ttft_p99_ms": 5.0}
-    outcome, _ = trusted(sim_url, tmp_path, concurrency=2, duration_s=0.5, slo=slo)
+def test_missed_slo_fails(sim_url: str, once: Any, tmp_path: Path) -> None:
+    slo = {"ttft_p99_ms": 5.0}  # the simulator's TTFT is 10 ms: missed on any machine
+    outcome = once(sim_url, tmp_path, concurrency=2, duration_s=0.5, slo=slo)
     assert outcome.verdict.status == Status.FAIL, outcome.verdict.reason
     assert "ttft_ms p99" in outcome.verdict.reason
     assert outcome.summary["throughput"]["goodput_requests_per_s"] == 0.0
@@ -156,42 +161,50 @@ def test_unreachable_server_is_an_infrastructure_error(context: Any, tmp_path: P
         asyncio.run(run(ctx))
 
 
-def test_cli_load_writes_summary(sim_url: str, self_check_problems: Any, tmp_path: Path) -> None:
+def test_cli_load_writes_summary(sim_url: str, tmp_path: Path) -> None:
+    """One run through the CLI, with the default self-check: its verdict is PASS, or
+    INCONCLUSIVE when the machine was too busy for the harness to trust itself — both exit
+    0 (README, Exit codes); anything else the CLI did is checked exactly."""
     from testbed.cli import main
 
-    for attempt in range(3):  # again only while the harness distrusts its own run
-        out = tmp_path / str(attempt)
-        args = ["load", sim_url, "--concurrency", "2", "--requests", "20", "--output-tokens", "16"]
-        code = main([*args, "--out", str(out), "--json"])
-        summary = json.loads((out / "summary.json").read_text())
-        if not self_check_problems(summary, summary["verdict"]["status"]):
-            break
-    assert summary["verdict"]["status"] == "PASS", summary["verdict"]["reason"]
-    assert code == 0
+    args = ["load", sim_url, "--concurrency", "2", "--requests", "20", "--output-tokens", "16"]
+    code = main([*args, "--out", str(tmp_path), "--json"])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    verdict = summary["verdict"]
+    assert code == 0, verdict
+    if verdict["status"] == "INCONCLUSIVE":  # only the harness's own distrust may cause it
+        assert verdict["reason"].startswith("concurrency-2:"), verdict
+        assert summary["selfcheck"]["problems"], verdict
+    else:
+        assert verdict["status"] == "PASS", verdict
     assert summary["requests"]["total"] == 20
+    assert summary["requests"]["errors"] == 0
+    assert len(read_records(tmp_path / "records.jsonl")) == 20
 
 
 def test_faulty_server_errors_are_recorded_and_fail(
-    simulator: Any, trusted: Any, tmp_path: Path
+    simulator: Any, once: Any, tmp_path: Path
 ) -> None:
     flags = ("--error-rate", "0.2", "--disconnect-rate", "0.1", "--malformed-rate", "0.1")
     config = {"concurrency": 4, "requests": 60, "dataset": {"output_tokens": 16}}
     with simulator(*flags, "--ttft-ms", "5", "--itl-ms", "1") as url:
-        outcome, out = trusted(url, tmp_path, **config)
-    records = read_records(out / "records.jsonl")
+        outcome = once(url, tmp_path, **config)
+    records = read_records(tmp_path / "records.jsonl")
     assert len(records) == 60
     errors = [r["error"] for r in records if r["error"]]
-    assert 5 < len(errors) < 50
+    # Each request draws the three faults independently: it fails with p = 1 − 0.8·0.9·0.9.
+    low, high = stats.binom.interval(1 - ALPHA, 60, 1 - 0.8 * 0.9 * 0.9)
+    assert low <= len(errors) <= high
     assert any(e.startswith("HTTP 500") for e in errors)
     assert outcome.verdict.status == Status.FAIL, outcome.verdict.reason
     assert "requests failed" in outcome.verdict.reason
 
 
 @pytest.mark.parametrize("api", ["chat", "tgi"])
-def test_chat_and_tgi_protocols(api: str, sim_url: str, trusted: Any, tmp_path: Path) -> None:
+def test_chat_and_tgi_protocols(api: str, sim_url: str, once: Any, tmp_path: Path) -> None:
     config = {"api": api, "concurrency": 2, "requests": 6, "dataset": {"output_tokens": 8}}
-    outcome, out = trusted(sim_url, tmp_path, **config)
-    records = read_records(out / "records.jsonl")
+    outcome = once(sim_url, tmp_path, **config)
+    records = read_records(tmp_path / "records.jsonl")
     assert outcome.verdict.status == Status.PASS, outcome.verdict.reason
     assert [len(r["chunks_ns"]) for r in records] == [8] * 6
     assert all(r["usage_output_tokens"] == 8 for r in records)

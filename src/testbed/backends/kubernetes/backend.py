@@ -50,8 +50,11 @@ class KubernetesBackend(Backend):
 
     name = "kubernetes"
 
-    def __init__(self, run_dir: Path, backend: Mapping[str, Any]) -> None:
+    def __init__(
+        self, run_dir: Path, backend: Mapping[str, Any], base_dir: Path | None = None
+    ) -> None:
         self.run_dir = run_dir
+        self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
         self.run_id = run_dir.name
         self.config = dict(backend)
         self.namespace = run_namespace(self.run_id, self.config)
@@ -122,7 +125,7 @@ class KubernetesBackend(Backend):
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
         if deployment["server"] == "external":
-            yield Handle(external_endpoint(deployment))
+            yield Handle(external_endpoint(deployment, self.base_dir))
             return
         await self._ensure_run([deployment])
         kube = await self.kube()

@@ -36,8 +36,9 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, base_dir: Path | None = None) -> None:
         self.run_dir = run_dir
+        self.base_dir = base_dir or Path.cwd()  # relative paths of the campaign start here
 
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
         ended = []
@@ -66,13 +67,17 @@ class LocalBackend(Backend):
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
         if deployment["server"] == "external":
-            yield Handle(external_endpoint(deployment))
+            yield Handle(external_endpoint(deployment, self.base_dir))
             return
         adapter = adapter_for(deployment["server"])
         port = free_port(HOST)
         model_path = _model_path(deployment)
         params = deployment.get("params") or {}
+        protocols = adapter.served_protocols(params)
+        grpc_port = free_port(HOST) if "tgis" in protocols else None
         argv = adapter.command(params, model_path, HOST, port)
+        if grpc_port is not None:
+            argv += adapter.grpc_args(grpc_port)
         env = {**os.environ, **adapter.env(params), **(params.get("env") or {})}
         server = await process.start(
             argv, env, work_dir / "server.log", self.run_dir / PID_DIR / f"{worker_id}.json"
@@ -90,16 +95,18 @@ class LocalBackend(Backend):
             handle = Handle(
                 Endpoint(
                     base_url=f"http://{HOST}:{port}",
-                    protocols=tuple(adapter.protocols),
+                    protocols=protocols,
                     model=adapter.served_model_name(deployment),
                     server_kind=deployment["server"],
                     tokenizer=str(model_path) if model_path else None,
                     metrics_path=adapter.metrics_path,
+                    grpc_target=f"{HOST}:{grpc_port}" if grpc_port is not None else None,
                 ),
                 info={
                     "pid": server.pid,
                     "argv": argv,
                     "port": port,
+                    **({"grpc_port": grpc_port} if grpc_port is not None else {}),
                     "version": await _version(port, deployment["server"]),
                 },
             )

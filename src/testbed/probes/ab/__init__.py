@@ -31,16 +31,18 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from testbed.clients import openai
+from testbed.clients import openai, tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import HttpClientError, pool_for
 from testbed.config.ab import AbProbe
 from testbed.core.errors import InfrastructureError, InputError
+from testbed.probes import server_metrics
 from testbed.probes.ab import compare, prompts, traffic
-from testbed.probes.ab.traffic import SIDES, Job, Side, Target
+from testbed.probes.ab.traffic import SIDES, AbRequest, Side, Target
 from testbed.probes.ab.verdict import judge
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness.embedding import Embedder
+from testbed.probes.server_metrics.summary import ab_client_tokens
 from testbed.results.files import write_atomic
 
 __all__ = ["Scorer", "run"]
@@ -57,11 +59,18 @@ def _config(ctx: ProbeContext) -> AbProbe:
 
 async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) -> Target:
     """A connection pool and the model name for one side (asked from the server if unset)."""
-    if config.api == "tgi" and "tgi" not in endpoint.protocols:
-        raise InputError(f"deployment '{name}' does not speak TGI; set ab.api to completions")
+    if config.api in ("tgi", "tgis") and config.api not in endpoint.protocols:
+        raise InputError(
+            f"deployment '{name}' does not speak {config.api.upper()}; set ab.api to"
+            f" completions{' or serve tgis (params.protocols)' if config.api == 'tgis' else ''}"
+        )
     connections = 1024 if config.rate is not None else config.concurrency + 4
-    pool = pool_for(endpoint, max_connections=connections)
     model = endpoint.model
+    if config.api == "tgis":  # TGIS ignores the model id: nothing to discover
+        channel = tgis.pool_for(endpoint)
+        return Target(side, name, channel, model, config.api, config.max_tokens,
+                      config.temperature, config.timeout_s)  # fmt: skip
+    pool = pool_for(endpoint, max_connections=connections)
     if not model and config.api != "tgi":
         try:
             model = await openai.discover_model(pool, timeout_s=config.timeout_s) or ""
@@ -82,11 +91,11 @@ async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) ->
     )
 
 
-def _jobs(config: AbProbe, prompt_set: Sequence[prompts.Prompt], seed: int) -> list[Job]:
+def _order(config: AbProbe, prompt_set: Sequence[prompts.Prompt], seed: int) -> list[AbRequest]:
     rng = random.Random(seed)
     if config.mode == "paired":
-        return traffic.paired_jobs(prompt_set, config.requests, rng)
-    return traffic.split_jobs(prompt_set, config.requests, config.split, rng)
+        return traffic.paired_order(prompt_set, config.requests, rng)
+    return traffic.split_order(prompt_set, config.requests, config.split, rng)
 
 
 def _check_reached(records: Sequence[Mapping[str, Any]], targets: Mapping[Side, Target]) -> None:
@@ -112,19 +121,19 @@ def _embedding_scorer(model_dir: str | None) -> Scorer:
 
 
 async def _send_all(
-    ctx: ProbeContext, config: AbProbe, jobs: Sequence[Job], targets: Mapping[Side, Target]
+    ctx: ProbeContext, config: AbProbe, order: Sequence[AbRequest], targets: Mapping[Side, Target]
 ) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
 
-    async def send(job: Job) -> None:
-        record = await traffic.send_one(job, targets[job.side])
+    async def send(request: AbRequest) -> None:
+        record = await traffic.send_one(request, targets[request.side])
         ctx.records.write(record)
         records.append(record)
-        if len(records) % 10 == 0 or len(records) == len(jobs):
-            ctx.progress(f"ab {len(records)}/{len(jobs)} requests")
+        if len(records) % 10 == 0 or len(records) == len(order):
+            ctx.progress(f"ab {len(records)}/{len(order)} requests")
 
     await traffic.drive(
-        jobs,
+        order,
         send,
         concurrency=config.concurrency,
         rate=config.rate,
@@ -157,14 +166,22 @@ async def run(ctx: ProbeContext, *, scorer: Scorer | None = None) -> ProbeOutcom
     try:
         for side in SIDES:
             targets[side] = await _target(side, names[side], ctx.endpoints[names[side]], config)
-        records = await _send_all(ctx, config, _jobs(config, prompt_set, seed), targets)
+        scraped = {names[side]: ctx.endpoints[names[side]] for side in SIDES}
+        async with server_metrics.sampling(ctx.out_dir, scraped, config.server_metrics) as session:
+            records = await _send_all(ctx, config, _order(config, prompt_set, seed), targets)
     finally:
         for target in targets.values():
             await target.pool.aclose()
     _check_reached(records, targets)
     if config.similarity == "embedding" and scorer is None:
         scorer = _embedding_scorer(config.embedding_model)
-    return await analyse(records, config, seed, scorer)
+    outcome = await analyse(records, config, seed, scorer)
+    clients = {
+        name: ab_client_tokens(r for r in records if r["deployment"] == name)
+        for name in names.values()
+    }
+    outcome.summary["server_metrics"] = server_metrics.summary_of(session, clients, None)
+    return outcome
 
 
 def _prompt_json(prompt: prompts.Prompt) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The statistics of an A/B comparison, as pure functions of numbers (no I/O, no clock).
 
 Proportions
-    :func:`wilson` — Wilson score interval of one proportion (agreement).
+    :func:`wilson` — Wilson score interval of one proportion (agreement; scipy's).
     :func:`newcombe_difference` — Newcombe's hybrid score interval of ``p1 − p2`` (method 10
     of Newcombe 1998; error rates). It treats the two samples as independent, which is
     conservative for paired samples whose errors are positively correlated.
@@ -11,7 +11,7 @@ Proportions
 
 Latency
     :func:`ratio_of_medians` — canary median / stable median with a percentile bootstrap
-    interval (pairs resampled together when paired).
+    interval (``scipy.stats.bootstrap``; pairs resampled together when paired).
     :func:`hodges_lehmann_paired` / :func:`hodges_lehmann_shift` — the Hodges–Lehmann shift
     with the interval obtained by inverting the Wilcoxon signed-rank / Mann–Whitney test
     (normal approximation of the rank statistic).
@@ -26,6 +26,7 @@ means the data cannot give one.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -64,20 +65,13 @@ def z_of(confidence: float) -> float:
 
 
 def wilson(successes: int, n: int, confidence: float = 0.95) -> Estimate:
-    """The proportion ``successes / n`` with its Wilson score interval."""
+    """The proportion ``successes / n`` with its Wilson score interval (scipy's)."""
     if n <= 0:
         return Estimate(None)
     if not 0 <= successes <= n:
         raise ValueError(f"successes {successes} outside 0..{n}")
-    z = z_of(confidence)
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    # The exact ends: 0/n has lower bound 0 and n/n upper bound 1 (rounding would blur them).
-    lo = 0.0 if successes == 0 else max(0.0, centre - half)
-    hi = 1.0 if successes == n else min(1.0, centre + half)
-    return Estimate(p, lo, hi)
+    ci = sps.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return Estimate(successes / n, float(ci.low), float(ci.high))
 
 
 def _bounds(estimate: Estimate) -> tuple[float, float, float]:
@@ -166,11 +160,12 @@ def ratio_of_medians(
     resamples: int = 2000,
     seed: int = 0,
 ) -> Estimate:
-    """``median(canary) / median(stable)`` with a percentile bootstrap interval.
+    """``median(canary) / median(stable)`` with a percentile bootstrap interval (scipy's).
 
     ``paired``: ``stable[i]`` and ``canary[i]`` belong to one prompt and are resampled
     together (the interval then profits from their correlation); otherwise each side is
-    resampled on its own. ``None`` when a side is empty or its median is not positive.
+    resampled on its own. ``None`` when a side is empty or its median is not positive; no
+    interval when most resamples have a stable median of 0. ``seed`` makes it repeatable.
     """
     s, c = _clean(stable), _clean(canary)
     if s.size == 0 or c.size == 0 or (paired and s.size != c.size):
@@ -178,17 +173,37 @@ def ratio_of_medians(
     s_med, c_med = float(np.median(s)), float(np.median(c))
     if s_med <= 0:
         return Estimate(None)
-    rng = np.random.default_rng(seed)
-    idx_s = rng.integers(0, s.size, size=(resamples, s.size))
-    idx_c = idx_s if paired else rng.integers(0, c.size, size=(resamples, c.size))
-    boot_s = np.median(s[idx_s], axis=1)
-    boot_c = np.median(c[idx_c], axis=1)
-    ratios = boot_c[boot_s > 0] / boot_s[boot_s > 0]
-    if ratios.size < resamples // 2:
+    with warnings.catch_warnings():
+        # A resample whose stable median is 0 has no ratio (NaN), which scipy warns about;
+        # such resamples are counted and left out below instead.
+        warnings.simplefilter("ignore", sps.DegenerateDataWarning)
+        result = sps.bootstrap(
+            (s, c),
+            _median_ratio,
+            paired=paired,
+            vectorized=True,
+            n_resamples=resamples,
+            confidence_level=confidence,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    ratios = result.bootstrap_distribution
+    finite = ratios[np.isfinite(ratios)]
+    if finite.size < resamples // 2:
         return Estimate(c_med / s_med)
-    tail = (1 - confidence) / 2 * 100
-    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    if finite.size == ratios.size:
+        lo, hi = result.confidence_interval
+    else:
+        tail = (1 - confidence) / 2 * 100
+        lo, hi = np.percentile(finite, [tail, 100 - tail])
     return Estimate(c_med / s_med, float(lo), float(hi))
+
+
+def _median_ratio(stable: FloatArray, canary: FloatArray, axis: int = -1) -> FloatArray:
+    """median(canary) / median(stable) along ``axis``; NaN where the stable median is ≤ 0."""
+    s_med, c_med = np.median(stable, axis=axis), np.median(canary, axis=axis)
+    out = np.full(np.shape(s_med), np.nan)
+    return np.asarray(np.divide(c_med, s_med, out=out, where=s_med > 0), dtype=np.float64)
 
 
 def _order_stat_bounds(sorted_values: FloatArray, mean: float, sd: float, z: float) -> Estimate:

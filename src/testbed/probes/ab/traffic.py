@@ -7,8 +7,8 @@ requests (at least one, at most all but one) go to the canary, their positions s
 prompts follow a shuffled cycle over the set.
 
 Pacing: closed loop keeps at most ``concurrency`` requests in flight — per deployment when
-paired (a dispatcher walks the order and waits for a free slot of the job's side, so the pair
-structure survives), for the one stream when split. Open loop releases one pair (or one
+paired (a dispatcher walks the order and waits for a free slot of the request's side, so the
+pair structure survives), for the one stream when split. Open loop releases one pair (or one
 request when split) every ``1 / rate`` seconds, whatever is still in flight.
 
 A record is written the moment its request ends (never only held in memory): side,
@@ -25,20 +25,21 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from testbed.clients import openai, tgi
+from testbed.clients import openai, tgi, tgis
 from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.response import Response
+from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
 from testbed.probes.ab.prompts import Prompt
 
 Side = Literal["stable", "canary"]
 SIDES: tuple[Side, Side] = ("stable", "canary")
-Api = Literal["completions", "chat", "tgi"]
+Api = Literal["completions", "chat", "tgi", "tgis"]
 
 
 @dataclass(frozen=True)
-class Job:
-    """One request to send: ``seq`` is its place in the order; ``pair`` the pair it belongs
+class AbRequest:
+    """One request of the A/B order: ``seq`` is its place in it; ``pair`` the pair it belongs
     to (paired) or its place in the stream (split)."""
 
     seq: int
@@ -47,22 +48,22 @@ class Job:
     prompt: Prompt
 
 
-def paired_jobs(prompts: Sequence[Prompt], requests: int, rng: random.Random) -> list[Job]:
+def paired_order(prompts: Sequence[Prompt], requests: int, rng: random.Random) -> list[AbRequest]:
     """``requests`` pairs (prompt ``i mod len(prompts)`` for pair ``i``), in random order."""
-    order = list(range(requests))
-    rng.shuffle(order)
-    jobs: list[Job] = []
-    for pair in order:
+    pairs = list(range(requests))
+    rng.shuffle(pairs)
+    order: list[AbRequest] = []
+    for pair in pairs:
         prompt = prompts[pair % len(prompts)]
         sides = SIDES if rng.random() < 0.5 else SIDES[::-1]
         for side in sides:
-            jobs.append(Job(len(jobs), pair, side, prompt))
-    return jobs
+            order.append(AbRequest(len(order), pair, side, prompt))
+    return order
 
 
-def split_jobs(
+def split_order(
     prompts: Sequence[Prompt], requests: int, split: float, rng: random.Random
-) -> list[Job]:
+) -> list[AbRequest]:
     """One stream of ``requests`` requests, a ``split`` share of them to the canary."""
     if requests < 2:
         n_canary = 1 if split >= 0.5 else 0
@@ -74,7 +75,7 @@ def split_jobs(
     rng.shuffle(sides)
     cycle = list(range(len(prompts)))
     rng.shuffle(cycle)
-    return [Job(i, i, side, prompts[cycle[i % len(cycle)]]) for i, side in enumerate(sides)]
+    return [AbRequest(i, i, side, prompts[cycle[i % len(cycle)]]) for i, side in enumerate(sides)]
 
 
 # -- one request ---------------------------------------------------------------------------
@@ -86,7 +87,7 @@ class Target:
 
     side: Side
     deployment: str
-    pool: ConnectionPool
+    pool: ConnectionPool | TgisPool  # the gRPC channel for tgis
     model: str
     api: Api
     max_tokens: int
@@ -96,6 +97,15 @@ class Target:
     def body(self, prompt: Prompt) -> dict[str, Any]:
         """The protocol body for ``prompt`` (greedy unless a temperature is set)."""
         tokens = prompt.max_tokens or self.max_tokens
+        if self.api == "tgis":
+            params: dict[str, Any] = {"stopping": {"max_new_tokens": tokens}}
+            if self.temperature > 0:
+                params.update(method="SAMPLE", sampling={"temperature": self.temperature})
+            return {
+                "model_id": self.model,
+                "requests": [{"text": prompt.as_text()}],
+                "params": params,
+            }
         if self.api == "tgi":
             parameters: dict[str, Any] = {"max_new_tokens": tokens}
             if self.temperature > 0:  # TGI refuses temperature 0; greedy is do_sample=false
@@ -113,15 +123,24 @@ class Target:
         return body
 
     async def send(self, prompt: Prompt) -> Response:
+        if isinstance(self.pool, TgisPool):
+            sink = tgis.sink(stream=True)
+            await self.pool.send(tgis.encode(self.body(prompt), stream=True), sink, self.timeout_s)
+            return sink.response
         if self.api == "tgi":
             return await tgi.generate(self.pool, self.body(prompt), timeout_s=self.timeout_s)
+        api: openai.Api = "chat" if self.api == "chat" else "completions"
         return await openai.complete(
-            self.pool, self.body(prompt), api=self.api, timeout_s=self.timeout_s
+            self.pool, self.body(prompt), api=api, timeout_s=self.timeout_s
         )
 
 
 def record_of(
-    job: Job, target: Target, response: Response | None, failure: str | None, t_start_ns: int
+    request: AbRequest,
+    target: Target,
+    response: Response | None,
+    failure: str | None,
+    t_start_ns: int,
 ) -> dict[str, Any]:
     """The record of one finished (or failed) request."""
     if response is None:
@@ -132,11 +151,11 @@ def record_of(
     usage = response.usage or {}
     return {
         "probe": "ab",
-        "side": job.side,
+        "side": request.side,
         "deployment": target.deployment,
-        "pair": job.pair,
-        "seq": job.seq,
-        "prompt_id": job.prompt.id,
+        "pair": request.pair,
+        "seq": request.seq,
+        "prompt_id": request.prompt.id,
         "sent_ns": response.t_sent_ns or t_start_ns,
         "chunks_ns": [t for t, _ in response.chunks],
         "done_ns": response.t_done_ns or None,
@@ -149,17 +168,17 @@ def record_of(
     }
 
 
-async def send_one(job: Job, target: Target) -> dict[str, Any]:
-    """Send ``job`` to ``target``; connection failures and timeouts become the record's
+async def send_one(request: AbRequest, target: Target) -> dict[str, Any]:
+    """Send ``request`` to ``target``; connection failures and timeouts become the record's
     error (a per-request fact), never an exception."""
     t_start = monotonic_ns()
     try:
-        response = await target.send(job.prompt)
+        response = await target.send(request.prompt)
     except HttpClientError as exc:
-        return record_of(job, target, None, f"connection: {exc}", t_start)
+        return record_of(request, target, None, f"connection: {exc}", t_start)
     except TimeoutError:
-        return record_of(job, target, None, f"timeout after {target.timeout_s:g} s", t_start)
-    return record_of(job, target, response, None, t_start)
+        return record_of(request, target, None, f"timeout after {target.timeout_s:g} s", t_start)
+    return record_of(request, target, response, None, t_start)
 
 
 # -- pacing --------------------------------------------------------------------------------
@@ -169,35 +188,35 @@ def _releaser(slot: asyncio.Semaphore) -> Callable[[asyncio.Task[None]], None]:
     return lambda _task: slot.release()
 
 
-Send = Callable[[Job], Coroutine[Any, Any, None]]
+Send = Callable[[AbRequest], Coroutine[Any, Any, None]]
 
 
 async def drive(
-    jobs: Sequence[Job], send: Send, *, concurrency: int, rate: float | None, per_side: bool
+    order: Sequence[AbRequest], send: Send, *, concurrency: int, rate: float | None, per_side: bool
 ) -> None:
-    """Send every job in order, closed loop (``concurrency``) or open loop (``rate``).
+    """Send every request in order, closed loop (``concurrency``) or open loop (``rate``).
 
     ``per_side``: the concurrency limit applies to each side separately, and open loop
-    releases a whole pair (consecutive jobs of one ``pair``) at each tick.
+    releases a whole pair (consecutive requests of one ``pair``) at each tick.
     """
     async with asyncio.TaskGroup() as group:
         if rate is None:
             shared = asyncio.Semaphore(concurrency)
             slots = {s: asyncio.Semaphore(concurrency) for s in SIDES} if per_side else {}
-            for job in jobs:
-                slot = slots.get(job.side, shared)
+            for request in order:
+                slot = slots.get(request.side, shared)
                 await slot.acquire()
-                task = group.create_task(send(job))
+                task = group.create_task(send(request))
                 task.add_done_callback(_releaser(slot))
             return
         t0 = monotonic_ns()
         tick = -1
         previous_pair: int | None = None
-        for job in jobs:
-            if not per_side or job.pair != previous_pair:
+        for request in order:
+            if not per_side or request.pair != previous_pair:
                 tick += 1
-                previous_pair = job.pair
+                previous_pair = request.pair
                 delay = (t0 + round(tick * 1e9 / rate) - monotonic_ns()) / 1e9
                 if delay > 0:
                     await asyncio.sleep(delay)
-            group.create_task(send(job))
+            group.create_task(send(request))

@@ -9,11 +9,12 @@ of non-inferiority testing:
 - **INCONCLUSIVE**: the interval straddles the threshold, or fewer than ``min_samples``
   observations exist — too little data is never a pass.
 
-The campaign's verdict is the worst criterion's (FAIL > INCONCLUSIVE > PASS); with no
-criterion set it is INCONCLUSIVE. Each criterion's evidence also carries two one-sided tests
-against the threshold: ``p_meets`` (small: the data show the threshold is met) and
-``p_violates`` (small: they show it is missed), and ``p_value``, the one matching the status
-(the smaller of the two when INCONCLUSIVE).
+The campaign's verdict is the worst criterion's (FAIL > INCONCLUSIVE > PASS, the order of
+:data:`testbed.results.verdict.SEVERITY`); a campaign with no criterion at all is refused by
+:class:`~testbed.config.ab.AbCriteria`, so there is always one to judge. Each criterion's
+evidence also carries two one-sided tests against the threshold: ``p_meets`` (small: the
+data show the threshold is met) and ``p_violates`` (small: they show it is missed), and
+``p_value``, the one matching the status (the smaller of the two when INCONCLUSIVE).
 """
 
 from __future__ import annotations
@@ -188,13 +189,8 @@ def judge(
     if errors is not None:
         entries.append(errors)
     evidence = {"criteria": entries, "confidence": criteria.confidence}
-    if not entries:
-        return entries, Verdict(
-            status=Status.INCONCLUSIVE,
-            reason="no ab criterion is set; set at least one under ab.criteria",
-            evidence=evidence,
-        )
-    status = worst([Status(e["status"]) for e in entries])
+    assert entries, "AbCriteria refuses a probe without a criterion"
+    status = worst(e["status"] for e in entries)
     if status is Status.PASS:
         reason = f"all {len(entries)} criteria met at {criteria.confidence:.0%} confidence"
     else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from testbed.clients import tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, pool_for
 from testbed.config.correctness import CorrectnessProbe
@@ -27,7 +28,7 @@ from testbed.probes.correctness.cases import CaseFile, load_case_files
 from testbed.probes.correctness.differential import Divergence, differential
 from testbed.probes.correctness.embedding import Embedder
 from testbed.probes.correctness.evaluators import Settings
-from testbed.probes.correctness.runner import Result, Runner, plan_items
+from testbed.probes.correctness.runner import UNCHECKED, Result, Runner, plan_items
 from testbed.results.verdict import Status, Verdict
 
 __all__ = [
@@ -52,7 +53,9 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             Verdict(status=Status.ERROR, reason=f"case files: {exc}"),
         )
     endpoint = next(iter(ctx.endpoints.values()))
-    served: list[str] = list(endpoint.protocols)
+    served: list[str] = [
+        p for p in endpoint.protocols if p != "tgis" or endpoint.grpc_target is not None
+    ]
     items, skipped = plan_items(files, config, ctx.deployment, served)
     results: list[Result] = []
 
@@ -69,6 +72,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     for result in skipped:
         emit(result)
     pool = pool_for(endpoint, max_connections=config.concurrency * 2)
+    grpc = tgis.pool_for(endpoint) if any(i.protocol == "tgis" for i in items) else None
     try:
         model = await _model(endpoint, pool, served)
         settings = Settings(
@@ -78,10 +82,12 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             embedder=Embedder(config.embedding.model),
         )
         extra = config.differential_logprobs if config.reference is not None else 0
-        runner = Runner(config, pool, model, settings, emit, extra or None)
+        runner = Runner(config, pool, model, settings, emit, extra or None, grpc)
         await runner.run(items, seed)
     finally:
         await pool.aclose()
+        if grpc is not None:
+            await grpc.aclose()
     summary = summarize(results, seed)
     summary["deployment"] = ctx.deployment.get("name")
     summary["model"] = model
@@ -101,12 +107,13 @@ async def _model(endpoint: Endpoint, pool: ConnectionPool, served: list[str]) ->
 
 
 def _counts(results: Sequence[Result]) -> dict[str, int]:
-    def count(status: Status) -> int:
-        return sum(1 for r in results if r.status == status)
+    def count(outcome: str) -> int:
+        return sum(1 for r in results if r.outcome == outcome)
 
     return {
         "total": len(results),
         "passed": count(Status.PASS),
+        "unchecked": count(UNCHECKED),
         "failed": count(Status.FAIL),
         "errored": count(Status.ERROR),
         "skipped": count(Status.SKIPPED),
@@ -142,12 +149,15 @@ def summarize(results: Sequence[Result], seed: int) -> dict[str, Any]:
         "skipped": [
             {"case": r.id, "reason": r.reason} for r in ordered if r.status == Status.SKIPPED
         ],
+        "unchecked": [
+            {"case": r.id, "reason": r.reason} for r in ordered if r.outcome == UNCHECKED
+        ],
     }
 
 
 def verdict_of(summary: dict[str, Any]) -> Verdict:
-    """FAIL if any case failed, else ERROR if any got no answer, else PASS (SKIPPED if none
-    ran)."""
+    """FAIL if any case failed, else ERROR if any got no answer, else SKIPPED if none ran,
+    else INCONCLUSIVE if none was compared (every one ran ``skip_check``), else PASS."""
     counts = summary["cases"]
     evidence = {"cases": counts, "seed": summary["seed"]}
     if counts["failed"]:
@@ -160,4 +170,9 @@ def verdict_of(summary: dict[str, Any]) -> Verdict:
         return Verdict(status=Status.ERROR, reason=reason, evidence=evidence)
     if counts["total"] == counts["skipped"]:
         return Verdict(status=Status.SKIPPED, reason="every case was skipped", evidence=evidence)
-    return Verdict(status=Status.PASS, reason=f"{counts['passed']} passed", evidence=evidence)
+    unchecked = counts.get("unchecked", 0)
+    if not counts["passed"]:
+        reason = f"no case was compared: {unchecked} ran unchecked (skip_check)"
+        return Verdict(status=Status.INCONCLUSIVE, reason=reason, evidence=evidence)
+    reason = f"{counts['passed']} passed" + (f", {unchecked} unchecked" if unchecked else "")
+    return Verdict(status=Status.PASS, reason=reason, evidence=evidence)

@@ -9,7 +9,7 @@ A case file is a list (or a mapping with ``cases:``) of::
       skip: [single_shard_only, {when: {dtype: bfloat16}}]
       skip_check: false             # true: run it, check the stream, compare nothing
 
-``expected`` may also be a mapping by protocol (``{openai: …, tgi: …}``) where the two
+``expected`` may also be a mapping by protocol (``{openai: …, tgi: …, tgis: …}``) where the
 protocols answer differently (stop sequences, finish reason names). ``error`` instead of
 ``expected`` says the server must refuse the request (``status``, ``message`` contained).
 Mistakes are reported with file:line like the campaign loader does.
@@ -29,8 +29,8 @@ from testbed.config.diagnostics import describe_errors
 from testbed.config.yamlsource import load_yaml
 from testbed.core.errors import CampaignError
 
-ProtocolName = Literal["openai", "tgi"]
-PROTOCOLS: tuple[ProtocolName, ...] = ("openai", "tgi")
+ProtocolName = Literal["openai", "tgi", "tgis"]
+PROTOCOLS: tuple[ProtocolName, ...] = ("openai", "tgi", "tgis")
 
 
 class Message(Strict):
@@ -100,6 +100,7 @@ class ByProtocol(Strict):
 
     openai: Expected | None = None
     tgi: Expected | None = None
+    tgis: Expected | None = None
 
 
 class ExpectedError(Strict):
@@ -200,7 +201,7 @@ class Case(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
     description: str = ""
-    protocol: Literal["openai", "tgi", "both"] | None = Field(
+    protocol: Literal["openai", "tgi", "tgis", "both"] | None = Field(
         None, description="protocols this case runs on (default: the probe's)"
     )
     request: RequestSpec
@@ -231,8 +232,10 @@ class Case(Strict):
     def _consistent(self) -> Case:
         if self.expected is not None and self.error is not None:
             raise ValueError("give expected: or error:, not both")
-        if self.request.chat and self.protocol == "tgi":
-            raise ValueError("a chat case (messages:) needs the OpenAI protocol, not tgi")
+        if self.request.chat and self.protocol in ("tgi", "tgis"):
+            raise ValueError(
+                f"a chat case (messages:) needs the OpenAI protocol, not {self.protocol}"
+            )
         if not self.request.greedy and self.request.seed is None and not self.skip_check:
             raise ValueError(
                 "temperature > 0 without seed: is not reproducible — add seed: N,"
@@ -241,8 +244,13 @@ class Case(Strict):
         return self
 
     def expected_for(self, protocol: ProtocolName) -> Expected | None:
+        """The expectation of ``protocol``; TGIS (a fork of TGI, the same names) falls back
+        on the ``tgi`` one when the case has none of its own."""
         if isinstance(self.expected, ByProtocol):
-            return getattr(self.expected, protocol)  # type: ignore[no-any-return]
+            found: Expected | None = getattr(self.expected, protocol)
+            if found is None and protocol == "tgis":
+                return self.expected.tgi
+            return found
         return self.expected
 
     @property

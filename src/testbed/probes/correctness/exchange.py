@@ -1,9 +1,10 @@
 """One request of a case over one protocol: the body sent, and everything that came back.
 
 Bodies are built from the case's neutral :class:`RequestSpec` (OpenAI completions or chat,
-or TGI ``/generate``), sent with the protocol clients of :mod:`testbed.clients`, and the
-answer is kept twice: decoded into an :class:`Output`, and as the raw event payloads of a
-stream so that :mod:`stream_check` can judge the stream itself. Connection failures and
+TGI ``/generate``, or a TGIS ``Generate`` request sent over gRPC), sent with the protocol
+clients of :mod:`testbed.clients`, and the answer is kept twice: decoded into an
+:class:`Output`, and as the raw event payloads of a stream so that :mod:`stream_check` can
+judge the stream itself. Connection failures and
 timeouts raise :class:`Unreachable` (an infrastructure error: the case is ERROR, not FAIL).
 """
 
@@ -14,14 +15,15 @@ from typing import Any
 
 import orjson
 
-from testbed.clients import openai, tgi
+from testbed.clients import openai, tgi, tgis
 from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.response import Sink
 from testbed.clients.sse import SseParser
+from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
 from testbed.probes.correctness.cases import ProtocolName, RequestSpec
-from testbed.probes.correctness.outputs import ErrorOutput, Output, error_message
+from testbed.probes.correctness.outputs import ErrorOutput, Output, error_message, tgis_output
 from testbed.probes.correctness.outputs import openai_output as _openai_output
 from testbed.probes.correctness.outputs import tgi_output as _tgi_output
 
@@ -121,20 +123,105 @@ def tgi_body(spec: RequestSpec, logprobs: int | None) -> dict[str, Any]:
     return {"inputs": spec.prompt, "parameters": parameters}
 
 
+def tgis_body(spec: RequestSpec, model: str, logprobs: int | None) -> dict[str, Any]:
+    """The TGIS ``Generate`` request of ``spec`` (proto field names; greedy unless
+        temperature > 0). ``ignore_eos`` becomes ``min_new_tokens`` = ``max_new_tokens``, TGIS's
+        way to get exact lengths; ``extra`` goes into ``params`` (TGI's parameter names where TGIS
+    keeps them)."""
+    params: dict[str, Any] = {"method": "GREEDY" if spec.greedy else "SAMPLE"}
+    if not spec.greedy:
+        sampling: dict[str, Any] = {"temperature": spec.temperature}
+        for name in ("seed", "top_p", "top_k"):
+            if getattr(spec, name) is not None:
+                sampling[name] = getattr(spec, name)
+        params["sampling"] = sampling
+    stopping: dict[str, Any] = {}
+    if spec.max_new_tokens is not None:
+        stopping["max_new_tokens"] = spec.max_new_tokens
+        if spec.ignore_eos:
+            stopping["min_new_tokens"] = spec.max_new_tokens
+    if spec.stop:
+        stopping["stop_sequences"] = list(spec.stop)
+    if stopping:
+        params["stopping"] = stopping
+    if logprobs is not None:
+        params["response"] = {
+            "generated_tokens": True,
+            "token_logprobs": True,
+            "top_n_tokens": logprobs,
+        }
+    _extra(params, spec.extra)
+    return {"model_id": model, "requests": [{"text": spec.prompt}], "params": params}
+
+
+#: TGI parameter names in ``extra`` and where TGIS keeps them, so a case's ``extra`` (a bad
+#: temperature, say) means the same on both protocols; other keys are ``Parameters`` fields.
+_TGIS_PLACES = {
+    "temperature": "sampling",
+    "top_k": "sampling",
+    "top_p": "sampling",
+    "typical_p": "sampling",
+    "seed": "sampling",
+    "max_new_tokens": "stopping",
+    "min_new_tokens": "stopping",
+    "repetition_penalty": "decoding",
+}
+
+
+def _extra(params: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        place = _TGIS_PLACES.get(key)
+        if place is None:
+            params[key] = value
+            continue
+        params.setdefault(place, {})[key] = value
+        if place == "sampling":
+            params["method"] = "SAMPLE"
+
+
 def build_body(
     protocol: ProtocolName, spec: RequestSpec, model: str, logprobs: int | None
 ) -> dict[str, Any]:
     if protocol == "openai":
         return openai_body(spec, model, logprobs)
+    if protocol == "tgis":
+        return tgis_body(spec, model, logprobs)
     return tgi_body(spec, logprobs)
 
 
 def decode(protocol: ProtocolName, objects: list[Any]) -> Output:
+    if protocol == "tgis":
+        return tgis_output(objects)
     return _openai_output(objects) if protocol == "openai" else _tgi_output(objects)
 
 
+async def send_tgis(
+    pool: TgisPool, body: dict[str, Any], *, stream: bool, timeout_s: float
+) -> Exchange:
+    """:func:`send` over gRPC: the messages are kept as mappings (a stream's also as the
+    JSON payloads :mod:`stream_check` reads)."""
+    capture = tgis.sink(stream=stream, keep_raw=True)
+    started = monotonic_ns()
+    try:
+        await pool.send(tgis.encode(body, stream=stream), capture, timeout_s)
+    except HttpClientError as exc:
+        raise Unreachable(str(exc)) from exc
+    except TimeoutError as exc:
+        raise Unreachable(f"no complete answer within {timeout_s:g} s (timeout_s)") from exc
+    response = capture.response
+    exchange = Exchange("tgis", stream, body, Output(), response.status)
+    exchange.duration_ms = round((monotonic_ns() - started) / 1e6, 3)
+    if response.error is not None:
+        exchange.output = Output(error=ErrorOutput(response.status, response.error))
+        return exchange
+    if stream:
+        exchange.payloads = [orjson.dumps(message) for message in response.raw]
+    exchange.output = tgis_output(response.raw)
+    return exchange
+
+
 async def send(
-    pool: ConnectionPool,
+    pool: ConnectionPool | TgisPool,
     protocol: ProtocolName,
     body: dict[str, Any],
     *,
@@ -142,7 +229,10 @@ async def send(
     stream: bool,
     timeout_s: float,
 ) -> Exchange:
-    """Send ``body`` once and return the exchange; :class:`Unreachable` when no answer."""
+    """Send ``body`` once and return the exchange; :class:`Unreachable` when no answer.
+    ``pool`` is the gRPC channel for tgis, the HTTP pool otherwise."""
+    if isinstance(pool, TgisPool):
+        return await send_tgis(pool, body, stream=stream, timeout_s=timeout_s)
     if protocol == "openai":
         api: openai.Api = "chat" if chat else "completions"
         payload = openai.encode(pool, api, body, stream=stream)

@@ -1,4 +1,5 @@
-"""A server's answer in protocol-neutral form, read from OpenAI or TGI JSON objects.
+"""A server's answer in protocol-neutral form, read from OpenAI or TGI JSON objects, or from
+TGIS gRPC messages as plain mappings (:func:`testbed.clients.tgis.response_dict`).
 
 The same :class:`Output` comes out of a whole body and out of a merged stream, so that the
 two can be compared field by field, and it is what a case's ``expected:`` describes. Token
@@ -206,5 +207,34 @@ def tgi_output(objects: list[Any]) -> Output:
                 top = _tgi_top(tops[n]) if n < len(tops) else None
                 tokens.add(str(tok.get("text", "")), tok.get("logprob"), top)
     out.text = final_text if final_text is not None else "".join(streamed)
+    tokens.fill(out)
+    return out
+
+
+def tgis_output(messages: list[Any]) -> Output:
+    """A TGIS answer: the one ``GenerationResponse`` of ``Generate``, or every message of
+    ``GenerateStream``. Token details are there when the request asked for them (testbed
+    asks only together with logprobs); stop reasons take TGI's names."""
+    from testbed.clients.tgis import FINISH
+
+    out = Output()
+    tokens = _Tokens()
+    parts: list[str] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        parts.append(str(message.get("text") or ""))
+        if message.get("input_token_count"):
+            out.prompt_tokens = int(message["input_token_count"])
+        count = message.get("generated_token_count")
+        if count is not None and count >= (out.completion_tokens or 0):
+            out.completion_tokens = int(count)
+        reason = message.get("stop_reason")
+        if reason and reason != "NOT_FINISHED":
+            out.finish_reason = FINISH.get(reason, str(reason).lower())
+        for token in message.get("tokens") or []:
+            top = [(str(t["text"]), float(t["logprob"])) for t in token.get("top_tokens") or []]
+            tokens.add(str(token.get("text", "")), token.get("logprob"), top)
+    out.text = "".join(parts)
     tokens.fill(out)
     return out

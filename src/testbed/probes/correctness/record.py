@@ -1,7 +1,8 @@
 """Golden generation (``testbed record``): expected answers from a reference deployment.
 
 Each case of a file is sent (unary) on each protocol it runs on; the answer becomes its
-``expected:`` (or ``error:`` when the server refused). Everything else a case says — name,
+``expected:`` (or ``error:`` when the server refused). A case whose expectations are already
+by protocol keeps those of the protocols not recorded this time. Everything else a case says — name,
 request, evaluators, skip rules, ``skip_check`` — is written back as the user wrote it, and
 so is the file's leading comment block. A hand-written ``error.message`` that the new
 message still contains is kept (it may be deliberately loose, to hold on other servers).
@@ -17,12 +18,19 @@ from typing import Any
 
 import yaml
 
+from testbed.clients import tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import pool_for
 from testbed.config.correctness import CorrectnessProbe
 from testbed.core.clock import wall_label
 from testbed.core.errors import CampaignError, InfrastructureError
-from testbed.probes.correctness.cases import Case, CaseFile, ProtocolName, load_case_file
+from testbed.probes.correctness.cases import (
+    PROTOCOLS,
+    Case,
+    CaseFile,
+    ProtocolName,
+    load_case_file,
+)
 from testbed.probes.correctness.exchange import build_body, send
 from testbed.probes.correctness.outputs import Output
 from testbed.probes.correctness.runner import protocols_of
@@ -80,24 +88,28 @@ async def _answers(
     case: Case, protocols: list[ProtocolName], endpoint: Endpoint, timeout_s: float
 ) -> dict[ProtocolName, Output]:
     pool = pool_for(endpoint, max_connections=2)
+    grpc = tgis.pool_for(endpoint) if "tgis" in protocols else None
     try:
         answers = {}
         for protocol in protocols:
             body = build_body(protocol, case.request, endpoint.model, case.request.logprobs)
+            channel = grpc if protocol == "tgis" and grpc is not None else pool
             exchange = await send(
-                pool, protocol, body, chat=case.request.chat, stream=False, timeout_s=timeout_s
+                channel, protocol, body, chat=case.request.chat, stream=False, timeout_s=timeout_s
             )
             answers[protocol] = exchange.output
         return answers
     finally:
         await pool.aclose()
+        if grpc is not None:
+            await grpc.aclose()
 
 
 def _apply(raw: dict[str, Any], case: Case, answers: Mapping[ProtocolName, Output]) -> str:
     """Write the answers into the case's raw mapping; return a note of what changed."""
     outputs = list(answers.values())
     refused = [o for o in outputs if o.error is not None]
-    raw.pop("expected", None)
+    previous = raw.pop("expected", None)
     raw.pop("error", None)
     if refused and len(refused) == len(outputs):
         raw["error"] = error_from(refused[0], case)
@@ -105,9 +117,16 @@ def _apply(raw: dict[str, Any], case: Case, answers: Mapping[ProtocolName, Outpu
     if refused:
         sides = {p: (o.error.status if o.error else "answer") for p, o in answers.items()}
         raise InfrastructureError(f"{case.name}: the protocols disagree ({sides}); fix the case")
-    by_protocol = {p: expected_from(o, case) for p, o in answers.items()}
+    by_protocol: dict[str, Any] = {p: expected_from(o, case) for p, o in answers.items()}
     values = list(by_protocol.values())
-    raw["expected"] = values[0] if all(v == values[0] for v in values) else by_protocol
+    if isinstance(previous, dict) and previous and set(previous) <= set(PROTOCOLS):
+        # by protocol already: the protocols not recorded now keep their answers
+        merged = {**previous, **by_protocol}
+        if "tgis" in by_protocol and merged.get("tgi") == by_protocol["tgis"]:
+            del merged["tgis"]  # the tgi answer stands for tgis
+        raw["expected"] = merged
+    else:
+        raw["expected"] = values[0] if all(v == values[0] for v in values) else by_protocol
     return f"{case.name}: {values[0].get('text', '')[:50]!r}"
 
 
@@ -131,7 +150,7 @@ async def record_file(
     for raw, case in zip(raw_cases, case_file.cases, strict=True):
         reason = skip_reason(case, deployment)
         protocols = [p for p in protocols_of(case, config) if p in served]
-        protocols = [p for p in protocols if not (p == "tgi" and case.request.chat)]
+        protocols = [p for p in protocols if not (p in ("tgi", "tgis") and case.request.chat)]
         if case.skip_check or reason or not protocols:
             why = "skip_check" if case.skip_check else reason or "no protocol served"
             recorded.notes.append(f"{case.name}: left as it was ({why})")

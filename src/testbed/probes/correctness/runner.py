@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.clients.http import ConnectionPool
+from testbed.clients.tgis import TgisPool
 from testbed.config.correctness import CorrectnessProbe
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
@@ -27,7 +28,7 @@ from testbed.probes.correctness.evaluators import (
     run_evaluator,
     twin_check,
 )
-from testbed.probes.correctness.exchange import Exchange, build_body, send
+from testbed.probes.correctness.exchange import Exchange, Unreachable, build_body, send
 from testbed.probes.correctness.outputs import Output
 from testbed.probes.correctness.skip import skip_reason
 from testbed.probes.correctness.stream_check import check_stream
@@ -46,6 +47,10 @@ class Item:
     file: str
 
 
+#: A case result that ran without a failure but was compared to nothing (``skip_check``).
+UNCHECKED = "UNCHECKED"
+
+
 @dataclass
 class Result:
     """The outcome of one request of a case (unary, or its streaming twin)."""
@@ -61,6 +66,13 @@ class Result:
     output: Output | None = None
     request: dict[str, Any] | None = None
     duration_ms: float = 0.0
+    checked: bool = True  # False: ran (stream checked) but its answer compared to nothing
+
+    @property
+    def outcome(self) -> str:
+        """The case-level outcome: the status, or UNCHECKED for a ``skip_check`` case that
+        ran cleanly — counted on its own, never as passed."""
+        return UNCHECKED if self.status is Status.PASS and not self.checked else self.status.value
 
     @property
     def id(self) -> str:
@@ -74,7 +86,7 @@ class Result:
             "case": self.case,
             "protocol": self.protocol,
             "stream": self.stream,
-            "status": self.status.value,
+            "status": self.outcome,
             "reason": self.reason,
             "file": self.file,
             "greedy": self.greedy,
@@ -107,7 +119,7 @@ def plan_items(
                 reason = skip_reason(case, deployment)
                 if reason is None and protocol not in served:
                     reason = f"the server does not speak the {protocol} protocol"
-                if reason is None and protocol == "tgi" and case.request.chat:
+                if reason is None and protocol in ("tgi", "tgis") and case.request.chat:
                     reason = "a chat case needs the OpenAI protocol"
                 if reason is None and case.needs_expected() and not case.expected_for(protocol):
                     reason = f"no expected answer for {protocol}: record one with `testbed record`"
@@ -131,6 +143,7 @@ class Runner:
     settings: Settings
     emit: Callable[[Result], None]  # called once per result, as soon as it is known
     extra_logprobs: int | None = None  # asked of cases that ask none (for the differential)
+    grpc: TgisPool | None = None  # the channel of the tgis protocol (None: not served)
 
     async def run(self, items: Sequence[Item], seed: int) -> list[Result]:
         """Run ``items`` (shuffled with ``seed`` when configured), ``concurrency`` at once."""
@@ -185,8 +198,11 @@ class Runner:
         body = build_body(item.protocol, case.request, self.model, self._logprobs(case))
         started = monotonic_ns()
         try:
+            pool = self.grpc if item.protocol == "tgis" else self.pool
+            if pool is None:
+                raise Unreachable("the endpoint has no gRPC address for the tgis protocol")
             return await send(
-                self.pool,
+                pool,
                 item.protocol,
                 body,
                 chat=case.request.chat,
@@ -209,12 +225,14 @@ class Runner:
     def _result(self, item: Item, exchange: Exchange, checks: list[Check]) -> Result:
         case, output = item.case, exchange.output
         failed = [c for c in checks if not c.passed]
-        status, reason = Status.PASS, ""
+        status, reason, checked = Status.PASS, "", True
         if failed:
             status = Status.FAIL
             reason = "; ".join(f"{c.evaluator}: {c.detail}" for c in failed)[:500]
-        elif case.skip_check:
-            reason = "not compared (skip_check)"
+        elif case.skip_check and case.error is None:
+            checked = False
+            shape = "stream well-formed, " if exchange.stream else ""
+            reason = f"{shape}answer not compared (skip_check)"
         if output.error is not None and output.error.status in UNAVAILABLE and case.error is None:
             status = Status.ERROR
             reason = f"server unavailable: HTTP {output.error.status}: {output.error.message}"
@@ -230,6 +248,7 @@ class Runner:
             output,
             exchange.body,
             exchange.duration_ms,
+            checked,
         )
 
     async def _judge(self, item: Item, output: Output) -> list[Check]:

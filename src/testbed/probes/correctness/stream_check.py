@@ -45,8 +45,32 @@ def check_stream(exchange: Exchange) -> list[str]:
         if done_at is None:
             problems.append("the stream did not end with data: [DONE]")
         problems += _openai(objects)
+    elif exchange.protocol == "tgis":
+        problems += _tgis(objects)
     else:
         problems += _tgi(objects)
+    return problems
+
+
+def _tgis(messages: list[dict[str, Any]]) -> list[str]:
+    """A TGIS stream: the input token count first, counts that only grow, one stop reason
+    (on the last message)."""
+    problems = []
+    if not messages[0].get("input_token_count"):
+        problems.append("the first message does not carry input_token_count")
+    counts = [int(m.get("generated_token_count") or 0) for m in messages]
+    if any(b < a for a, b in itertools.pairwise(counts)):
+        problems.append(f"generated_token_count went down during the stream: {counts[:20]}")
+    finals = [
+        n for n, m in enumerate(messages) if m.get("stop_reason") not in (None, "NOT_FINISHED")
+    ]
+    if len(finals) != 1:
+        problems.append(f"{len(finals)} messages carry a stop_reason; exactly one (the last) must")
+    elif finals[0] != len(messages) - 1:
+        problems.append("the message with the stop_reason is not the last one")
+    listed = sum(len(m.get("tokens") or []) for m in messages)
+    if listed and listed != counts[-1]:
+        problems.append(f"{listed} tokens listed but generated_token_count is {counts[-1]}")
     return problems
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.clients import openai, tgi
+from testbed.clients import openai, tgi, tgis
 from testbed.clients.http import ConnectionPool
 from testbed.config.load import (
     FileDataset,
@@ -151,6 +151,15 @@ def request_body(item: Item, api: str, model: str, *, ignore_eos: bool) -> dict[
     """The protocol body for one item (stream flags are added by the client)."""
     if api == "tgi":
         return {"inputs": item.prompt, "parameters": {"max_new_tokens": item.output_tokens}}
+    if api == "tgis":  # min_new_tokens is TGIS's way to get exact lengths (no ignore_eos)
+        stopping = {"max_new_tokens": item.output_tokens}
+        if ignore_eos:
+            stopping["min_new_tokens"] = item.output_tokens
+        return {
+            "model_id": model,
+            "requests": [{"text": item.prompt}],
+            "params": {"stopping": stopping},
+        }
     body: dict[str, Any] = {"model": model, "max_tokens": item.output_tokens}
     if api == "chat":
         body["messages"] = [{"role": "user", "content": item.prompt}]
@@ -176,6 +185,8 @@ def encode(
         body = request_body(item, api, model, ignore_eos=ignore_eos)
         if api == "tgi":
             out.append(tgi.encode(pool, body, stream=stream))
+        elif api == "tgis":
+            out.append(tgis.encode(body, stream=stream))
         else:
             out.append(
                 openai.encode(pool, "chat" if api == "chat" else "completions", body, stream=stream)

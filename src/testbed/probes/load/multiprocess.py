@@ -7,7 +7,8 @@ stage from the common origin T0: closed-loop workers are split between children,
 arrivals of the one seeded schedule are dealt round-robin. ``CLOCK_MONOTONIC`` is
 system-wide, so the children's raw timestamps share one time axis and their records merge
 by simple concatenation. Each child writes records to its own part file as they complete;
-the parent appends them to the treatment's records when the stage ends.
+when the stage ends (also when it fails) the parent appends them to the treatment's records,
+and only then removes the part files.
 
 The API key never goes into the spec file: a literal key is handed to the children in the
 ``TESTBED_LOAD_API_KEY`` environment variable.
@@ -20,7 +21,8 @@ import contextlib
 import json
 import os
 import sys
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +30,42 @@ from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
 from testbed.probes.load.runner import StageRun
 from testbed.results import metrics
+from testbed.results.files import read_records
 
 _KEY_ENV = "TESTBED_LOAD_API_KEY"
 _READY_TIMEOUT_S = 60.0
 _START_MARGIN_NS = 50_000_000  # children get the go 50 ms before T0
+
+
+@dataclass(frozen=True)
+class _ChildFiles:
+    """The files of one child. Names are built by appending, never with
+    ``Path.with_suffix``: a stage name such as ``rate-12.5`` has a dot of its own."""
+
+    stem: Path
+
+    def _with(self, ending: str) -> Path:
+        return self.stem.parent / f"{self.stem.name}{ending}"
+
+    @property
+    def spec(self) -> Path:
+        return self._with(".spec.json")
+
+    @property
+    def part(self) -> Path:
+        return self._with(".jsonl")
+
+    @property
+    def run(self) -> Path:
+        return self._with(".run.json")
+
+    @property
+    def err(self) -> Path:
+        return self._with(".err")
+
+    def remove(self) -> None:
+        for path in (self.spec, self.part, self.run, self.err):
+            path.unlink(missing_ok=True)
 
 
 async def run_stage(
@@ -42,49 +76,63 @@ async def run_stage(
     seed: int,
     workdir: Path,
     api_key: str | None,
+    sink: Callable[[dict[str, Any]], None],
 ) -> tuple[StageRun, list[dict[str, Any]]]:
-    """Run one stage in ``processes`` children; the merged harness facts and records."""
+    """Run one stage in ``processes`` children; the merged harness facts and records.
+
+    Every record the children wrote goes to ``sink`` (the treatment's records.jsonl) before
+    any part file is removed — also when a child fails or the stage is interrupted. If the
+    sink itself fails, the part files stay on disk.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if api_key:
         env[_KEY_ENV] = api_key
     name = stage_json["name"]
-    files = [workdir / f".load-{name}-{p}" for p in range(processes)]
+    files = [_ChildFiles(workdir / f".load-{name}-{p}") for p in range(processes)]
     children: list[asyncio.subprocess.Process] = []
     try:
-        for proc, stem in enumerate(files):
+        for proc, child_files in enumerate(files):
             spec = {**base_spec, "stage": stage_json, "seed": seed, "proc": proc}
-            spec.update(procs=processes, part=f"{stem}.jsonl", run=f"{stem}.run.json")
-            stem.with_suffix(".spec.json").write_text(json.dumps(spec), encoding="utf-8")
-            with stem.with_suffix(".err").open("wb") as err:
-                children.append(
-                    await asyncio.create_subprocess_exec(
-                        sys.executable,
-                        "-m",
-                        "testbed.probes.load.multiprocess",
-                        str(stem.with_suffix(".spec.json")),
-                        stdin=asyncio.subprocess.PIPE,
-                        stdout=asyncio.subprocess.PIPE,
-                        stderr=err,
-                        env=env,
-                    )
-                )
-        for child, stem in zip(children, files, strict=True):
-            await _expect_ready(child, stem)
+            spec.update(procs=processes, part=str(child_files.part), run=str(child_files.run))
+            children.append(await _start(spec, child_files, env))
+        for child, child_files in zip(children, files, strict=True):
+            await _expect_ready(child, child_files)
         t0 = monotonic_ns() + _START_MARGIN_NS
         for child in children:
             assert child.stdin is not None
             child.stdin.write(f"go {t0}\n".encode())
             await child.stdin.drain()
-        for child, stem in zip(children, files, strict=True):
+        for child, child_files in zip(children, files, strict=True):
             if await child.wait() != 0:
-                raise InfrastructureError(f"load process failed: {_tail(stem)}")
+                raise InfrastructureError(f"load process failed: {_tail(child_files)}")
+        runs = [StageRun(**json.loads(f.run.read_text(encoding="utf-8"))) for f in files]
     finally:
         await _stop_all(children)
-    return _collect(files, processes)
+        records = _hand_over(files, sink)
+        for child_files in files:
+            child_files.remove()
+    return _merged_run(runs, processes), records
 
 
-async def _expect_ready(child: asyncio.subprocess.Process, stem: Path) -> None:
+async def _start(
+    spec: dict[str, Any], files: _ChildFiles, env: dict[str, str]
+) -> asyncio.subprocess.Process:
+    files.spec.write_text(json.dumps(spec), encoding="utf-8")
+    with files.err.open("wb") as err:
+        return await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "testbed.probes.load.multiprocess",
+            str(files.spec),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+
+
+async def _expect_ready(child: asyncio.subprocess.Process, files: _ChildFiles) -> None:
     assert child.stdout is not None
     try:
         async with asyncio.timeout(_READY_TIMEOUT_S):
@@ -93,11 +141,11 @@ async def _expect_ready(child: asyncio.subprocess.Process, stem: Path) -> None:
         line = b""
     if line.strip() != b"ready":
         await child.wait()
-        raise InfrastructureError(f"load process did not start: {_tail(stem)}")
+        raise InfrastructureError(f"load process did not start: {_tail(files)}")
 
 
-def _tail(stem: Path) -> str:
-    path = stem.with_suffix(".err")
+def _tail(files: _ChildFiles) -> str:
+    path = files.err
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     return text.strip()[-800:] or "(no output)"
 
@@ -119,16 +167,20 @@ async def _stop_all(children: list[asyncio.subprocess.Process]) -> None:
                 await child.wait()
 
 
-def _collect(files: list[Path], processes: int) -> tuple[StageRun, list[dict[str, Any]]]:
-    runs = [StageRun(**json.loads(stem.with_suffix(".run.json").read_text())) for stem in files]
-    parts = []
-    for stem in files:
-        with stem.with_suffix(".jsonl").open(encoding="utf-8") as handle:
-            parts.append([json.loads(line) for line in handle if line.strip()])
-    for stem in files:
-        for suffix in (".jsonl", ".run.json", ".spec.json", ".err"):
-            stem.with_suffix(suffix).unlink(missing_ok=True)
-    merged = StageRun(
+def _hand_over(
+    files: list[_ChildFiles], sink: Callable[[dict[str, Any]], None]
+) -> list[dict[str, Any]]:
+    """The children's records, merged in send order, each given to ``sink``. A torn last
+    line (a child killed mid-write) is not a record."""
+    parts = [read_records(f.part) for f in files]
+    merged: list[dict[str, Any]] = metrics.merge(parts)  # type: ignore[assignment]
+    for record in merged:
+        sink(record)
+    return merged
+
+
+def _merged_run(runs: list[StageRun], processes: int) -> StageRun:
+    return StageRun(
         name=runs[0].name,
         t_start_ns=min(r.t_start_ns for r in runs),
         t_stop_ns=max(r.t_stop_ns for r in runs),
@@ -143,7 +195,6 @@ def _collect(files: list[Path], processes: int) -> tuple[StageRun, list[dict[str
         processes=processes,
         cpu_fraction_max=max(r.cpu_fraction_max for r in runs),
     )
-    return merged, metrics.merge(parts)  # type: ignore[return-value]
 
 
 # -- the child -----------------------------------------------------------------------------
@@ -152,7 +203,9 @@ def _collect(files: list[Path], processes: int) -> tuple[StageRun, list[dict[str
 async def _child(spec: dict[str, Any]) -> None:
     import orjson
 
+    from testbed.clients.endpoint import Tls
     from testbed.clients.http import ConnectionPool
+    from testbed.clients.tgis import TgisPool
     from testbed.probes.load import dataset
     from testbed.probes.load.recording import BackgroundWriter
     from testbed.probes.load.runner import LoadGenerator, Options, Stage
@@ -160,7 +213,10 @@ async def _child(spec: dict[str, Any]) -> None:
 
     key = os.environ.get(_KEY_ENV)
     headers = {"Authorization": f"Bearer {key}"} if key else None
-    pool = ConnectionPool(spec["base_url"], headers=headers)
+    pool = ConnectionPool(spec["base_url"], headers=headers, tls=Tls(**spec["tls"]))
+    sender: ConnectionPool | TgisPool = pool
+    if spec["api"] == "tgis":
+        sender = TgisPool(spec["grpc_target"], api_key=key)
     items = [dataset.Item(**item) for item in spec["items"]]
     payloads = dataset.encode(
         items,
@@ -185,7 +241,7 @@ async def _child(spec: dict[str, Any]) -> None:
             to_disk(orjson.dumps(record) + b"\n")
 
         generator = LoadGenerator(
-            pool, items, payloads, counter_from_spec(spec["counter"]), write, options
+            sender, items, payloads, counter_from_spec(spec["counter"]), write, options
         )
         stage = Stage.from_json(spec["stage"])
         await generator.prepare(stage, spec["seed"])
@@ -199,6 +255,8 @@ async def _child(spec: dict[str, Any]) -> None:
         finally:
             to_disk.close()
     await pool.aclose()
+    if sender is not pool:
+        await sender.aclose()
     Path(spec["run"]).write_text(json.dumps(asdict(run)), encoding="utf-8")
 
 

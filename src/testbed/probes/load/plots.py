@@ -1,10 +1,12 @@
-"""Pictures of a load treatment, written as PNGs into the treatment directory.
+"""Pictures of a load treatment: the one place they are drawn.
 
-- ``latency_cdf.png``: TTFT, ITL and e2e CDFs, one line per stage;
-- ``in_flight.png``: requests in flight over time, per stage;
-- ``sweep.png`` (several stages): TTFT and ITL p50/p99 against achieved throughput.
+Each figure is built from records and stage summaries with the formulas of
+:mod:`testbed.results.metrics`, and returned as a matplotlib ``Figure`` (object API: no
+pyplot, no global state). Two places show them:
 
-matplotlib's object API with the Agg canvas: no pyplot, no global state.
+- the load probe writes PNGs into the treatment directory (:func:`write_all`):
+  ``latency_cdf.png``, ``time_series.png`` and, for several stages, ``sweep.png``;
+- the HTML report renders the same figures as inline SVG (``report.plots.to_svg``).
 """
 
 from __future__ import annotations
@@ -20,79 +22,154 @@ from matplotlib.figure import Figure
 from testbed.results import metrics
 from testbed.results.metrics import Record
 
+#: A CDF line keeps at most this many points (quantiles): the picture looks the same, and
+#: an SVG of it stays small.
+CDF_POINTS = 400
+LATENCY_LABELS = {
+    "ttft_ms": "TTFT (ms)",
+    "itl_ms": "ITL (ms)",
+    "tpot_ms": "TPOT (ms)",
+    "e2e_ms": "e2e latency (ms)",
+}
+
 
 def write_all(
-    out_dir: Path, stage_records: Mapping[str, Sequence[Record]], summaries: Sequence[Any]
+    out_dir: Path,
+    stage_records: Mapping[str, Sequence[Record]],
+    summaries: Sequence[Mapping[str, Any]],
 ) -> list[str]:
-    """Write every plot; the file names written."""
+    """Write the PNGs of a load treatment; the file names written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [latency_cdf(out_dir / "latency_cdf.png", stage_records)]
-    written.append(in_flight(out_dir / "in_flight.png", stage_records))
+    ok = {name: [r for r in records if metrics.is_ok(r)] for name, records in stage_records.items()}
+    figures = {"latency_cdf.png": latency_cdfs(ok)}
+    every = [r for records in stage_records.values() for r in records if r.get("sent_ns")]
+    if every:
+        figures["time_series.png"] = time_series(every)
     if len(summaries) > 1:
-        written.append(sweep(out_dir / "sweep.png", summaries))
-    return [path.name for path in written]
+        figures["sweep.png"] = latency_vs_throughput({"sweep": summaries}, "Sweep")
+    for name, fig in figures.items():
+        FigureCanvasAgg(fig)
+        fig.savefig(out_dir / name, dpi=110)
+    return list(figures)
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=110)
-    return path
+def latency_values(records: Sequence[Record]) -> dict[str, list[float]]:
+    """TTFT, ITL, TPOT and e2e of ``records``, in ms, by metric name."""
+    return {
+        "ttft_ms": [v for r in records if (v := metrics.ttft_ms(r)) is not None],
+        "itl_ms": [gap for r in records for gap in metrics.itl_ms(r)],
+        "tpot_ms": [v for r in records if (v := metrics.tpot_ms(r)) is not None],
+        "e2e_ms": [v for r in records if (v := metrics.e2e_ms(r)) is not None],
+    }
 
 
-def latency_cdf(path: Path, stage_records: Mapping[str, Sequence[Record]]) -> Path:
-    fig = Figure(figsize=(13, 4), layout="constrained")
-    axes = fig.subplots(1, 3)
-    for ax, label in zip(axes, ("TTFT (ms)", "ITL (ms)", "e2e latency (ms)"), strict=True):
-        for name, records in stage_records.items():
-            values = np.asarray(_values(label, records), dtype=np.float64)
-            if values.size:
-                # a CDF drawn through 1,000 quantiles looks the same and renders in a blink
-                fractions = np.linspace(0, 1, min(values.size, 1000))
-                ax.plot(np.quantile(values, fractions), fractions, label=name)
+def _cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    data = np.sort(np.asarray(values, dtype=np.float64))
+    if data.size <= CDF_POINTS:
+        return data, np.arange(1, data.size + 1) / data.size
+    fractions = np.linspace(0.0, 1.0, CDF_POINTS)
+    return np.quantile(data, fractions), fractions
+
+
+def latency_cdfs(populations: Mapping[str, Sequence[Record]]) -> Figure:
+    """CDFs of TTFT, ITL, TPOT and e2e: one panel each, one line per label of
+    ``populations`` (label → the records behind it)."""
+    fig = Figure(figsize=(10, 6.5), layout="constrained")
+    axes = fig.subplots(2, 2).ravel()
+    series = {name: latency_values(records) for name, records in populations.items()}
+    for ax, (metric, label) in zip(axes, LATENCY_LABELS.items(), strict=True):
+        for name, values in series.items():
+            points = values[metric]
+            if points:
+                x, y = _cdf(points)
+                ax.plot(x, y, label=name, linewidth=1.2)
         ax.set_xlabel(label)
-        ax.set_ylabel("fraction of requests" if label.startswith("TTFT") else "")
+        ax.set_ylabel("fraction")
+        ax.set_ylim(0, 1.01)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    if len(series) <= 12:
+        axes[0].legend(fontsize=7, loc="lower right")
     fig.suptitle("Latency CDFs")
-    return _save(fig, path)
+    return fig
 
 
-def _values(label: str, records: Sequence[Record]) -> list[float]:
-    ok = [r for r in records if metrics.is_ok(r)]
-    if label.startswith("ITL"):
-        return [gap for r in ok for gap in metrics.itl_ms(r)]
-    get = metrics.ttft_ms if label.startswith("TTFT") else metrics.e2e_ms
-    return [v for r in ok if (v := get(r)) is not None]
+def _point(summary: Mapping[str, Any]) -> dict[str, float | None]:
+    """A stage (or treatment) summary as one point: requests/s and the latency quantiles."""
+    point: dict[str, float | None] = {
+        "rps": (summary.get("throughput") or {}).get("requests_per_s")
+    }
+    for metric in ("ttft_ms", "itl_ms"):
+        for q in ("p50", "p99"):
+            point[f"{metric}.{q}"] = (summary.get(metric) or {}).get(q)
+    return point
 
 
-def in_flight(path: Path, stage_records: Mapping[str, Sequence[Record]]) -> Path:
-    fig = Figure(figsize=(9, 3.5), layout="constrained")
-    ax = fig.subplots()
-    origin = None
-    for name, records in stage_records.items():
-        series = metrics.in_flight(records, step_ns=50_000_000)
-        if not series:
-            continue
-        origin = series[0][0] if origin is None else origin
-        ax.step([(t - origin) / 1e9 for t, _ in series], [n for _, n in series], label=name)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("requests in flight")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    return _save(fig, path)
-
-
-def sweep(path: Path, summaries: Sequence[Mapping[str, Any]]) -> Path:
+def latency_vs_throughput(lines: Mapping[str, Sequence[Mapping[str, Any]]], title: str) -> Figure:
+    """TTFT and ITL (p50 and p99) against achieved requests/s, one line per label; each
+    line drawn through the summaries (of stages or treatments) it is given."""
     fig = Figure(figsize=(10, 4), layout="constrained")
     axes = fig.subplots(1, 2)
-    points = sorted(summaries, key=lambda s: s["throughput"]["requests_per_s"])
-    x = [s["throughput"]["requests_per_s"] for s in points]
     for ax, metric in zip(axes, ("ttft_ms", "itl_ms"), strict=True):
-        for quantile in ("p50", "p99"):
-            ax.plot(x, [s[metric][quantile] for s in points], marker="o", label=quantile)
+        for name, summaries in lines.items():
+            points = [p for p in map(_point, summaries) if p["rps"] is not None]
+            ordered = sorted(points, key=lambda p: p["rps"] or 0.0)
+            x = [p["rps"] for p in ordered]
+            for quantile, style in (("p50", "-o"), ("p99", "--s")):
+                y = [p.get(f"{metric}.{quantile}") for p in ordered]
+                ys = [np.nan if v is None else v for v in y]
+                ax.plot(x, ys, style, markersize=4, label=f"{name} {quantile}")
         ax.set_xlabel("throughput (requests/s)")
-        ax.set_ylabel(metric.replace("_ms", " (ms)").upper())
+        ax.set_ylabel(LATENCY_LABELS[metric])
         ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle("Latency against throughput across the sweep")
-    return _save(fig, path)
+        if sum(len(v) > 0 for v in lines.values()) <= 6:
+            ax.legend(fontsize=7)
+    fig.suptitle(title)
+    return fig
+
+
+def time_series(records: Sequence[Record], window_ns: tuple[int, int] | None = None) -> Figure:
+    """Requests in flight, completions per second and each request's TTFT (at its send
+    time) over the treatment's time, seconds from its first request; ``window_ns`` (the
+    steady-state window) shaded. ``records`` must hold at least one sent request."""
+    origin = min(r["sent_ns"] for r in records if r.get("sent_ns") is not None)
+    span = max((r.get("done_ns") or r.get("failed_ns") or origin) for r in records) - origin
+    step = max(10_000_000, span // 300)  # ≤ ~300 samples whatever the length
+    flight = [((t - origin) / 1e9, n) for t, n in metrics.in_flight(records, step_ns=step)]
+    done = sorted(r["done_ns"] for r in records if metrics.is_ok(r) and r.get("done_ns"))
+    # completions are counted in coarser bins: at 10 ms a bin holds 0 or 1 of them
+    completions = _rate_series(done, origin, max(100_000_000, span // 60))
+    ttft = [
+        ((r["sent_ns"] - origin) / 1e9, v)
+        for r in records
+        if r.get("sent_ns") is not None and (v := metrics.ttft_ms(r)) is not None
+    ]
+    fig = Figure(figsize=(10, 6), layout="constrained")
+    axes = fig.subplots(3, 1, sharex=True)
+    if flight:
+        axes[0].step([t for t, _ in flight], [n for _, n in flight], where="post")
+    axes[0].set_ylabel("in flight")
+    if completions:
+        axes[1].plot([t for t, _ in completions], [r for _, r in completions], "-")
+    axes[1].set_ylabel("completed / s")
+    if ttft:
+        axes[2].plot([t for t, _ in ttft], [v for _, v in ttft], ".", markersize=2)
+    axes[2].set_ylabel("TTFT (ms)")
+    axes[2].set_xlabel("time since the first request (s)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if window_ns is not None:
+            start, end = ((edge - origin) / 1e9 for edge in window_ns)
+            ax.axvspan(start, end, color="tab:green", alpha=0.08)
+    fig.suptitle("Over time" + (" (shaded: steady-state window)" if window_ns else ""))
+    return fig
+
+
+def _rate_series(times_ns: Sequence[int], origin: int, step_ns: int) -> list[tuple[float, float]]:
+    """Events per second in consecutive bins of ``step_ns``."""
+    if not times_ns:
+        return []
+    bins: dict[int, int] = {}
+    for t in times_ns:
+        bins[(t - origin) // step_ns] = bins.get((t - origin) // step_ns, 0) + 1
+    last = max(bins)
+    return [((i + 0.5) * step_ns / 1e9, bins.get(i, 0) / (step_ns / 1e9)) for i in range(last + 1)]

@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from testbed.clients import openai
+from testbed.clients import openai, tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
+from testbed.clients.tgis import TgisPool
 from testbed.config.load import LoadProbe
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
+from testbed.probes import server_metrics
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.load import dataset, multiprocess, profiles
 from testbed.probes.load.loops import loop_name
@@ -24,6 +26,7 @@ from testbed.probes.load.recording import BackgroundWriter
 from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
 from testbed.probes.load.summary import probe_summary, stage_summary, verdict_of
 from testbed.probes.load.tokens import TokenCounter, counter_for
+from testbed.probes.server_metrics.summary import load_client_tokens
 
 
 @dataclass
@@ -31,12 +34,13 @@ class Setup:
     """Everything the stages share, built once."""
 
     endpoint: Endpoint
-    pool: ConnectionPool
+    pool: ConnectionPool  # HTTP: model discovery, /tokenize, and the requests of HTTP apis
     model: str
     counter: TokenCounter
     items: list[dataset.Item]
     payloads: list[bytes]
     options: Options
+    sender: ConnectionPool | TgisPool  # what the requests go through (gRPC for tgis)
 
 
 async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
@@ -44,7 +48,7 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
     pool = pool_for(endpoint, max_connections=max(config.max_in_flight, config.concurrency) + 8)
     try:
         model = config.model or endpoint.model
-        if not model and config.api != "tgi":
+        if not model and config.api not in ("tgi", "tgis"):
             model = await openai.discover_model(pool) or ""
             if not model:
                 raise InputError(
@@ -65,7 +69,8 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
         max_in_flight=config.max_in_flight,
         keep_text=config.keep_text,
     )
-    return Setup(endpoint, pool, model, counter, items, payloads, options)
+    sender = tgis.pool_for(endpoint) if config.api == "tgis" else pool
+    return Setup(endpoint, pool, model, counter, items, payloads, options, sender)
 
 
 async def run(ctx: ProbeContext) -> ProbeOutcome:
@@ -75,29 +80,35 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     )
     if not ctx.endpoints:
         raise InputError("the load probe needs an endpoint")
-    endpoint = next(iter(ctx.endpoints.values()))
+    name, endpoint = next(iter(ctx.endpoints.items()))
     seed = config.seed if config.seed is not None else ctx.seed
     setup = await prepare(endpoint, config, seed)
     stage_records: dict[str, list[dict[str, Any]]] = {}
     summaries: list[dict[str, Any]] = []
     try:
-        stages = profiles.first_stages(config)
-        while stages:
-            stage = stages.pop(0)
-            ctx.progress(f"load: {stage.name} ({len(summaries) + 1})")
-            run_, records = await execute_stage(stage, setup, config, ctx, seed + len(summaries))
-            _raise_if_down(records, endpoint)
-            stage_records[stage.name] = records
-            summaries.append(stage_summary(stage, run_, records, config))
-            if config.profile == "sweep" and len(summaries) == 2:
-                rates = profiles.sweep_rates(
-                    summaries[0]["throughput"]["requests_per_s"],
-                    summaries[1]["throughput"]["requests_per_s"],
-                    config.sweep.rates,
-                )
-                stages = profiles.rate_stages(config, rates)
+        async with server_metrics.sampling(
+            ctx.out_dir, {name: endpoint}, config.server_metrics
+        ) as session:
+            stages = profiles.first_stages(config)
+            while stages:
+                stage = stages.pop(0)
+                ctx.progress(f"load: {stage.name} ({len(summaries) + 1})")
+                stage_seed = seed + len(summaries)
+                run_, records = await execute_stage(stage, setup, config, ctx, stage_seed)
+                _raise_if_down(records, endpoint)
+                stage_records[stage.name] = records
+                summaries.append(stage_summary(stage, run_, records, config))
+                if config.profile == "sweep" and len(summaries) == 2:
+                    rates = profiles.sweep_rates(
+                        summaries[0]["throughput"]["requests_per_s"],
+                        summaries[1]["throughput"]["requests_per_s"],
+                        config.sweep.rates,
+                    )
+                    stages = profiles.rate_stages(config, rates)
     finally:
         await setup.pool.aclose()
+        if setup.sender is not setup.pool:
+            await setup.sender.aclose()
     summary = probe_summary(summaries, config)
     summary["setup"] = {
         "url": endpoint.base_url,
@@ -111,6 +122,12 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         "seed": seed,
     }
     summary["plots"] = _plots(ctx, stage_records, summaries) if config.plots else []
+    window = summary.get("window") or {}
+    summary["server_metrics"] = server_metrics.summary_of(
+        session,
+        {name: load_client_tokens(r for rs in stage_records.values() for r in rs)},
+        (window["start_ns"], window["end_ns"]) if "start_ns" in window else None,
+    )
     return ProbeOutcome(summary=summary, verdict=verdict_of(summaries, config))
 
 
@@ -126,7 +143,7 @@ async def execute_stage(
                 records.append(record)
 
             generator = LoadGenerator(
-                setup.pool, setup.items, setup.payloads, setup.counter, write, setup.options
+                setup.sender, setup.items, setup.payloads, setup.counter, write, setup.options
             )
             run_ = await generator.run(stage, seed=seed)
         return run_, records
@@ -134,6 +151,8 @@ async def execute_stage(
     del options["proc"], options["procs"]
     base = {
         "base_url": setup.endpoint.base_url,
+        "grpc_target": setup.endpoint.grpc_target,
+        "tls": asdict(setup.endpoint.tls),
         "model": setup.model,
         "api": config.api,
         "stream": config.stream,
@@ -150,9 +169,8 @@ async def execute_stage(
         seed=seed,
         workdir=ctx.out_dir,
         api_key=key,
+        sink=ctx.records.write,
     )
-    for record in merged:
-        ctx.records.write(record)
     return run_, merged
 
 

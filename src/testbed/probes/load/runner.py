@@ -21,17 +21,27 @@ import gc
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from testbed.clients import openai, tgi
-from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients import openai, tgi, tgis
+from testbed.clients.http import HttpClientError
 from testbed.clients.response import Response, Sink
+from testbed.clients.tgis import TgisSink
 from testbed.core.clock import monotonic_ns
 from testbed.probes.load.dataset import Item
 from testbed.probes.load.schedule import Arrivals, PreciseTimer, offsets_ns
 from testbed.probes.load.tokens import TokenCounter
 
 RecordSink = Callable[[dict[str, Any]], None]
+
+
+class Sender(Protocol):
+    """Where encoded requests go: the HTTP pool, or the gRPC channel of the tgis api (each
+    with the sinks of its protocol)."""
+
+    async def send(self, payload: bytes, sink: Any, timeout_s: float | None = None) -> int: ...
+
+    async def warm(self, connections: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -98,7 +108,7 @@ class LoadGenerator:
 
     def __init__(
         self,
-        pool: ConnectionPool,
+        pool: Sender,
         items: list[Item],
         payloads: list[bytes],
         counter: TokenCounter,
@@ -107,7 +117,7 @@ class LoadGenerator:
     ) -> None:
         self._pool, self._items, self._payloads = pool, items, payloads
         self._counter, self._write, self._opt = counter, write, options
-        self._make_sink = _sink_factory(options.api, options.stream, options.keep_text)
+        self._make_sink = _sink_factory(options.api, options.stream)
         self._next = options.proc  # global request number; processes interleave
         self.lags: list[int] = []
         self.capped = 0
@@ -301,6 +311,8 @@ def _rate_of(offsets: list[int], duration_s: float | None) -> float:
     return (len(offsets) - 1) / (offsets[-1] / 1e9) if len(offsets) > 1 and offsets[-1] else 0.0
 
 
-def _sink_factory(api: str, stream: bool, keep_raw: bool) -> Callable[[], Sink]:
-    module: Any = tgi if api == "tgi" else openai
+def _sink_factory(api: str, stream: bool) -> Callable[[], Sink | TgisSink]:
+    """Sinks that keep no raw chunks: the text (``keep_text``) is joined from the content
+    chunks, and raw JSON would cost memory and CPU on the hot path."""
+    module: Any = {"tgi": tgi, "tgis": tgis}.get(api, openai)
     return lambda: module.sink(stream=stream, keep_raw=False)

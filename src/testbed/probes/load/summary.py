@@ -84,6 +84,17 @@ def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
         evidence["max_rate_meeting_slo"] = metrics.max_rate_meeting_slo(
             stages, config.slo.model_dump()
         )
+    failed_all = [s for s in judged if s["requests"]["total"] and not s["requests"]["ok"]]
+    if failed_all:  # the server answered, wrongly, every time: the product is wrong
+        return Verdict(
+            status=Status.FAIL,
+            reason="; ".join(
+                f"{s['stage']}: every one of {s['requests']['total']} requests failed"
+                f" ({', '.join(s['requests']['top_errors'])})"
+                for s in failed_all
+            ),
+            evidence=evidence,
+        )
     if any(s["requests"]["in_window"] == 0 for s in judged):
         return Verdict(
             status=Status.INCONCLUSIVE,

@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from testbed.probes.server_metrics.summary import headline
 
 
 def _f(value: Any, digits: int = 1) -> str:
@@ -53,5 +56,8 @@ def print_summary(summary: Mapping[str, Any], out_dir: Path | None = None) -> No
         console.print(f"verdict: [bold]{verdict.get('status')}[/bold] — {verdict.get('reason')}")
     if summary.get("max_rate_meeting_slo") is not None:
         console.print(f"highest rate meeting the SLOs: {summary['max_rate_meeting_slo']:.2f}/s")
+    for line in headline(summary.get("server_metrics") or {}):
+        style = "yellow" if line.startswith("MISMATCH") else "dim"
+        console.print(f"[{style}]{escape(line)}[/{style}]")
     if out_dir is not None:
         console.print(f"records, summary.json and plots in {out_dir}")

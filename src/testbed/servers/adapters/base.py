@@ -20,8 +20,9 @@ from typing import Any, ClassVar, Literal
 
 from testbed.servers.models import parse_source
 
-#: The HTTP protocols testbed's clients speak (``clients.endpoint.Protocol``).
-ServerProtocol = Literal["openai", "tgi"]
+#: The protocols testbed's clients speak (``clients.endpoint.Protocol``): openai and tgi over
+#: HTTP, tgis over gRPC.
+ServerProtocol = Literal["openai", "tgi", "tgis"]
 Params = Mapping[str, Any]
 
 
@@ -39,6 +40,16 @@ class ServerAdapter(abc.ABC):
     container_port: ClassVar[int] = 8000
     #: Image used when the deployment names none (``repository:tag``).
     default_image: ClassVar[str] = ""
+
+    def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
+        """The protocols a deployment with ``params`` serves (the kind's, unless the kind
+        lets its ``protocols`` parameter choose)."""
+        del params
+        return self.protocols
+
+    def grpc_args(self, grpc_port: int) -> list[str]:
+        """Arguments of a local child process that serves tgis on ``grpc_port``."""
+        raise NotImplementedError(f"{self.kind} servers speak no gRPC on this machine")
 
     @abc.abstractmethod
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:

@@ -14,6 +14,13 @@ from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol,
 class HfAdapter(ServerAdapter):
     kind = "hf"
     protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai", "tgi")
+
+    def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
+        return tuple(params.get("protocols") or self.protocols)
+
+    def grpc_args(self, grpc_port: int) -> list[str]:
+        return ["--grpc-port", str(grpc_port)]
+
     default_image = f"testbed:{__version__}"
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
@@ -32,6 +39,7 @@ class HfAdapter(ServerAdapter):
             str(port),
             *flag("--threads", params.get("threads", 1)),
             *flag("--dtype", params.get("dtype")),
+            *flag("--protocols", ",".join(params.get("protocols") or []) or None),
             *[arg for item in sets for arg in ("--set", item)],
             *extra(params),
         ]

@@ -46,6 +46,13 @@ def set_args(params: Params) -> list[str]:
 class SimAdapter(ServerAdapter):
     kind = "sim"
     protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai", "tgi")
+
+    def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
+        return tuple(params.get("protocols") or self.protocols)
+
+    def grpc_args(self, grpc_port: int) -> list[str]:
+        return ["--grpc-port", str(grpc_port)]
+
     default_image = f"testbed:{__version__}"
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:

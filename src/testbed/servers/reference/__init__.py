@@ -7,14 +7,25 @@ model is converted.
 
 from __future__ import annotations
 
-import argparse
+from testbed.core.errors import MissingDependency
+from testbed.servers.reference.settings import DEFAULT_MODEL, ReferenceSettings
+
+#: The heavy stacks behind the ``reference`` extra.
+_STACKS = ("torch", "transformers", "gguf", "accelerate", "safetensors")
 
 
-def serve_main(args: argparse.Namespace) -> int:
-    """``testbed serve hf``: load the model, serve until SIGTERM or Ctrl-C; the exit code."""
-    from testbed.servers.reference.server import serve_main as run
+def serve(
+    settings: ReferenceSettings, source: str, host: str, port: int, grpc_port: int = 8033
+) -> int:
+    """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code.
+    With ``tgis`` in ``settings.protocols`` TGIS is served over gRPC on ``grpc_port``."""
+    try:
+        from testbed.servers.reference.server import serve as run
+    except ModuleNotFoundError as exc:
+        if exc.name not in _STACKS:
+            raise
+        raise MissingDependency(exc.name, "reference") from exc
+    return run(settings, source, host, port, grpc_port)
 
-    return run(args)
 
-
-__all__ = ["serve_main"]
+__all__ = ["DEFAULT_MODEL", "ReferenceSettings", "serve"]

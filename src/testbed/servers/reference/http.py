@@ -11,14 +11,12 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Content Too Large", 500: "Internal Server Error",
-            503: "Service Unavailable"}  # fmt: skip
 
 
 class ClientGone(ConnectionError):
@@ -49,7 +47,7 @@ class Responder:
         self.status = status
         connection = "keep-alive" if self.keep_alive else "close"
         return (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
             f"Content-Type: {content_type}\r\nConnection: {connection}\r\n{extra}\r\n"
         ).encode()
 

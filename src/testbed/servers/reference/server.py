@@ -1,4 +1,4 @@
-"""``testbed serve hf``: the reference server's routes, settings and lifetime.
+"""The reference server's routes and lifetime (``testbed serve hf`` starts it).
 
 Routes: ``/v1/completions``, ``/v1/chat/completions`` (OpenAI), ``/generate``,
 ``/generate_stream``, ``/info`` (TGI), ``/v1/models``, ``/health``, ``/tokenize``,
@@ -9,63 +9,43 @@ SIGTERM or Ctrl-C stop it cleanly.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import yaml
-from pydantic import Field, ValidationError
-
-from testbed.config.deployments import HfParams
 from testbed.core.clock import wall_seconds
-from testbed.core.errors import InputError, ServerStartError
+from testbed.core.errors import ServerStartError
 from testbed.servers import models
 from testbed.servers.reference import openai, tgi
 from testbed.servers.reference.context import BadRequest, ServerContext, UnknownModel
 from testbed.servers.reference.engine import Engine, RequestTooLong
 from testbed.servers.reference.http import ClientGone, HttpRequest, Responder, start
 from testbed.servers.reference.runtime import offline_environment, set_threads
+from testbed.servers.reference.settings import ReferenceSettings
 
-DEFAULT_MODEL = "bundled:smollm2-135m"
-
-
-class ReferenceSettings(HfParams):
-    """The hf deployment parameters plus what only matters when serving by hand."""
-
-    batch_invariant: bool = Field(
-        True,
-        description="pad matrix products so a request's output never depends on its batch"
-        " (about half the speed of one lone request; batches barely change)",
-    )
-    served_model_name: str | None = Field(None, description="name in /v1/models and requests")
-
-
-def settings_from(args: argparse.Namespace) -> ReferenceSettings:
-    """``--set k=v`` pairs (YAML scalars) and the ``--threads``/``--dtype`` flags, validated."""
-    values: dict[str, Any] = {}
-    for item in getattr(args, "overrides", None) or getattr(args, "set", None) or []:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise InputError(f"--set {item!r} is not key=value; write e.g. --set threads=2")
-        values[key.strip()] = yaml.safe_load(raw) if raw else ""
-    for flag in ("threads", "dtype"):
-        if getattr(args, flag, None) is not None:
-            values[flag] = getattr(args, flag)
-    try:
-        return ReferenceSettings(**values)
-    except ValidationError as exc:
-        raise InputError(f"bad hf server setting: {exc}") from exc
+_GENERATION_ROUTES = {
+    "openai": ("/v1/completions", "/v1/chat/completions"),
+    "tgi": ("/generate", "/generate_stream"),
+}
 
 
 class Routes:
     """Maps a request to its handler and every failure to the protocol's error shape."""
 
-    def __init__(self, ctx: ServerContext, folder: str) -> None:
+    def __init__(
+        self, ctx: ServerContext, folder: str, protocols: tuple[str, ...] = ("openai", "tgi")
+    ) -> None:
         self.ctx = ctx
         self.folder = folder
+        # generation routes of the HTTP protocols not served answer 404
+        self.hidden = {
+            path
+            for protocol, paths in _GENERATION_ROUTES.items()
+            if protocol not in protocols
+            for path in paths
+        }
         self.created = wall_seconds()
 
     async def __call__(self, request: HttpRequest, out: Responder) -> None:
@@ -103,6 +83,8 @@ class Routes:
             ),
             "/info": lambda: out.send_json(200, self._info()),
         }
+        for path_hidden in self.hidden:
+            del posts[path_hidden]
         table = posts if method == "POST" else gets if method == "GET" else {}
         if path in table:
             await table[path]()
@@ -165,13 +147,31 @@ def _status_of(exc: Exception) -> tuple[int, str]:
     return 500, "InternalServerError"
 
 
-async def _serve(ctx: ServerContext, folder: str, host: str, port: int) -> None:
+async def _serve(
+    ctx: ServerContext,
+    folder: str,
+    host: str,
+    port: int,
+    grpc_port: int | None,
+    protocols: tuple[str, ...],
+) -> None:
+    """Serve HTTP on ``port`` and, when ``grpc_port`` is not None, TGIS over gRPC on it."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # gRPC first: once /health answers, every protocol is ready
+    grpc = None
+    if grpc_port is not None:
+        from testbed.servers import grpc_server
+        from testbed.servers.reference.tgis import ReferenceServicer
+
+        grpc, grpc_bound = await grpc_server.start(
+            ReferenceServicer(ctx), host, grpc_port, "the hf server"
+        )
+        print(f"testbed hf gRPC (tgis) on {host}:{grpc_bound}", flush=True)
     try:
-        server = await start(Routes(ctx, folder), host, port)
+        server = await start(Routes(ctx, folder, protocols), host, port)
     except OSError as exc:
         raise ServerStartError(
             f"cannot listen on {host}:{port}: {exc}; pick another --port"
@@ -182,14 +182,16 @@ async def _serve(ctx: ServerContext, folder: str, host: str, port: int) -> None:
         print(f"testbed hf listening on http://{host}:{bound}", flush=True)
         await stop.wait()
         server.close()
+        if grpc is not None:
+            await grpc.stop(None)
         ctx.engine.stop()
     await server.wait_closed()
 
 
-def serve_main(args: argparse.Namespace) -> int:
-    """Load the model, serve until SIGTERM or Ctrl-C; the exit code."""
-    settings = settings_from(args)
-    source = getattr(args, "model", None) or DEFAULT_MODEL
+def serve(
+    settings: ReferenceSettings, source: str, host: str, port: int, grpc_port: int = 8033
+) -> int:
+    """Load the model ``source`` names, serve it until SIGTERM or Ctrl-C; the exit code."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The checksum of the weights (or a first conversion) runs while the stacks import.
         resolving = pool.submit(models.resolve_model, source)
@@ -213,7 +215,6 @@ def serve_main(args: argparse.Namespace) -> int:
         f"testbed hf: {folder} as {name!r}, dtype {settings.dtype}, {settings.threads} thread(s),"
         f" max batch {max_batch}, max length {max_len}, row multiple {loaded.row_multiple}\n"
     )
-    host = getattr(args, "host", None) or "127.0.0.1"
-    port = getattr(args, "port", None)
-    asyncio.run(_serve(ctx, str(folder), host, 8000 if port is None else int(port)))
+    grpc = grpc_port if "tgis" in settings.protocols else None
+    asyncio.run(_serve(ctx, str(folder), host, port, grpc, tuple(settings.protocols)))
     return 0

@@ -16,10 +16,10 @@ from collections.abc import Callable
 
 from testbed.config.sim import SimParams
 from testbed.core.clock import wall_seconds
+from testbed.servers.sim.delivery import Delivery
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
 from testbed.servers.sim.faults import FaultInjector
 from testbed.servers.sim.http import Connection, Request
-from testbed.servers.sim.job import Job
 from testbed.servers.sim.latency import LatencyModel
 from testbed.servers.sim.metrics import SimMetrics
 from testbed.servers.sim.openai import (
@@ -53,7 +53,7 @@ class SimApp:
         self._faults = FaultInjector(params.faults, params.seed)
         self._limit = params.effective_concurrency
         self._max_waiting = params.max_waiting
-        self._queue: deque[Job] = deque()
+        self._queue: deque[Delivery] = deque()
         self._ready_at = loop.time() + params.faults.slow_start_s
         self._ids = itertools.count(1)
         self._instant = params.instant
@@ -68,6 +68,13 @@ class SimApp:
             ("GET", "/metrics"): self._metrics,
             ("GET", "/info"): self._info,
         }
+        # Generation routes of a protocol the simulator was not asked to serve answer 404.
+        served = {"openai": ("/v1/completions", "/v1/chat/completions"),
+                  "tgi": ("/generate", "/generate_stream")}  # fmt: skip
+        for protocol, paths in served.items():
+            if protocol not in params.protocols:
+                for path in paths:
+                    del self._routes[("POST", path)]
         self._paths = {path for _, path in self._routes}
 
     # -- entry point from the HTTP layer
@@ -96,6 +103,13 @@ class SimApp:
             message = f"no route {request.method} {request.path}"
             conn.respond(404, GenerationRequest.error_body(404, message))
 
+    def serve(
+        self, dialect: type[GenerationRequest], stream: bool, request: Request, conn: Connection
+    ) -> None:
+        """A generation request from another front door (the gRPC one): ``conn`` need only
+        have the HTTP connection's answering methods."""
+        self._serve(dialect, stream, request, conn)
+
     @property
     def ready(self) -> bool:
         return self.loop.time() >= self._ready_at
@@ -104,7 +118,7 @@ class SimApp:
     def _serve(
         self, dialect: type[GenerationRequest], stream: bool, request: Request, conn: Connection
     ) -> None:
-        """Parse, check, draw faults, generate; then answer now or hand over to a job."""
+        """Parse, check, draw faults, generate; then answer now or hand over to a delivery."""
         try:
             req = dialect.parse(request.body, self.params, stream=stream)
             self._check(req)
@@ -142,8 +156,8 @@ class SimApp:
         ):
             self._answer_now(req, gen, conn)
             return
-        job = Job(self, conn, req, gen, faults, request.arrival)
-        self._admit(job)
+        delivery = Delivery(self, conn, req, gen, faults, request.arrival)
+        self._admit(delivery)
 
     def _check(self, req: GenerationRequest) -> None:
         if not self.ready:
@@ -181,25 +195,25 @@ class SimApp:
             metrics.itl.observe(0.0, n - 1)
 
     # -- admission
-    def _admit(self, job: Job) -> None:
+    def _admit(self, delivery: Delivery) -> None:
         metrics = self.metrics
         limit = self._limit
         if limit is None or metrics.running < limit:
             metrics.running += 1
-            job.start(self.loop.time(), queued=False)
+            delivery.start(self.loop.time(), queued=False)
         elif self._max_waiting is None or metrics.waiting < self._max_waiting:
-            job.waiting = True
+            delivery.waiting = True
             metrics.waiting += 1
-            self._queue.append(job)
+            self._queue.append(delivery)
         else:
             metrics.rejected += 1
-            job.reject()
+            delivery.reject()
 
-    def finished(self, job: Job, aborted: bool = False) -> None:
-        """Called by a job once: done, or its client left (also while it waited)."""
+    def finished(self, delivery: Delivery, aborted: bool = False) -> None:
+        """Called by a delivery once: done, or its client left (also while it waited)."""
         metrics = self.metrics
-        if job.waiting:
-            job.waiting = False
+        if delivery.waiting:
+            delivery.waiting = False
             metrics.waiting -= 1
             metrics.aborted += 1
             return  # left in the queue; skipped when popped
@@ -208,19 +222,23 @@ class SimApp:
             metrics.aborted += 1
         else:
             now = self.loop.time()
-            self._account(job.generation, ttft=job.first_token_at - job.base, e2e=now - job.base)
+            self._account(
+                delivery.generation,
+                ttft=delivery.first_token_at - delivery.base,
+                e2e=now - delivery.base,
+            )
         self._admit_waiting()
 
     def _admit_waiting(self) -> None:
         queue, metrics, limit = self._queue, self.metrics, self._limit
         while queue and (limit is None or metrics.running < limit):
-            job = queue.popleft()
-            if not job.waiting:
+            delivery = queue.popleft()
+            if not delivery.waiting:
                 continue  # its client left while it waited
-            job.waiting = False
+            delivery.waiting = False
             metrics.waiting -= 1
             metrics.running += 1
-            job.start(self.loop.time(), queued=True)
+            delivery.start(self.loop.time(), queued=True)
 
     # -- everything else
     def _tokenize(self, request: Request, conn: Connection) -> None:

@@ -11,32 +11,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Protocol
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
 
-_REASONS = {
-    100: "Continue",
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    411: "Length Required",
-    413: "Content Too Large",
-    429: "Too Many Requests",
-    431: "Request Header Fields Too Large",
-    500: "Internal Server Error",
-    501: "Not Implemented",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-}
+#: Status lines by code, built once from the standard library's table: every response
+#: writes one, and a load test must not wait on the simulator.
+_STATUS_LINES = {int(s): f"HTTP/1.1 {int(s)} {s.phrase}\r\n".encode() for s in HTTPStatus}
 
 
 def status_line(status: int) -> bytes:
-    return f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n".encode()
+    return _STATUS_LINES.get(status) or f"HTTP/1.1 {status} Error\r\n".encode()
 
 
 class Request:

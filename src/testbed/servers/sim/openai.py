@@ -7,7 +7,7 @@ at import), so a 64-token stream costs a few microseconds of string joins, not 6
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from testbed.config.sim import SimParams
 from testbed.servers.sim.dialect import (
@@ -18,6 +18,7 @@ from testbed.servers.sim.dialect import (
     opt_int,
     stop_list,
 )
+from testbed.servers.sim.logprobs import chat_logprobs, check_count, completion_logprobs
 from testbed.servers.sim.text import VOCABULARY_JSON, Generation, count_tokens
 
 _DONE = "data: [DONE]\n\n"
@@ -53,6 +54,30 @@ def _common(data: dict[str, Any], stream_default: bool = False) -> dict[str, Any
 
 class _OpenAIRequest(GenerationRequest):
     object_chunk: ClassVar[str]
+    #: Log-probabilities asked for: the number of alternatives per token (completions'
+    #: ``logprobs``, chat's ``top_logprobs``), or None when not asked.
+    top_k: int | None = None
+    vocab_size: int = 0
+
+    def asking(self, top_k: int | None, params: SimParams) -> Self:
+        self.top_k, self.vocab_size = top_k, params.vocab_size
+        return self
+
+    def _logprobs(self, gen: Generation, tokens: range, offset: int = 0) -> Any:
+        """The choice's ``logprobs`` value (None when the request did not ask)."""
+        del gen, tokens, offset
+        return None
+
+    def _mids(self, gen: Generation, mid: str) -> list[str]:
+        """The part of each token's event after its text: ``mid`` with its logprobs."""
+        if self.top_k is None:
+            return [mid] * len(gen.ids)
+        out, offset = [], 0
+        for i, text in enumerate(gen.texts):
+            value = json.dumps(self._logprobs(gen, range(i, i + 1), offset), separators=(",", ":"))
+            out.append(mid.replace('"logprobs":null', f'"logprobs":{value}', 1))
+            offset += len(text)
+        return out
 
     def tail(self, gen: Generation) -> str:
         if not self.include_usage:
@@ -68,6 +93,16 @@ class _OpenAIRequest(GenerationRequest):
             f'data: {{"id":"{self.rid}","object":"{self.object_chunk}","created":{self.created},'
             f'"model":{json.dumps(self.model_name)},"choices":[{{"index":0,'
         )
+
+    def _token_events(self, gen: Generation, head: str, mid: str) -> list[str]:
+        """One event per token: ``head``, the token's text, ``mid`` with its logprobs; the
+        last event carries the finish reason."""
+        mids = self._mids(gen, mid)
+        out = [head + tok + m for tok, m in zip(self._token_jsons(gen), mids, strict=True)]
+        if out:
+            finish = f'"finish_reason":"{_finish(gen)}"'
+            out[-1] = out[-1].replace('"finish_reason":null', finish, 1)
+        return out
 
     def _token_jsons(self, gen: Generation) -> list[str]:
         if all(len(t) == 4 for t in gen.texts):  # whole vocabulary tokens: pre-encoded
@@ -92,29 +127,29 @@ class CompletionRequest(_OpenAIRequest):
             prompt = " ".join(map(str, prompt))
         if not isinstance(prompt, str):
             raise BadRequest("'prompt' must be a string or a list of token ids", "prompt")
-        return cls(
+        request = cls(
             params,
             prompt=prompt,
             prompt_tokens=prompt_tokens,
             max_tokens=opt_int(data, "max_tokens", 1),
             **_common(data, stream),
         )
+        return request.asking(check_count(opt_int(data, "logprobs", 0), "logprobs"), params)
+
+    def _logprobs(self, gen: Generation, tokens: range, offset: int = 0) -> Any:
+        if self.top_k is None:
+            return None
+        return completion_logprobs(gen, self.top_k, self.vocab_size, tokens, offset)
 
     def events(self, gen: Generation) -> list[str]:
-        head = self._head() + '"text":'
         mid = ',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-        out = [head + tok + mid for tok in self._token_jsons(gen)]
-        if out:
-            out[-1] = out[-1].replace(
-                '"finish_reason":null', f'"finish_reason":"{_finish(gen)}"', 1
-            )
-        return out
+        return self._token_events(gen, self._head() + '"text":', mid)
 
     def whole(self, gen: Generation) -> bytes:
         choice = {
             "index": 0,
             "text": gen.text,
-            "logprobs": None,
+            "logprobs": self._logprobs(gen, range(len(gen.ids))),
             "finish_reason": _finish(gen),
             "stop_reason": None,
         }
@@ -142,32 +177,40 @@ class ChatRequest(_OpenAIRequest):
         max_tokens = opt_int(data, "max_completion_tokens", 1)
         if max_tokens is None:
             max_tokens = opt_int(data, "max_tokens", 1)
-        return cls(
+        request = cls(
             params,
             prompt=prompt,
             prompt_tokens=chat_prompt_tokens(data["messages"], params),
             max_tokens=max_tokens,
             **_common(data, stream),
         )
+        top = check_count(opt_int(data, "top_logprobs", 0), "top_logprobs")
+        if not opt_bool(data, "logprobs"):
+            if top is not None:
+                raise BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs")
+            return request
+        return request.asking(top or 0, params)
+
+    def _logprobs(self, gen: Generation, tokens: range, offset: int = 0) -> Any:
+        if self.top_k is None:
+            return None
+        return chat_logprobs(gen, self.top_k, self.vocab_size, tokens)
 
     def events(self, gen: Generation) -> list[str]:
-        head = self._head() + '"delta":{"content":'
         mid = '},"logprobs":null,"finish_reason":null}]}\n\n'
-        out = [head + tok + mid for tok in self._token_jsons(gen)]
+        out = self._token_events(gen, self._head() + '"delta":{"content":', mid)
         if out:
-            # vLLM sends the role first, in its own chunk, with the first token.
+            # vLLM sends the role first, in its own chunk, with the first token (written after
+            # the finish reason is set: a one-token answer's role chunk must not carry it).
             role = self._head() + '"delta":{"role":"assistant","content":""' + mid
             out[0] = role + out[0]
-            out[-1] = out[-1].replace(
-                '"finish_reason":null', f'"finish_reason":"{_finish(gen)}"', 1
-            )
         return out
 
     def whole(self, gen: Generation) -> bytes:
         choice = {
             "index": 0,
             "message": {"role": "assistant", "content": gen.text},
-            "logprobs": None,
+            "logprobs": self._logprobs(gen, range(len(gen.ids))),
             "finish_reason": _finish(gen),
         }
         return json.dumps(

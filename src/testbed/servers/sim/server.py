@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
+from typing import Any
 
 from testbed.config.sim import SimParams
-from testbed.core.errors import ServerStartError
+from testbed.core.errors import ServerCrashed, ServerStartError
 from testbed.servers.sim.app import SimApp
 from testbed.servers.sim.http import Connection
 from testbed.servers.sim.loop import precise_event_loop
@@ -25,7 +27,7 @@ from testbed.servers.sim.metrics import SimMetrics
 _SETTLE_ITERATIONS = 100
 
 
-def url_for(host: str, port: int) -> str:
+def url_for(host: str, port: int, scheme: str = "http") -> str:
     """The URL a client on this machine uses for a server bound to ``host``."""
     if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
@@ -33,24 +35,34 @@ def url_for(host: str, port: int) -> str:
         host = "::1"
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}"
+    return f"{scheme}://{host}:{port}"
 
 
 class SimServer:
-    """A simulator listening on ``host:port`` (port 0: a free one) in the current loop."""
+    """A simulator listening on ``host:port`` (port 0: a free one) in the current loop;
+    over TLS (``https://``) when given a server ``tls`` context."""
 
     def __init__(
-        self, params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+        self,
+        params: SimParams | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+        grpc_port: int = 0,
     ) -> None:
         self.params = params or SimParams()
         self.host = host
         self.port = port
+        self.tls = tls
+        self.grpc_port = grpc_port  # TGIS over gRPC, when params.protocols has tgis
         self._server: asyncio.Server | None = None
         self._app: SimApp | None = None
+        self._grpc: Any = None
 
     @property
     def url(self) -> str:
-        return url_for(self.host, self.port)
+        return url_for(self.host, self.port, "https" if self.tls else "http")
 
     @property
     def metrics(self) -> SimMetrics:
@@ -61,11 +73,22 @@ class SimServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         app = SimApp(self.params, loop)
+        if "tgis" in self.params.protocols:  # first: ready over HTTP means ready over gRPC
+            from testbed.servers.sim.tgis import start_grpc
+
+            self._grpc, self.grpc_port = await start_grpc(app, self.host, self.grpc_port)
         try:
             server = await loop.create_server(
-                lambda: Connection(app, loop), self.host, self.port, reuse_address=True
+                lambda: Connection(app, loop),
+                self.host,
+                self.port,
+                reuse_address=True,
+                ssl=self.tls,
             )
         except OSError as exc:
+            if self._grpc is not None:
+                await self._grpc.stop(None)
+                self._grpc = None
             raise ServerStartError(
                 f"the simulator cannot listen on {self.host}:{self.port}: {exc.strerror}"
                 " (choose another --port, or 0 for a free one)"
@@ -73,8 +96,15 @@ class SimServer:
         self._app, self._server = app, server
         self.port = server.sockets[0].getsockname()[1]
 
+    @property
+    def grpc_target(self) -> str | None:
+        """``host:port`` of the gRPC service (None when tgis is not served)."""
+        if self._grpc is None:
+            return None
+        return url_for(self.host, self.grpc_port).removeprefix("http://")
+
     async def stop(self) -> None:
-        """Stop listening, reset open connections, let their jobs cancel their timers.
+        """Stop listening, reset open connections, let their deliveries cancel their timers.
 
         Returns once every connection is released, also one accepted just before: its accept
         task runs on the next loop iteration and makes the connection after that, which
@@ -86,6 +116,9 @@ class SimServer:
         if server is None or app is None:
             return
         self._server = None
+        if self._grpc is not None:  # its calls are cancelled: their jobs free their slots
+            grpc, self._grpc = self._grpc, None
+            await grpc.stop(None)
         app.closing = True
         _stop_accepting(server)
         for conn in list(app.connections):
@@ -115,30 +148,39 @@ class SimServer:
 
 @contextlib.asynccontextmanager
 async def running_sim(
-    params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+    params: SimParams | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[str]:
     """Serve the simulator in the running loop; yields its base URL (no trailing slash)."""
-    async with SimServer(params, host=host, port=port) as server:
+    async with SimServer(params, host=host, port=port, tls=tls) as server:
         yield server.url
 
 
 @contextlib.contextmanager
 def serve_in_thread(
-    params: SimParams | None = None, *, host: str = "127.0.0.1", port: int = 0
+    params: SimParams | None = None,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[str]:
-    """Serve the simulator from a background thread with a precise loop; yields its URL."""
+    """Serve the simulator from a background thread with a precise loop; yields its URL.
+
+    A failure in that thread (of the server, or of a callback of its loop) is not lost: it
+    is raised as :class:`ServerCrashed` when the block ends.
+    """
     loop = precise_event_loop()
     started = threading.Event()
-    server = SimServer(params, host=host, port=port)
+    server = SimServer(params, host=host, port=port, tls=tls)
     stop = asyncio.Event()
-    failure: list[BaseException] = []
+    failures: list[BaseException] = []
 
     async def main() -> None:
         try:
             await server.start()
-        except BaseException as exc:
-            failure.append(exc)
-            raise
         finally:
             started.set()
         try:
@@ -147,18 +189,24 @@ def serve_in_thread(
             await server.stop()
 
     thread = threading.Thread(
-        target=lambda: _run_quietly(loop, main()), name="testbed-sim", daemon=True
+        target=_run_reporting, args=(loop, main(), failures), name="testbed-sim", daemon=True
     )
     thread.start()
     started.wait()
-    if failure:
+    if failures:
         thread.join()
-        raise failure[0]
+        raise failures[0]
     try:
         yield server.url
     finally:
         loop.call_soon_threadsafe(stop.set)
         thread.join()
+    if failures:
+        first = failures[0]
+        raise ServerCrashed(
+            f"the simulator's thread failed ({len(failures)} error(s)); first:"
+            f" {type(first).__name__}: {first}"
+        ) from first
 
 
 def _stop_accepting(server: asyncio.Server) -> None:
@@ -173,11 +221,22 @@ def _stop_accepting(server: asyncio.Server) -> None:
             loop.remove_reader(sock.fileno())
 
 
-def _run_quietly(loop: asyncio.AbstractEventLoop, main: object) -> None:
+def _run_reporting(
+    loop: asyncio.AbstractEventLoop, main: Coroutine[Any, Any, None], failures: list[BaseException]
+) -> None:
+    """Run ``main`` in ``loop`` (this thread's); every error — of ``main`` or of any callback
+    the loop runs — is appended to ``failures`` for the thread that waits on this one."""
+
+    def collect(_loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        failures.append(error if error is not None else RuntimeError(context["message"]))
+
     asyncio.set_event_loop(loop)
+    loop.set_exception_handler(collect)
     try:
-        with contextlib.suppress(Exception):
-            loop.run_until_complete(main)  # type: ignore[arg-type]
+        loop.run_until_complete(main)
+    except Exception as exc:  # handed to the caller's thread, which raises it
+        failures.append(exc)
     finally:
         loop.close()
 
@@ -189,8 +248,13 @@ async def serve(
     port: int,
     stop: asyncio.Event,
     on_listening: Callable[[str], None],
+    grpc_port: int = 0,
+    on_grpc: Callable[[str], None] = lambda _target: None,
 ) -> None:
-    """Serve until ``stop`` is set; ``on_listening(url)`` is called once the port is open."""
-    async with SimServer(params, host=host, port=port) as server:
+    """Serve until ``stop`` is set; ``on_listening(url)`` is called once the port is open,
+    after ``on_grpc(host:port)`` when gRPC is served too."""
+    async with SimServer(params, host=host, port=port, grpc_port=grpc_port) as server:
+        if server.grpc_target is not None:
+            on_grpc(server.grpc_target)
         on_listening(server.url)
         await stop.wait()

@@ -1,7 +1,7 @@
-"""Jobs: workers that must be up together, with the treatments they serve.
+"""Worker sets: workers that must be up together, with the treatments they serve.
 
-Workers joined by an A/B treatment form one job (both must serve at once); unroll factors
-split a job into one per value combination, run in turn. Pure functions.
+Workers joined by an A/B treatment form one worker set (both must serve at once); unroll
+factors split a worker set into one per value combination, run in turn. Pure functions.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from testbed.plan.model import Plan, Treatment
 
 
 @dataclass
-class Job:
+class WorkerSet:
     """Workers provisioned together and the treatments they run, in plan order."""
 
     workers: tuple[str, ...]
@@ -26,8 +26,10 @@ class Job:
         return "+".join(self.workers) or "cluster"
 
 
-def make_jobs(plan: Plan, todo: Iterable[Treatment], unroll: Sequence[str] = ()) -> list[Job]:
-    """Group ``todo`` into jobs, ordered by their first treatment."""
+def make_worker_sets(
+    plan: Plan, todo: Iterable[Treatment], unroll: Sequence[str] = ()
+) -> list[WorkerSet]:
+    """Group ``todo`` into worker sets, ordered by their first treatment."""
     parent: dict[str, str] = {}
 
     def find(worker: str) -> str:
@@ -43,24 +45,24 @@ def make_jobs(plan: Plan, todo: Iterable[Treatment], unroll: Sequence[str] = ())
     members: dict[str, list[str]] = {}
     for worker in plan.workers:
         members.setdefault(find(worker), []).append(worker)
-    jobs: dict[tuple[Any, ...], Job] = {}
+    worker_sets: dict[tuple[Any, ...], WorkerSet] = {}
     for treatment in sorted(todo, key=lambda t: t.index):
         root = find(treatment.workers[0]) if treatment.workers else ""
         group = tuple(_level(treatment.params.get(f)) for f in unroll)
         key = (root, group)
-        if key not in jobs:
-            jobs[key] = Job(tuple(members.get(root, [])), group=group)
-        jobs[key].treatments.append(treatment)
-    return list(jobs.values())
+        if key not in worker_sets:
+            worker_sets[key] = WorkerSet(tuple(members.get(root, [])), group=group)
+        worker_sets[key].treatments.append(treatment)
+    return list(worker_sets.values())
 
 
 def _level(value: Any) -> Any:
     return value if isinstance(value, str | int | float | bool | None) else repr(value)
 
 
-def unroll_groups(jobs: list[Job]) -> list[list[Job]]:
-    """Jobs split by their unroll values, groups in order of first appearance."""
-    groups: dict[tuple[Any, ...], list[Job]] = {}
-    for job in jobs:
-        groups.setdefault(job.group, []).append(job)
+def unroll_groups(worker_sets: list[WorkerSet]) -> list[list[WorkerSet]]:
+    """Worker sets split by their unroll values, groups in order of first appearance."""
+    groups: dict[tuple[Any, ...], list[WorkerSet]] = {}
+    for worker_set in worker_sets:
+        groups.setdefault(worker_set.group, []).append(worker_set)
     return list(groups.values())

@@ -1,4 +1,5 @@
-"""One admitted generation: when each token is due, what is written, and its accounting.
+"""The delivery of one admitted generation: when each token is due, what is written, and
+its accounting.
 
 Tokens are paced against absolute deadlines on the loop's monotonic clock — first token at
 ``start + ttft``, token *i* at the previous deadline plus one drawn gap — never by sleeping a
@@ -22,8 +23,9 @@ if TYPE_CHECKING:
     from testbed.servers.sim.app import SimApp
 
 
-class Job:
-    """A request between admission and its last byte (or its client's departure)."""
+class Delivery:
+    """One admitted request being answered: from admission to its last byte (or its
+    client's departure), waiting in the queue first when the server is full."""
 
     __slots__ = (
         "_app",

@@ -1,15 +1,18 @@
-"""Uploading a run directory to a local S3 server (moto on 127.0.0.1): every file lands
-under prefix/<run-id>/, credentials come from the environment and never show up."""
+"""results.s3 against a local S3 server (moto on 127.0.0.1): a run upload lands every file
+under prefix/<run-id>/, a model's weights download once, credentials come from the
+environment and never show up."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
 from testbed.core.errors import InfrastructureError, InputError
-from testbed.results.upload import run_files, split_url, upload_run
+from testbed.results.s3 import run_files, split_url, upload_run
+from testbed.servers import models
 
 
 def make_dir(tmp_path: Path) -> Path:
@@ -133,3 +136,49 @@ def test_report_command_uploads(tmp_path: Path, s3_server: str) -> None:
     assert main(argv) == 0
     listed = s3(s3_server).list_objects_v2(Bucket="cli", Prefix="x/r-cli/")
     assert any(o["Key"].endswith("/report.html") for o in listed["Contents"])
+
+
+# -- model weights: s3://bucket/prefix through servers.models.resolve_model ----------------
+
+
+@pytest.fixture
+def weights(s3_server: str, aws_env: None) -> Any:
+    """A bucket of model files (created once per session; the server outlives a test)."""
+    del aws_env
+    store = s3(s3_server)
+    if "weights" not in {b["Name"] for b in store.list_buckets()["Buckets"]}:
+        store.create_bucket(Bucket="weights")
+    store.put_object(Bucket="weights", Key="models/tiny/config.json", Body=b"{}")
+    store.put_object(Bucket="weights", Key="models/tiny/sub/model.safetensors", Body=b"x" * 1000)
+    store.put_object(Bucket="weights", Key="models/tinyother/config.json", Body=b"{}")
+    return store
+
+
+@pytest.mark.usefixtures("weights")
+def test_s3_prefix_downloads_once(tmp_path: Path, s3_server: str) -> None:
+    url = "s3://weights/models/tiny"
+    folder = models.resolve_model(url, cache=tmp_path, endpoint_url=s3_server)
+    assert folder == tmp_path / "s3" / "weights" / "models" / "tiny"
+    assert (folder / "sub" / "model.safetensors").read_bytes() == b"x" * 1000
+    assert not (tmp_path / "s3" / "weights" / "models" / "tinyother").exists()
+    stamp = (folder / "config.json").stat().st_mtime_ns
+    models.resolve_model(f"{url}/", cache=tmp_path, endpoint_url=s3_server)
+    assert (folder / "config.json").stat().st_mtime_ns == stamp  # unchanged: not fetched again
+
+
+@pytest.mark.usefixtures("weights")
+def test_s3_download_endpoint_from_environment(
+    tmp_path: Path, s3_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server)
+    folder = models.resolve_model("s3://weights/models/tiny", cache=tmp_path)
+    assert (folder / "config.json").is_file()
+
+
+@pytest.mark.usefixtures("weights")
+def test_s3_download_errors_name_the_url_never_the_secret(tmp_path: Path, s3_server: str) -> None:
+    with pytest.raises(InputError, match="no objects under s3://weights/nothing"):
+        models.resolve_model("s3://weights/nothing", cache=tmp_path, endpoint_url=s3_server)
+    with pytest.raises(InfrastructureError, match="s3://missing-bucket/x") as caught:
+        models.resolve_model("s3://missing-bucket/x", cache=tmp_path, endpoint_url=s3_server)
+    assert "testing-secret-do-not-log" not in str(caught.value)

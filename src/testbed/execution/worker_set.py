@@ -1,4 +1,4 @@
-"""Running one job: provision its workers together, run its treatments one after the
+"""Running one worker set: provision its workers together, run its treatments one after the
 other, release the workers — always. Infrastructure errors are retried on fresh workers."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from testbed.backends.base import Backend, Handle
 from testbed.core.errors import InfrastructureError
 from testbed.execution.events import Observer
-from testbed.execution.jobs import Job
+from testbed.execution.grouping import WorkerSet
 from testbed.execution.treatment import Setting, run_treatment, write_summary
 from testbed.plan.model import Treatment
 from testbed.results.ledger import Ledger
@@ -20,8 +20,8 @@ from testbed.results.verdict import Status, Verdict
 
 
 @dataclass
-class JobRunner:
-    """Everything a job needs, shared by all jobs of a run."""
+class WorkerSetRunner:
+    """Everything a worker set needs, shared by all worker sets of a run."""
 
     setting: Setting
     backend: Backend
@@ -33,27 +33,40 @@ class JobRunner:
     stop: asyncio.Event
     verdicts: dict[str, Verdict] = field(default_factory=dict)
 
-    async def __call__(self, job: Job) -> None:
-        remaining = list(job.treatments)
-        failures = 0  # infrastructure failures of this job, against the retry budget
+    async def __call__(self, worker_set: WorkerSet) -> None:
+        try:
+            await self._run(worker_set)
+        except Exception as exc:  # a bug or an unforeseen failure ends this worker set, not the run
+            reason = f"unexpected error: {type(exc).__name__}: {exc}"
+            left = [t for t in worker_set.treatments if t.id not in self.verdicts]
+            if left:
+                self._give_up(left, Verdict(status=Status.ERROR, reason=reason))
+            else:  # the treatments are done; the failure came while releasing the workers
+                for worker_id in worker_set.workers:
+                    self.observer.worker(worker_id, f"release failed: {reason}")
+
+    async def _run(self, worker_set: WorkerSet) -> None:
+        remaining = list(worker_set.treatments)
+        failures = 0  # infrastructure failures of this worker set, against the retry budget
         while remaining and not self.stop.is_set():
             try:
-                async with self._provision(job) as handles:
+                async with self._provision(worker_set) as handles:
                     failures = await self._serve(remaining, handles, failures)
             except InfrastructureError as exc:  # the workers did not start
                 failures += 1
                 if failures > self.retries:
-                    verdict = Verdict(status=Status.ERROR, reason=str(exc))
-                    for treatment in remaining:
-                        attempt = self.ledger.start(treatment.id)
-                        # an interrupted earlier attempt's records go to attempts/, not
-                        # beside this ERROR's summary
-                        self.run_dir.reset_treatment(treatment.dirname, attempt - 1)
-                        write_summary(
-                            self.run_dir.treatment(treatment.dirname), treatment, verdict, attempt
-                        )
-                        self._finish(treatment, verdict)
+                    self._give_up(remaining, Verdict(status=Status.ERROR, reason=str(exc)))
                     return
+
+    def _give_up(self, treatments: list[Treatment], verdict: Verdict) -> None:
+        """``verdict`` (an ERROR) for each of ``treatments``, with a summary on disk."""
+        for treatment in treatments:
+            attempt = self.ledger.start(treatment.id)
+            # an interrupted earlier attempt's records go to attempts/, not beside this
+            # ERROR's summary
+            self.run_dir.reset_treatment(treatment.dirname, attempt - 1)
+            write_summary(self.run_dir.treatment(treatment.dirname), treatment, verdict, attempt)
+            self._finish(treatment, verdict)
 
     async def _serve(
         self, remaining: list[Treatment], handles: dict[str, Handle], failures: int
@@ -98,10 +111,10 @@ class JobRunner:
         return lambda message: self.observer.progress(treatment, message)
 
     @contextlib.asynccontextmanager
-    async def _provision(self, job: Job):  # type: ignore[no-untyped-def]
+    async def _provision(self, worker_set: WorkerSet):  # type: ignore[no-untyped-def]
         async with contextlib.AsyncExitStack() as stack:
             handles: dict[str, Handle] = {}
-            for worker_id in job.workers:
+            for worker_id in worker_set.workers:
                 worker = self.setting.plan.workers[worker_id]
                 self.observer.worker(worker_id, "starting")
                 stack.callback(self.observer.worker, worker_id, "stopped")

@@ -1,0 +1,275 @@
+"""The TGIS protocol: ``fmaas.GenerationService`` over gRPC (tgis-tester's subject).
+
+``Generate`` answers whole (a batch of prompts; testbed sends one), ``GenerateStream`` a
+message per token (the first one carries only ``input_token_count``), ``Tokenize`` and
+``ModelInfo`` describe the model. The schema is testbed's wire-compatible copy in
+:mod:`testbed.proto.fmaas`; grpcio is the ``tgis`` extra.
+
+A request is written as a plain mapping in the proto's field names (what case files, records
+and goldens hold), e.g.::
+
+    {"model_id": "m", "requests": [{"text": "Hello"}],
+     "params": {"method": "GREEDY", "stopping": {"max_new_tokens": 8},
+                "response": {"generated_tokens": true, "token_logprobs": true}}}
+
+:func:`encode` turns it into the bytes of a ``BatchedGenerationRequest`` (or, streamed, of a
+``SingleGenerationRequest`` with the first prompt), once, before a load test starts.
+:class:`TgisPool` sends such bytes over one HTTP/2 channel and feeds a :class:`TgisSink`,
+which fills the same :class:`~testbed.clients.response.Response` as the HTTP protocols: one
+content chunk per message with text, the server's counts as OpenAI-shaped ``usage``
+(``prompt_tokens`` = ``input_token_count``, ``completion_tokens`` =
+``generated_token_count``), and the stop reason under TGI's names (``length``,
+``eos_token``, ``stop_sequence`` …). A gRPC error status becomes ``Response.error`` with an
+HTTP-like ``status`` (INVALID_ARGUMENT 400, NOT_FOUND 404, RESOURCE_EXHAUSTED 429,
+UNAVAILABLE 503, others 500); a server that cannot be reached raises
+:class:`TgisConnectionError`, a deadline :class:`TimeoutError` — as the HTTP pool does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.clients.endpoint import Endpoint
+from testbed.clients.http import HttpClientError
+from testbed.clients.response import Response
+from testbed.core.clock import monotonic_ns
+from testbed.core.errors import InfrastructureError, InputError, MissingDependency
+from testbed.core.secrets import resolve
+
+SERVICE = "fmaas.GenerationService"
+#: StopReason → the finish reason testbed records (TGI's names where TGI has one).
+FINISH = {
+    "MAX_TOKENS": "length",
+    "EOS_TOKEN": "eos_token",
+    "STOP_SEQUENCE": "stop_sequence",
+    "TIME_LIMIT": "time_limit",
+    "TOKEN_LIMIT": "token_limit",
+    "CANCELLED": "cancelled",
+    "ERROR": "error",
+}
+#: gRPC status code name → the HTTP status a record carries.
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "FAILED_PRECONDITION": 400,
+    "OUT_OF_RANGE": 400,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "RESOURCE_EXHAUSTED": 429,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+}
+
+
+class TgisConnectionError(HttpClientError):
+    """The gRPC server could not be reached (no answer came back at all)."""
+
+
+def modules() -> tuple[Any, Any, Any]:
+    """``grpc``, ``generation_pb2`` and ``generation_pb2_grpc``, or the install hint."""
+    try:
+        import grpc
+
+        from testbed.proto.fmaas import generation_pb2, generation_pb2_grpc
+    except ImportError as exc:
+        raise MissingDependency("grpcio", "tgis") from exc
+    return grpc, generation_pb2, generation_pb2_grpc
+
+
+def request_message(body: dict[str, Any], *, stream: bool) -> Any:
+    """The protobuf message of ``body`` (proto field names); a streamed request carries the
+    first prompt of ``requests``."""
+    _, pb, _ = modules()
+    from google.protobuf import json_format
+
+    data = dict(body)
+    if stream:
+        prompts = data.pop("requests", None) or [{}]
+        if len(prompts) != 1:
+            raise InputError("a streamed TGIS request carries exactly one prompt")
+        data["request"] = prompts[0]
+        target = pb.SingleGenerationRequest()
+    else:
+        target = pb.BatchedGenerationRequest()
+    try:
+        return json_format.ParseDict(data, target)
+    except json_format.ParseError as exc:
+        raise InputError(f"not a TGIS generation request: {exc}") from exc
+
+
+def encode(body: dict[str, Any], *, stream: bool) -> bytes:
+    """The wire bytes of one request (build once, send many times in a load test)."""
+    return bytes(request_message(body, stream=stream).SerializeToString())
+
+
+def _tokens(items: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "text": t.text,
+            "logprob": t.logprob,
+            "rank": t.rank,
+            "top_tokens": [{"text": x.text, "logprob": x.logprob} for x in t.top_tokens],
+        }
+        for t in items
+    ]
+
+
+def response_dict(message: Any) -> dict[str, Any]:
+    """A ``GenerationResponse`` as a plain mapping (every field, enum names as strings)."""
+    _, pb, _ = modules()
+    return {
+        "input_token_count": message.input_token_count,
+        "generated_token_count": message.generated_token_count,
+        "text": message.text,
+        "stop_reason": pb.StopReason.Name(message.stop_reason),
+        "stop_sequence": message.stop_sequence,
+        "seed": message.seed,
+        "tokens": _tokens(message.tokens),
+        "input_tokens": _tokens(message.input_tokens),
+    }
+
+
+class TgisSink:
+    """Reads ``GenerationResponse`` messages into a :class:`Response` as they arrive."""
+
+    __slots__ = ("keep_raw", "response", "stream")
+
+    def __init__(self, *, stream: bool, keep_raw: bool = False) -> None:
+        self.response = Response()
+        self.stream = stream
+        self.keep_raw = keep_raw
+
+    def on_sent(self, t_ns: int) -> None:
+        self.response.t_sent_ns = t_ns
+
+    def on_message(self, message: Any, t_ns: int) -> None:
+        response = self.response
+        if not response.t_first_byte_ns:
+            response.t_first_byte_ns = t_ns
+            response.status = 200
+        response.events += 1
+        if message.text:
+            response.chunks.append((t_ns, message.text))
+        usage = response.usage or {}
+        if message.input_token_count:
+            usage["prompt_tokens"] = message.input_token_count
+        if message.generated_token_count or "completion_tokens" in usage or not self.stream:
+            usage["completion_tokens"] = message.generated_token_count
+        response.usage = usage
+        if message.stop_reason:
+            _, pb, _ = modules()
+            name = pb.StopReason.Name(message.stop_reason)
+            response.finish_reason = FINISH.get(name, name.lower())
+        if self.keep_raw:
+            response.raw.append(response_dict(message))
+
+    def on_error(self, code: str, details: str, t_ns: int) -> None:
+        response = self.response
+        response.status = HTTP_STATUS.get(code, 500)
+        response.error = f"gRPC {code}: {details}"
+        response.t_first_byte_ns = response.t_first_byte_ns or t_ns
+
+    def on_end(self, t_ns: int) -> None:
+        response = self.response
+        response.t_done_ns = t_ns
+        response.text = "".join(text for _, text in response.chunks)
+
+
+def sink(*, stream: bool, keep_raw: bool = False) -> TgisSink:
+    return TgisSink(stream=stream, keep_raw=keep_raw)
+
+
+class TgisPool:
+    """One gRPC channel to ``target`` (``host:port``); calls multiplex over HTTP/2.
+
+    ``api_key`` (resolved, never logged) goes out as ``authorization: Bearer …`` metadata.
+    """
+
+    def __init__(self, target: str, *, api_key: str | None = None) -> None:
+        grpc, pb, pbg = modules()
+        self.target = target
+        self._grpc = grpc
+        self._channel = grpc.aio.insecure_channel(target)
+        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
+        self._stub = pbg.GenerationServiceStub(self._channel)
+        # Requests arrive already serialized (encode): no request serializer.
+        self._generate = self._channel.unary_unary(
+            f"/{SERVICE}/Generate", response_deserializer=pb.BatchedGenerationResponse.FromString
+        )
+        self._generate_stream = self._channel.unary_stream(
+            f"/{SERVICE}/GenerateStream", response_deserializer=pb.GenerationResponse.FromString
+        )
+
+    async def send(self, payload: bytes, sink: TgisSink, timeout_s: float | None = None) -> int:
+        """Send encoded ``payload``; feed the answer to ``sink``; return the send time (ns)."""
+        t_sent = monotonic_ns()
+        sink.on_sent(t_sent)
+        try:
+            if sink.stream:
+                call = self._generate_stream(payload, timeout=timeout_s, metadata=self._metadata)
+                async for message in call:
+                    sink.on_message(message, monotonic_ns())
+            else:
+                batch = await self._generate(payload, timeout=timeout_s, metadata=self._metadata)
+                t_ns = monotonic_ns()
+                for message in batch.responses[:1]:
+                    sink.on_message(message, t_ns)
+        except self._grpc.aio.AioRpcError as exc:
+            self._failed(exc, sink)
+        sink.on_end(monotonic_ns())
+        return t_sent
+
+    def _failed(self, exc: Any, sink: TgisSink) -> None:
+        code = exc.code().name
+        if code == "DEADLINE_EXCEEDED":
+            raise TimeoutError(exc.details()) from exc
+        if code == "UNAVAILABLE" and not sink.response.events:
+            raise TgisConnectionError(
+                f"cannot connect to {self.target}: {exc.details()}; is the server running with"
+                " its gRPC port open?"
+            ) from exc
+        sink.on_error(code, str(exc.details()), monotonic_ns())
+
+    async def tokenize(self, texts: list[str], *, return_tokens: bool = False) -> Any:
+        """``Tokenize``: the ``BatchedTokenizeResponse`` of ``texts``."""
+        _, pb, _ = modules()
+        request = pb.BatchedTokenizeRequest(
+            requests=[pb.TokenizeRequest(text=t) for t in texts], return_tokens=return_tokens
+        )
+        return await self._call(self._stub.Tokenize, request)
+
+    async def model_info(self, model_id: str = "") -> Any:
+        """``ModelInfo``: kind, maximum sequence length, maximum new tokens."""
+        _, pb, _ = modules()
+        return await self._call(self._stub.ModelInfo, pb.ModelInfoRequest(model_id=model_id))
+
+    async def _call(self, method: Any, request: Any, timeout_s: float = 10.0) -> Any:
+        try:
+            return await method(request, timeout=timeout_s, metadata=self._metadata)
+        except self._grpc.aio.AioRpcError as exc:
+            failed = TgisSink(stream=False)
+            self._failed(exc, failed)  # raises when unreachable or too slow
+            raise InfrastructureError(f"{self.target}: {failed.response.error}") from exc
+
+    async def warm(self, connections: int) -> None:
+        """Connect before a load stage starts (one channel carries every request)."""
+        del connections
+        await self._channel.channel_ready()
+
+    @property
+    def open_connections(self) -> int:
+        return 1
+
+    async def aclose(self) -> None:
+        await self._channel.close()
+
+
+def pool_for(endpoint: Endpoint) -> TgisPool:
+    """A channel to ``endpoint``'s gRPC service (its API key as metadata)."""
+    if not endpoint.grpc_target:
+        raise InputError(
+            f"{endpoint.base_url} has no gRPC address for the tgis protocol; serve it with"
+            " params.protocols including tgis (sim, hf) or give the deployment's grpc address"
+        )
+    key = resolve(endpoint.api_key) if endpoint.api_key else None
+    return TgisPool(endpoint.grpc_target, api_key=key)

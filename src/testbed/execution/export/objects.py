@@ -1,0 +1,177 @@
+"""The Kubernetes objects every exported pipeline needs beside the pipeline itself: its
+namespace, a service account with the least privilege the campaign's backend needs, the
+resolved campaign (and its case files) as a ConfigMap, and a Secret of the ``${env:}``
+values it references — written with ``${NAME}`` placeholders for ``envsubst``, never values.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+import yaml
+
+from testbed.config.loader import LoadedCampaign
+from testbed.core.errors import InputError
+from testbed.core.ids import slugify
+from testbed.core.secrets import names
+from testbed.plan.model import Plan
+
+CAMPAIGN_MOUNT = "/campaign"
+RESULTS_MOUNT = "/results"
+LABELS = {"app.kubernetes.io/managed-by": "testbed"}
+S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+
+#: What the kubernetes backend does in its namespace (least privilege, namespaced).
+_KUBERNETES_RULES = [
+    {"apiGroups": [""], "resources": ["pods", "pods/log", "services", "secrets", "events",
+                                      "configmaps", "persistentvolumeclaims"],
+     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
+    {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["get", "create"]},
+    {"apiGroups": ["apps"], "resources": ["deployments", "replicasets"],
+     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"],
+     "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"]},
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Where the pipeline runs and where its results go."""
+
+    namespace: str
+    image: str
+    upload: str  # s3://bucket/prefix: each task uploads its one-treatment run directory there
+    s3_endpoint_url: str | None = None
+    campaign: str = "campaign"
+    service_account: str = "testbed-runner"
+
+    @property
+    def secret(self) -> str:
+        return f"testbed-{self.campaign}-env"
+
+    @property
+    def configmap(self) -> str:
+        return f"testbed-{self.campaign}"
+
+
+def options_for(
+    loaded: LoadedCampaign,
+    *,
+    namespace: str | None,
+    image: str | None,
+    upload: str | None,
+    s3_endpoint_url: str | None,
+) -> ExportOptions:
+    """Fill the export options from flags, then the campaign; refuse what cannot work."""
+    results = loaded.campaign.results
+    target = upload or results.upload
+    if not target or not target.startswith("s3://"):
+        raise InputError(
+            "an exported pipeline uploads each task's results to S3: give --upload"
+            " s3://bucket/prefix or set results.upload in the campaign"
+        )
+    backend = loaded.campaign.backend
+    default_image = getattr(backend, "image", None) or "testbed:latest"
+    return ExportOptions(
+        namespace=namespace
+        or getattr(backend, "namespace", None)
+        or slugify(f"testbed-{loaded.campaign.name}").lower()[:63],
+        image=image or default_image,
+        upload=target.rstrip("/"),
+        s3_endpoint_url=s3_endpoint_url or results.s3_endpoint_url,
+        campaign=slugify(loaded.campaign.name, max_length=40),
+    )
+
+
+def support_objects(
+    loaded: LoadedCampaign, options: ExportOptions, campaign: CampaignVolume
+) -> dict[str, list[dict[str, Any]]]:
+    """File name → the objects it holds (namespace, RBAC, campaign, secret template)."""
+    meta = {"namespace": options.namespace, "labels": dict(LABELS)}
+    rbac: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": options.service_account, **meta}},
+    ]  # fmt: skip
+    if loaded.campaign.backend.kind == "kubernetes":
+        name = options.service_account
+        rbac += [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": name, **meta}, "rules": _KUBERNETES_RULES},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": name, **meta},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+             "subjects": [{"kind": "ServiceAccount", "name": name,
+                           "namespace": options.namespace}]},
+        ]  # fmt: skip
+    return {
+        "namespace.yaml": [
+            {"apiVersion": "v1", "kind": "Namespace",
+             "metadata": {"name": options.namespace, "labels": dict(LABELS)}}
+        ],
+        "rbac.yaml": rbac,
+        "campaign.yaml": [campaign.configmap],
+        "secret.yaml": [
+            {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+             "metadata": {"name": options.secret, **meta},
+             "stringData": {name: f"${{{name}}}" for name in secret_names(loaded)}}
+        ],
+    }  # fmt: skip
+
+
+def secret_names(loaded: LoadedCampaign) -> list[str]:
+    """Every ``${env:NAME}`` the campaign references, plus the S3 keys of the upload."""
+    return list(dict.fromkeys([*names(json.dumps(loaded.document)), *S3_KEYS]))
+
+
+@dataclass(frozen=True)
+class CampaignVolume:
+    """The resolved campaign and its case files as a ConfigMap, and how it is laid out."""
+
+    configmap: dict[str, Any]
+    items: list[dict[str, str]]  # ConfigMap key → path under /campaign
+
+    def volume(self, name: str = "campaign") -> dict[str, Any]:
+        meta = self.configmap["metadata"]
+        items = [dict(item) for item in self.items]  # a copy each: no YAML aliases
+        return {"name": name, "configMap": {"name": meta["name"], "items": items}}
+
+
+def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) -> CampaignVolume:
+    """The resolved campaign and the case files its treatments name, mounted at /campaign."""
+    data = {"campaign.yaml": yaml.safe_dump(loaded.document, sort_keys=False)}
+    items = [{"key": "campaign.yaml", "path": "campaign.yaml"}]
+    for relative in _case_files(plan):
+        source = loaded.base_dir / relative
+        if not source.is_file():
+            raise InputError(f"correctness case file {relative} not found under {loaded.base_dir}")
+        key = slugify(relative.replace("/", "--"), max_length=200)
+        data[key] = source.read_text()
+        items.append({"key": key, "path": relative})
+    configmap = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": options.configmap, "namespace": options.namespace,
+                     "labels": dict(LABELS)},
+        "data": data,
+    }  # fmt: skip
+    return CampaignVolume(configmap, items)
+
+
+def _case_files(plan: Plan) -> list[str]:
+    found: dict[str, None] = {}
+    for treatment in plan.planned():
+        if treatment.probe != "correctness":
+            continue
+        for path in plan.probe_configs[treatment.probe_key]["cases"]:
+            parts = PurePosixPath(path).parts
+            if PurePosixPath(path).is_absolute() or ".." in parts:
+                raise InputError(
+                    f"correctness case file {path}: an exported pipeline ships case files in a"
+                    " ConfigMap, so they must sit inside the campaign's folder (a relative path"
+                    " without '..')"
+                )
+            found[str(PurePosixPath(path))] = None
+    return list(found)

@@ -1,0 +1,67 @@
+"""The one container every exported task runs: ``testbed worker`` for one treatment, which
+provisions that treatment's servers with the campaign's backend, runs its probe, writes a
+one-treatment run directory and uploads it to S3."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.execution.export.objects import CAMPAIGN_MOUNT, RESULTS_MOUNT, ExportOptions
+from testbed.execution.export.order import Task
+from testbed.plan.model import Plan
+
+VOLUMES = ("campaign", "results")
+
+
+def worker_args(task: Task, options: ExportOptions, run_name: str) -> list[str]:
+    """Arguments of ``testbed``; ``run_name`` is the engine's expression for the run's name."""
+    args = [
+        "worker",
+        f"{CAMPAIGN_MOUNT}/campaign.yaml",
+        "--treatment",
+        task.treatment.id,
+        "--out",
+        f"{RESULTS_MOUNT}/{task.name}",
+        "--upload",
+        f"{options.upload}/{run_name}",
+    ]
+    if options.s3_endpoint_url:
+        args += ["--s3-endpoint-url", options.s3_endpoint_url]
+    return args
+
+
+def worker_container(
+    task: Task, plan: Plan, options: ExportOptions, backend: str, run_name: str
+) -> dict[str, Any]:
+    """The container spec (image, command, env from the Secret, mounts, resources)."""
+    return {
+        "image": options.image,
+        "command": ["testbed"],
+        "args": worker_args(task, options, run_name),
+        "envFrom": [{"secretRef": {"name": options.secret}}],
+        "volumeMounts": [
+            {"name": "campaign", "mountPath": CAMPAIGN_MOUNT, "readOnly": True},
+            {"name": "results", "mountPath": RESULTS_MOUNT},
+        ],
+        "resources": resources(task, plan, backend),
+    }
+
+
+def resources(task: Task, plan: Plan, backend: str) -> dict[str, Any]:
+    """With the local backend the servers run inside the task's pod, so it asks for their
+    resources; otherwise the pod only drives probes (the servers are pods of their own)."""
+    if backend != "local":
+        return {"requests": {"cpu": "1", "memory": "1Gi"}}
+    configs = [plan.workers[w].config.get("resources") or {} for w in task.treatment.workers]
+    cpu = sum(float(c.get("cpu", 1)) for c in configs) or 1.0
+    memory = sum(float(c.get("memory_gb", 1)) for c in configs) or 1.0
+    gpu = sum(int(c.get("gpu") or 0) for c in configs if isinstance(c.get("gpu"), int))
+    requests = {"cpu": _quantity(cpu), "memory": f"{_quantity(memory)}Gi"}
+    spec: dict[str, Any] = {"requests": requests}
+    if gpu:
+        spec["limits"] = {"nvidia.com/gpu": str(gpu)}
+    return spec
+
+
+def _quantity(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"

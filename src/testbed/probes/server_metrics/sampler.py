@@ -1,0 +1,148 @@
+"""The scraping process: samples every deployment's metrics at a fixed interval.
+
+It runs as its own process (``python -m testbed.probes.server_metrics.sampler SPEC``), so
+fetching and parsing a metrics page never takes the GIL or the event loop from the load
+generator. It takes a first sample of every target before it says ``ready`` (the baseline
+the token counters are measured from), then one every ``interval_s`` on a fixed grid, and
+on ``stop`` (or when its standard input closes: the parent died) the final samples: it
+scrapes again until the token counters hold still between two scrapes (servers update
+them a moment after the response is out), at most :data:`SETTLE_TRIES` times.
+
+Each sample is one JSON line, appended and flushed as it is taken::
+
+    {"deployment", "phase": start|during|final, "sent_ns", "t_ns", "running", "waiting",
+     "kv_cache_usage", "prompt_tokens", "generation_tokens", "error", "sampler_cpu_s"}
+
+``sent_ns``/``t_ns`` are ``monotonic_ns`` values (the records' clock: ``CLOCK_MONOTONIC`` is
+system-wide on Linux); ``sampler_cpu_s`` is this process's CPU time so far. The spec names
+no secret: API keys come in the ``TESTBED_METRICS_KEYS`` environment variable (JSON list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.prometheus import COUNTERS, FIELDS, MetricsError, scrape
+from testbed.core.clock import monotonic_ns
+from testbed.probes.server_metrics import KEYS_ENV
+
+SETTLE_TRIES = 5
+SETTLE_GAP_S = 0.2
+
+
+class Sampler:
+    """Scrapes the spec's targets and appends their samples to the spec's ``out`` file."""
+
+    def __init__(self, spec: dict[str, Any], keys: list[str | None]) -> None:
+        self.targets: list[dict[str, Any]] = spec["targets"]
+        self.interval_ns = round(float(spec["interval_s"]) * 1e9)
+        self.timeout_s = float(spec.get("timeout_s", 5.0))
+        self.out = Path(spec["out"])
+        self.pools = [
+            ConnectionPool(
+                t["base_url"],
+                headers={"Authorization": f"Bearer {key}"} if key else None,
+                max_connections=1,
+            )
+            for t, key in zip(self.targets, keys, strict=True)
+        ]
+
+    async def sample(self, phase: str) -> list[dict[str, Any]]:
+        """One sample of every target, written before returning."""
+        found = await asyncio.gather(
+            *(self._one(t, p, phase) for t, p in zip(self.targets, self.pools, strict=True))
+        )
+        with self.out.open("ab") as handle:
+            handle.write("".join(json.dumps(s) + "\n" for s in found).encode())
+        return list(found)
+
+    async def _one(
+        self, target: dict[str, Any], pool: ConnectionPool, phase: str
+    ) -> dict[str, Any]:
+        sent = monotonic_ns()
+        values: dict[str, float | None] = dict.fromkeys(FIELDS)
+        error = None
+        try:
+            values = await scrape(pool, target["path"], self.timeout_s)
+        except (HttpClientError, MetricsError, OSError) as exc:
+            error = str(exc) or type(exc).__name__
+        except TimeoutError:
+            error = f"no answer within {self.timeout_s:g} s"
+        return {
+            "deployment": target["name"],
+            "phase": phase,
+            "sent_ns": sent,
+            "t_ns": monotonic_ns(),
+            **values,
+            "error": error,
+            "sampler_cpu_s": round(time.process_time(), 6),
+        }
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Sample on a fixed grid from now until ``stop``, then settle."""
+        t0 = monotonic_ns()
+        tick = 1
+        while not stop.is_set():
+            delay = (t0 + tick * self.interval_ns - monotonic_ns()) / 1e9
+            if delay > 0:
+                try:
+                    async with asyncio.timeout(delay):
+                        await stop.wait()
+                    break
+                except TimeoutError:
+                    pass
+            tick = max(tick + 1, (monotonic_ns() - t0) // self.interval_ns + 1)
+            await self.sample("during")
+        await self.settle()
+
+    async def settle(self) -> None:
+        """Final samples until every target's counters are unchanged between two."""
+        previous = await self.sample("final")
+        for _ in range(SETTLE_TRIES - 1):
+            await asyncio.sleep(SETTLE_GAP_S)
+            current = await self.sample("final")
+            if all(_counters(a) == _counters(b) for a, b in zip(previous, current, strict=True)):
+                return
+            previous = current
+
+    async def aclose(self) -> None:
+        for pool in self.pools:
+            await pool.aclose()
+
+
+def _counters(sample: dict[str, Any]) -> tuple[Any, ...]:
+    return (*(sample.get(name) for name in COUNTERS), sample.get("error"))
+
+
+async def _main(spec: dict[str, Any]) -> None:
+    keys = json.loads(os.environ.get(KEYS_ENV) or "null") or [None] * len(spec["targets"])
+    sampler = Sampler(spec, keys)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    try:
+        await sampler.sample("start")
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        # "stop" or end of input (the parent is gone) both end the sampling.
+        waiting = loop.run_in_executor(None, sys.stdin.readline)
+        waiting.add_done_callback(lambda _f: stop.set())
+        await sampler.run(stop)
+    finally:
+        await sampler.aclose()
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    asyncio.run(_main(spec))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

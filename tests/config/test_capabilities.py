@@ -1,0 +1,111 @@
+"""Combinations a backend cannot run are refused by validate, plan and run — exit 2, the
+field's line and the fix — before any run directory exists."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from testbed.cli import main
+from testbed.config.campaign import LocalBackend
+from testbed.servers.adapters import adapter_for
+
+CAMPAIGN = textwrap.dedent(
+    """\
+    name: caps
+    backend: {backend}
+    deployments:
+      - name: ok
+        server: sim
+      - name: bad
+        server: {server}
+        model: bundled:smollm2-135m
+    load:
+      concurrency: 1
+      requests: 2
+    """
+)
+
+
+@pytest.mark.parametrize("server", ["tgi", "tgis"])
+@pytest.mark.parametrize("command", ["validate", "plan", "run"])
+def test_cluster_only_servers_are_refused_on_the_local_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], server: str, command: str
+) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(CAMPAIGN.format(backend="local", server=server))
+    runs = tmp_path / "runs"
+    argv = [command, str(file)] + (["--out", str(runs / "r")] if command == "run" else [])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{file}:7:13: deployments[1].server:" in err
+    assert f"server '{server}' cannot run on the local backend" in err
+    assert "use backend: kubernetes" in err
+    assert "Traceback" not in err
+    assert not runs.exists()
+
+
+def test_real_servers_are_refused_on_the_external_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(CAMPAIGN.format(backend="external", server="vllm"))
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    # the first deployment that needs a server is named, at its own line
+    assert f"{file}:5:13: deployments[0].server:" in err
+    assert "use `server: external` with a url" in err
+
+
+def test_the_local_backend_accepts_exactly_the_kinds_it_can_start() -> None:
+    """LocalBackend.SERVERS (config layer) agrees with the adapters (servers layer): each
+    kind it accepts builds a local command line, each other kind has none."""
+    for kind in ("sim", "hf", "vllm", "tgi", "tgis"):
+        adapter = adapter_for(kind)
+        if kind in LocalBackend.SERVERS:
+            assert adapter.command({}, Path("/m"), "127.0.0.1", 1)
+        else:
+            with pytest.raises(NotImplementedError):
+                adapter.command({}, Path("/m"), "127.0.0.1", 1)
+
+
+@pytest.mark.parametrize(
+    ("extra", "line", "message"),
+    [
+        ("ab:\n  stable: ok\n  canary: nope\n", "14:11", "ab.canary: 'nope' is not a deployment"),
+        ("  deployments: [ok, nope]\n", "12:21", "load.deployments[1]: 'nope' is not a"),
+    ],
+)
+def test_bad_references_point_at_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, line: str, message: str
+) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(CAMPAIGN.format(backend="local", server="sim") + extra)
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert f"{file}:{line}: {message}" in err
+    assert "known: ok, bad" in err
+
+
+def test_a_repeated_deployment_name_points_at_the_repeat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(CAMPAIGN.format(backend="local", server="sim").replace("name: bad", "name: ok"))
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert f"{file}:6:11: deployments[1].name: deployment names must be unique; 'ok'" in err
+
+
+def test_a_container_image_is_refused_on_the_local_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "c.yaml"
+    text = CAMPAIGN.format(backend="local", server="vllm")
+    file.write_text(text.replace("    server: sim\n", "    server: sim\n    image: sim:1\n", 1))
+    assert main(["validate", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert f"{file}:6:12: deployments[0].image: image is a container image" in err
+    assert "remove image, or use backend: kubernetes" in err
