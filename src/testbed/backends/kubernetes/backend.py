@@ -192,7 +192,17 @@ class KubernetesBackend(Backend):
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
         """Delete every object labelled with this run, then the run's own namespace, and
         wait until the API has none of them left."""
-        del run_dir
+        try:
+            return await self._cleanup()
+        except ClusterError as exc:
+            raise type(exc)(
+                f"{exc}; objects of run {self.run_id} may remain — remove them with"
+                f" `testbed cleanup {run_dir}`",
+                status=exc.status,
+                reason=exc.reason,
+            ) from exc
+
+    async def _cleanup(self) -> list[str]:
         kube = await self.kube()
         selector = run_selector(self.run_id)
         kinds = [*RUN_KINDS, *(["Dataset"] if self.config.get("datashim") else [])]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import threading
 from typing import Any
 
 from testbed.clients.kube.errors import translate
@@ -25,7 +26,14 @@ class PortForward:
     """``async with PortForward(api_client, ns, pod, port) as local_port: …``"""
 
     def __init__(self, api_client: Any, namespace: str, pod: str, port: int) -> None:
-        self.api_client, self.namespace, self.pod, self.port = api_client, namespace, pod, port
+        from kubernetes import client
+
+        # kubernetes.stream swaps the ApiClient's call_api while it opens a websocket: on a
+        # shared client, other threads' requests would go out as websockets meanwhile. The
+        # bridge has a client of its own, and opens one session at a time on it.
+        self.api_client = client.ApiClient(api_client.configuration)
+        self._opening = threading.Lock()
+        self.namespace, self.pod, self.port = namespace, pod, port
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.local_port = 0
@@ -44,6 +52,7 @@ class PortForward:
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
+        self.api_client.close()  # type: ignore[no-untyped-call]
 
     def _open(self) -> tuple[Any, socket.socket]:
         """A port-forward session to the pod (blocking: the websocket handshake)."""
@@ -52,12 +61,13 @@ class PortForward:
 
         try:
             core = client.CoreV1Api(self.api_client)
-            session = portforward(
-                core.connect_get_namespaced_pod_portforward,
-                self.pod,
-                self.namespace,
-                ports=str(self.port),
-            )
+            with self._opening:
+                session = portforward(
+                    core.connect_get_namespaced_pod_portforward,
+                    self.pod,
+                    self.namespace,
+                    ports=str(self.port),
+                )
         except Exception as exc:
             raise translate(exc, f"port-forward to pod {self.pod}:{self.port}") from exc
         wrapped = session.socket(self.port)
