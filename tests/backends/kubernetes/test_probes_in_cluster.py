@@ -60,10 +60,10 @@ def test_the_quickstart_gives_the_same_verdicts_with_probes_in_the_cluster(
     assert first.returncode == 0, first.stdout + first.stderr
     assert second.returncode == first.returncode, second.stdout + second.stderr
     assert verdicts(there) == verdicts(here)
-    assert sorted(verdicts(there)) == [
-        "001__reference-correctness__1f746ed496",
-        "002__reference-load__27d319ecbf",
-        "003__sim-load__91ba31e2e6",
+    assert [name.rsplit("__", 1)[0] for name in verdicts(there)] == [
+        "001__reference-correctness",
+        "002__reference-load",
+        "003__sim-load",
     ]
     for folder in sorted(there.glob("0*")):
         summary = json.loads((folder / "summary.json").read_text())
@@ -73,7 +73,8 @@ def test_the_quickstart_gives_the_same_verdicts_with_probes_in_the_cluster(
     controller = json.loads((next(here.glob("001__*")) / "summary.json").read_text())
     cluster = json.loads((next(there.glob("001__*")) / "summary.json").read_text())
     assert "probe_job" not in controller
-    assert cluster["records"] == controller["records"] == 36  # every golden case, both ways
+    assert cluster["records"] == controller["records"] > 36  # every golden case, both ways
+    assert cluster["verdict"]["reason"] == controller["verdict"]["reason"] == "36 passed"
     # the load probe's own files (plots, server metrics) came back through the stream
     sim_load = next(there.glob("003__*"))
     assert (sim_load / "latency_cdf.png").read_bytes().startswith(b"\x89PNG")
