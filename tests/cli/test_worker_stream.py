@@ -34,6 +34,8 @@ CAMPAIGN = {
         "requests": 9,
         "duration_s": 60,
         "dataset": {"kind": "synthetic", "input_tokens": 8, "output_tokens": 4},
+        # the self-check is not the subject: generous on a machine busy with other work
+        "selfcheck": {"max_lag_p99_ms": 250.0, "min_rate_ratio": 0.5, "max_cpu_fraction": 1.0},
     },
 }
 
@@ -98,9 +100,9 @@ def test_the_stream_carries_every_record_and_the_summary(tmp_path: Path, sim_url
     on_disk = read_records(out / treatment.dirname / "records.jsonl")
     assert [r.data for r in records] == on_disk
     summary = items[-1].data if items[-1] is not None else None
-    assert summary is not None
+    assert summary == json.loads((out / treatment.dirname / "summary.json").read_text())
     assert summary["records"] == 9
-    assert summary["verdict"]["status"] == "PASS"
+    assert summary["verdict"]["status"] == "PASS", summary["verdict"]
     assert summary["setup"]["url"] == sim_url  # the given URL, nothing provisioned
     assert summary["workers"][0]["url"] == sim_url
     files = {i.data["path"] for i in items if i is not None and i.kind == "file"}

@@ -155,7 +155,12 @@ async def _phases(
         (t.id, t.dirname, "SKIPPED" if t.status == "skipped" else "", t.reason)
         for t in plan.treatments
     )
-    backend = make_backend(loaded, run_dir, options.endpoints)
+    if options.endpoints is not None:  # the servers' URLs are given: provision nothing
+        from testbed.backends.endpoints import EndpointsBackend
+
+        backend: Backend = EndpointsBackend(options.endpoints, loaded.base_dir)
+    else:
+        backend = make_backend(loaded, run_dir)
     runner = WorkerSetRunner(
         Setting(
             plan,
@@ -229,14 +234,8 @@ def _cost(plan: Plan):  # type: ignore[no-untyped-def]
     return cost
 
 
-def make_backend(
-    loaded: LoadedCampaign, run_dir: RunDir, endpoints: Mapping[str, str] | None = None
-) -> Backend:
-    """The backend the campaign names (none when the servers' URLs are given)."""
-    if endpoints is not None:
-        from testbed.backends.endpoints import EndpointsBackend
-
-        return EndpointsBackend(endpoints, loaded.base_dir)
+def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
+    """The backend the campaign names."""
     kind = loaded.campaign.backend.kind
     if kind == "local":
         from testbed.backends.local import LocalBackend

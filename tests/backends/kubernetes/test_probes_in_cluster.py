@@ -22,6 +22,9 @@ from tests.fixtures.cluster import emulated_cluster
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
 
 ROOT = Path(__file__).resolve().parents[3]
+#: Self-check limits for runs whose subject is not the load generator's self-check (as
+#: tests/probes/load/conftest.py): generous on a machine busy with other work, not off.
+LENIENT_SELFCHECK = {"max_lag_p99_ms": 250.0, "min_rate_ratio": 0.5, "max_cpu_fraction": 1.0}
 #: The kinds a run with probes in the cluster adds to those conftest.RUN_KINDS checks.
 PROBE_KINDS = ("Job", "ConfigMap")
 
@@ -47,7 +50,8 @@ def test_the_quickstart_gives_the_same_verdicts_with_probes_in_the_cluster(
 ) -> None:
     # The real quickstart (the hf reference server with the bundled model, and the
     # simulator), its load cut to 4 requests at concurrency 2 so it stays a few minutes.
-    sets = ["backend.kind=kubernetes", "load.requests=4", "load.concurrency=2"]
+    sets = ["backend.kind=kubernetes", "load.requests=4", "load.concurrency=2",
+            f"load.selfcheck={json.dumps(LENIENT_SELFCHECK)}"]  # fmt: skip
     args = [str(ROOT / "examples" / "quickstart.yaml"), *[x for s in sets for x in ("--set", s)]]
     here, there = tmp_path / "qs-controller", tmp_path / "qs-cluster"
     first = run_cli(["run", *args, "--out", str(here)], kubeconfig, tmp_path, timeout=600)
@@ -94,6 +98,7 @@ SIM_CAMPAIGN: dict[str, Any] = {
         "duration_s": 300,  # the request count ends the stage, so records are countable
         "dataset": {"kind": "synthetic", "input_tokens": 16, "output_tokens": 8},
         "slo": {"ttft_p99_ms": 5000},
+        "selfcheck": LENIENT_SELFCHECK,
     },
     "execution": {"retries": 0},
 }
