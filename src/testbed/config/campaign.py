@@ -129,6 +129,11 @@ class KubernetesBackend(_BackendBase):
         description="how probes reach servers: port-forward from here, or the Service DNS name"
         " (auto: service when testbed runs in the cluster)",
     )
+    probes: Literal["controller", "cluster"] = Field(
+        "controller",
+        description="where probes run: here (controller), or as a Job per treatment next to"
+        " the servers (cluster; testbed's image runs `testbed worker --stream`)",
+    )
     scheduled_timeout_s: float = Field(300.0, gt=0, description="seconds to be scheduled")
     ready_timeout_s: float = Field(900.0, gt=0, description="seconds to become ready")
 
@@ -171,6 +176,16 @@ class KubernetesBackend(_BackendBase):
                         ("deployments", i, "model"),
                     )
                 )
+        if self.probes == "cluster":
+            found += [
+                (
+                    f"{d.name} is external: with backend.probes: cluster the probe Job would need"
+                    " its URL, keys and CA inside the cluster — use probes: controller",
+                    ("deployments", i, "server"),
+                )
+                for i, d in enumerate(deployments)
+                if d.server == "external"
+            ]
         under_test = [d.name for d in deployments if d.server in ("vllm", "tgi", "tgis")]
         for field, flag, value in (
             ("server_image", "server_image (--image)", self.server_image),
@@ -297,6 +312,12 @@ class Campaign(Strict):
     @field_validator("backend", mode="before")
     @classmethod
     def _backend_shorthand(cls, value: Any) -> Any:
+        if isinstance(value, dict) and "probes" in value and value.get("kind") != "kubernetes":
+            raise ValueError(
+                f"backend.probes chooses where probes run in a cluster; the"
+                f" {value.get('kind', 'local')} backend runs them here — remove probes, or"
+                " use backend: kubernetes"
+            )
         return {"kind": value} if isinstance(value, str) else value
 
     @model_validator(mode="after")
@@ -320,6 +341,12 @@ class Campaign(Strict):
                 "scale: needs a cluster — set `backend: kubernetes` (with context/kubeconfig,"
                 " e.g. the one `testbed cluster emulate` writes)",
                 ("scale",),
+            )
+        if self.scale is not None and getattr(self.backend, "probes", "") == "cluster":
+            return (
+                "scale: submits and samples cluster objects itself, not through a server —"
+                " backend.probes: cluster has nothing to run for it; use probes: controller",
+                ("backend", "probes"),
             )
         return None
 

@@ -110,6 +110,13 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType(
         "events.k8s.io", "v1", "Event", "events", True, short_names=("ev",), storage="events"
     ),
+    # RBAC objects are stored and served (manifests apply and read back); nothing enforces them.
+    ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
+    ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", False
+    ),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",

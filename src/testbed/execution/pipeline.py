@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from testbed import __version__
 from testbed.backends.base import Backend
@@ -17,6 +18,7 @@ from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
+from testbed.execution.cluster_probes import check_shippable, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.inputs import check_files
@@ -41,6 +43,9 @@ class RunOptions:
     observer: Observer = field(default_factory=Silent)
     cpu_budget: float | None = None
     only: frozenset[str] | None = None  # run just these treatments (``testbed worker``)
+    # deployment name -> URL: provision nothing, probe these (``testbed worker --endpoint``)
+    endpoints: Mapping[str, str] | None = None
+    record_tee: Callable[[dict[str, Any]], None] | None = None  # ``testbed worker --stream``
 
 
 @dataclass
@@ -56,6 +61,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     the files it names. Raises CampaignError (exit 2) with file and line."""
     plan = expand(loaded)
     check_files(loaded, plan)
+    check_shippable(loaded, plan)
     return plan
 
 
@@ -149,13 +155,23 @@ async def _phases(
         (t.id, t.dirname, "SKIPPED" if t.status == "skipped" else "", t.reason)
         for t in plan.treatments
     )
-    backend = make_backend(loaded, run_dir)
+    if options.endpoints is not None:  # the servers' URLs are given: provision nothing
+        from testbed.backends.endpoints import EndpointsBackend
+
+        backend: Backend = EndpointsBackend(options.endpoints, loaded.base_dir)
+    else:
+        backend = make_backend(loaded, run_dir)
     runner = WorkerSetRunner(
         Setting(
             plan,
             loaded.campaign.execution.seed,
             loaded.base_dir,
             loaded.campaign.backend.model_dump(mode="json"),
+            # a worker given --endpoint runs its probe itself: it is the probe Job
+            remote_probe=None
+            if options.endpoints is not None
+            else remote_probe(loaded, plan, backend),
+            record_tee=options.record_tee,
         ),
         backend,
         run_dir,

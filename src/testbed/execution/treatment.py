@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import traceback
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,14 @@ _SECTIONS: dict[str, Any] = {
 }
 
 
+#: Runs a treatment's probe somewhere else (``backend.probes: cluster``): given the
+#: treatment, its attempt, its workers' handles and the context, it writes the records
+#: through ``ctx.records`` as they arrive and returns the outcome.
+RemoteProbe = Callable[
+    [Treatment, int, Mapping[str, Handle], ProbeContext], Awaitable[ProbeOutcome]
+]
+
+
 @dataclass
 class Setting:
     """What every treatment of a run shares."""
@@ -46,6 +54,8 @@ class Setting:
     seed: int
     base_dir: Path  # relative paths of the campaign start here
     backend: Mapping[str, Any] = field(default_factory=dict)  # the campaign's backend section
+    remote_probe: RemoteProbe | None = None  # probes run elsewhere (cluster Jobs)
+    record_tee: Callable[[dict[str, Any]], None] | None = None  # sees each record (--stream)
 
 
 async def run_treatment(
@@ -66,7 +76,7 @@ async def run_treatment(
     )
     started_label, started = wall_label(), monotonic_ns()
     outcome: ProbeOutcome | None = None
-    with RecordWriter(out_dir / RECORDS) as records:
+    with RecordWriter(out_dir / RECORDS, setting.record_tee) as records:
         ctx = ProbeContext(
             endpoints={w.deployment: handles[w.id].endpoint for w in workers},
             config=config,
@@ -79,8 +89,13 @@ async def run_treatment(
             base_dir=setting.base_dir,
             cluster=setting.backend,
         )
+        mine = {w.id: handles[w.id] for w in workers}
+        if setting.remote_probe is not None:
+            probe = setting.remote_probe(treatment, attempt, mine, ctx)
+        else:
+            probe = _probe(treatment.probe, ctx)
         try:
-            outcome = await _race(_probe(treatment.probe, ctx), [handles[w.id] for w in workers])
+            outcome = await _race(probe, list(mine.values()))
             verdict = outcome.verdict
         except InfrastructureError as exc:
             verdict = Verdict(status=Status.ERROR, reason=str(exc))

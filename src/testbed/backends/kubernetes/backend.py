@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.backends.base import Backend, Handle
+from testbed.backends.endpoints import adapter_endpoint
 from testbed.backends.external import external_endpoint
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capacity import infeasible_reason
@@ -41,7 +42,7 @@ from testbed.core.secrets import resolve
 from testbed.servers.adapters import adapter_for
 
 #: Kinds a run's label selects, deleted in this order (pods go with their Deployments).
-RUN_KINDS = ("Deployment", "Service", "ReplicaSet", "Pod", "Secret")
+RUN_KINDS = ("Job", "Deployment", "Service", "ReplicaSet", "Pod", "Secret", "ConfigMap")
 GONE_TIMEOUT_S = 120.0
 
 
@@ -179,15 +180,7 @@ class KubernetesBackend(Backend):
             yield f"http://127.0.0.1:{local}"
 
     def _endpoint(self, deployment: Mapping[str, Any], base_url: str) -> Endpoint:
-        adapter = adapter_for(str(deployment["server"]))
-        return Endpoint(
-            base_url=base_url,
-            protocols=tuple(adapter.protocols),
-            model=adapter.served_model_name(deployment),
-            server_kind=str(deployment["server"]),
-            tokenizer=None,
-            metrics_path=adapter.metrics_path,
-        )
+        return adapter_endpoint(deployment, base_url)
 
     async def _delete_worker(self, kube: Kube, objects: list[dict[str, Any]]) -> None:
         for obj in objects:

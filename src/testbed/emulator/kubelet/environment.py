@@ -32,10 +32,16 @@ class ConfigError(Exception):
 
 
 def resolve_env(
-    container: Mapping[str, Any], pod: Mapping[str, Any], lookup: Lookup
+    container: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    lookup: Lookup,
+    services: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """``envFrom`` then ``env`` (later entries win), every value resolved and expanded."""
+    """``envFrom`` then ``env`` (later entries win), every value resolved and expanded;
+    then the ``services`` variables the container does not set itself (as the kubelet
+    does, ``$(VAR)`` in env values sees them too)."""
     namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+    services = services or {}
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         prefix = str(source.get("prefix") or "")
@@ -48,8 +54,8 @@ def resolve_env(
             if found is not None:
                 env[name] = found
         else:
-            env[name] = expand(str(entry.get("value") or ""), env)
-    return env
+            env[name] = expand(str(entry.get("value") or ""), {**services, **env})
+    return {**services, **env}
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:

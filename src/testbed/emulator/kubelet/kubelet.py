@@ -15,11 +15,13 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from testbed.emulator.controllers import events
 from testbed.emulator.errors import ApiError
 from testbed.emulator.kubelet.pod import Host, PodRuntime
+from testbed.emulator.kubelet.services import service_env
 from testbed.emulator.watchers import DELETED
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ class Kubelet:
 
     def __init__(self, store: Store, host: Host) -> None:
         self.store = store
-        self.host = host
+        self.host = replace(host, services=self.service_env)
         self.pods: dict[Key, PodRuntime] = {}
         self._tasks: dict[Key, asyncio.Task[None]] = {}
         self._terminating: set[Key] = set()
@@ -57,6 +59,20 @@ class Kubelet:
 
     def runtime(self, namespace: str, name: str) -> PodRuntime | None:
         return self.pods.get((namespace, name))
+
+    def service_env(self, pod: Mapping[str, Any]) -> dict[str, str]:
+        """The Service variables of ``pod``'s namespace, pointing at this host's ports."""
+        if (pod.get("spec") or {}).get("enableServiceLinks") is False:
+            return {}
+        namespace = str(pod["metadata"].get("namespace") or "default")
+        services, _ = self.store.list("services", namespace)
+        pods, _ = self.store.list("pods", namespace)
+
+        def host_ports(ns: str, name: str) -> Mapping[int, int]:
+            runtime = self.pods.get((ns, name))
+            return runtime.ports if runtime is not None else {}
+
+        return service_env(services, pods, host_ports)
 
     async def run(self) -> None:
         """Serve until cancelled; then kill every container."""

@@ -39,6 +39,8 @@ class Host:
     logbook: LogBook
     state_dir: Path
     lookup: Lookup
+    #: The Service variables a pod's containers get (``kubelet.services``; the kubelet sets it).
+    services: Callable[[Mapping[str, Any]], Mapping[str, str]] = lambda _pod: {}
 
 
 class PodRuntime:
@@ -137,7 +139,12 @@ class PodRuntime:
             return None
         try:
             launch = launch_for(
-                container, self.pod, self.sandbox, self.host.rules, self.host.lookup
+                container,
+                self.pod,
+                self.sandbox,
+                self.host.rules,
+                self.host.lookup,
+                self.host.services(self.pod),
             )
         except ConfigError as exc:
             self._config_error(str(exc), record)

@@ -24,6 +24,8 @@ from testbed.core.process_group import die_with_parent, group_alive, signal_grou
 from testbed.emulator.kubelet.logs import RunLog
 
 SHIM = Path(__file__).with_name("shim.py")
+#: Longest output line kept whole (a container's JSON lines can be long).
+MAX_LINE = 4 * 1024 * 1024
 
 
 @dataclass
@@ -64,23 +66,32 @@ async def spawn(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        stderr=asyncio.subprocess.PIPE,  # two streams, each read by whole lines, as CRI does
+        limit=MAX_LINE,
         env=dict(env),
         cwd=str(cwd) if cwd else None,
         start_new_session=True,
         preexec_fn=die_with_parent,
     )
-    pump = asyncio.create_task(_pump(process, log), name=f"log-{process.pid}")
+    pump = asyncio.create_task(_pumps(process, log), name=f"log-{process.pid}")
     return HostProcess(process, log, pump)
 
 
-async def _pump(process: asyncio.subprocess.Process, log: RunLog) -> None:
+async def _pumps(process: asyncio.subprocess.Process, log: RunLog) -> None:
     assert process.stdout is not None
+    assert process.stderr is not None
+    await asyncio.gather(_pump(process.stdout, log, "stdout"), _pump(process.stderr, log, "stderr"))
+
+
+async def _pump(reader: asyncio.StreamReader, log: RunLog, stream: str) -> None:
     while True:
-        line = await process.stdout.readline()
+        try:
+            line = await reader.readline()
+        except ValueError:  # a line longer than MAX_LINE: its first MAX_LINE bytes, as a line
+            line = await reader.read(MAX_LINE)
         if not line:
             return
-        log.write(line.decode("utf-8", errors="replace").rstrip("\n"))
+        log.write(line.decode("utf-8", errors="replace").rstrip("\n"), stream)
 
 
 async def stop(proc: HostProcess, grace_s: float) -> int:

@@ -114,8 +114,11 @@ def launch_for(
     sandbox: Sandbox,
     rules: ImageRules,
     lookup: Lookup,
+    services: Mapping[str, str] | None = None,
 ) -> Launch:
-    """The host argv, env and cwd of ``container`` (ConfigError when its config is broken)."""
+    """The host argv, env and cwd of ``container`` (ConfigError when its config is broken);
+    ``services``: the Service variables of its namespace (``kubelet.services``), already
+    host addresses, so they are not moved again."""
     mounts = sorted(
         (
             (
@@ -129,8 +132,13 @@ def launch_for(
     )
     for _, host in mounts:
         Path(host).mkdir(parents=True, exist_ok=True)
-    env = resolve_env(container, pod, lookup)
-    moved = {name: relocate(value, sandbox.ports, mounts) for name, value in env.items()}
+    env = resolve_env(container, pod, lookup, services)
+    moved = {
+        name: value
+        if services and services.get(name) == value
+        else relocate(value, sandbox.ports, mounts)
+        for name, value in env.items()
+    }
 
     def place(parts: Any) -> list[str]:
         return [relocate(expand(str(p), env), sandbox.ports, mounts) for p in parts or []]
