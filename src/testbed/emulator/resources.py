@@ -107,6 +107,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         subresources=("status", "scale"),
     ),
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType(
         "events.k8s.io", "v1", "Event", "events", True, short_names=("ev",), storage="events"
     ),
