@@ -187,7 +187,7 @@ async def _phases(
             execution = loaded.campaign.execution
             jobs = make_jobs(plan, todo, execution.unroll)
             budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
-            await run_jobs(jobs, execution, budget, _cost(plan), runner, runner.stop)
+            await run_jobs(jobs, execution, budget, _cost(plan, backend), runner, runner.stop)
     finally:
         if "final_cleanup" not in skip:
             observer.phase("final cleanup")
@@ -223,9 +223,9 @@ async def _skip_infeasible(
     return keep
 
 
-def _cost(plan: Plan):  # type: ignore[no-untyped-def]
+def _cost(plan: Plan, backend: Backend):  # type: ignore[no-untyped-def]
     def cost(job: Job) -> float:
-        return sum(float(plan.workers[w].config["resources"]["cpu"]) for w in job.workers) or 0.5
+        return sum(backend.worker_cost(plan.workers[w].config) for w in job.workers) or 0.5
 
     return cost
 

@@ -107,6 +107,11 @@ class KubernetesBackend(Backend):
                 done.append(f"namespace {self.namespace} labelled for Datashim")
             return done
 
+    def worker_cost(self, config: dict[str, Any]) -> float:
+        """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
+        del config
+        return 0.0
+
     async def infeasible(
         self, workers: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, str], list[str]]:
