@@ -108,8 +108,15 @@ class KubernetesBackend(Strict):
     def _pairs(self) -> KubernetesBackend:
         if self.token and not self.server:
             raise ValueError("backend.token is given without backend.server — set server: URL")
-        if self.server and self.kubeconfig:
-            raise ValueError("give backend.server (+ token) or backend.kubeconfig, not both")
+        if self.server and (self.kubeconfig or self.context):
+            raise ValueError(
+                "give backend.server (+ token) or backend.kubeconfig/context, not both"
+            )
+        if not self.server and (self.certificate_authority or self.insecure_skip_tls_verify):
+            raise ValueError(
+                "backend.certificate_authority and insecure_skip_tls_verify go with"
+                " backend.server; a kubeconfig carries its own — remove them or set server"
+            )
         return self
 
 
@@ -264,6 +271,12 @@ def _kubernetes_rules(campaign: Campaign) -> list[str]:
                 f"backend.{flag} chooses the build of the servers under test (vllm, tgi, tgis),"
                 " but this campaign has only testbed's own servers — set backend.image instead"
             )
+    folders = [d for d in campaign.deployments if d.model.startswith(("/", ".", "~"))]
+    if backend.model_pvc and not folders:
+        found.append(
+            f"backend.model_pvc is {backend.model_pvc!r} but no deployment's model is a path"
+            " inside it — give a model: path, or remove model_pvc"
+        )
     if backend.datashim:
         found += [
             f"deployments[{i}] ({d.name}): a Datashim Dataset needs the store's URL — set"
