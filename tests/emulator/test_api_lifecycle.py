@@ -216,7 +216,14 @@ def test_custom_resources_from_a_crd(api: client.ApiClient, namespace: str) -> N
                                 "x-kubernetes-preserve-unknown-fields": True,
                             }
                         },
-                        "subresources": {"status": {}},
+                        "subresources": {
+                            "status": {},
+                            "scale": {
+                                "specReplicasPath": ".spec.size",
+                                "statusReplicasPath": ".status.ready",
+                                "labelSelectorPath": ".status.selector",
+                            },
+                        },
                     }
                 ],
             },
@@ -250,6 +257,18 @@ def test_custom_resources_from_a_crd(api: client.ApiClient, namespace: str) -> N
         {"ok": True},
         2,
     )
+    custom.patch_namespaced_custom_object_status(
+        group, "v1", namespace, plural, "w", {"status": {"ready": 2, "selector": "app=w"}}
+    )
+    scale = custom.patch_namespaced_custom_object_scale(
+        group, "v1", namespace, plural, "w", {"spec": {"replicas": 5}}
+    )
+    assert (scale["spec"], scale["status"]) == (
+        {"replicas": 5},
+        {"replicas": 2, "selector": "app=w"},
+    )
+    got = custom.get_namespaced_custom_object(group, "v1", namespace, plural, "w")
+    assert got["spec"] == {"size": 5}
     seen = [
         e["type"]
         for e in watch.Watch().stream(
@@ -262,7 +281,7 @@ def test_custom_resources_from_a_crd(api: client.ApiClient, namespace: str) -> N
             timeout_seconds=1,
         )
     ]
-    assert seen == ["ADDED", "MODIFIED", "MODIFIED"]
+    assert seen == ["ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED"]
     ext.delete_custom_resource_definition(f"{plural}.{group}")
     with pytest.raises(ApiException) as gone:
         custom.get_namespaced_custom_object(group, "v1", namespace, plural, "w")

@@ -51,3 +51,20 @@ def test_kubeconfig_and_node_shape(tmp_path: Path) -> None:
         capacity = nodes[0].status.capacity
         assert (capacity["cpu"], capacity["memory"], capacity["pods"]) == ("4", "16Gi", "110")
         assert "nvidia.com/gpu" not in capacity
+
+
+def test_a_port_in_use_is_an_infrastructure_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(
+            ["cluster", "emulate", "--port", str(port), "--kubeconfig", str(tmp_path / "k")]
+        )
+    assert code == 3
+    assert f"cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err
+    assert not (tmp_path / "k").exists()

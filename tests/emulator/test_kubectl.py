@@ -85,6 +85,7 @@ def test_nodes_as_a_table(kubectl: Kubectl) -> None:
     described = kubectl.out("describe", "node", "emu-node-0")
     assert "nvidia.com/gpu:" in described
     assert "nvidia.com/mig-1g.10gb:" in described
+    assert "HolderIdentity:  emu-node-0" in described  # the node's Lease
 
 
 def test_apply_get_all_by_label_and_delete(kubectl: Kubectl, namespace: str) -> None:

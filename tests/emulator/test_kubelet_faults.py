@@ -142,6 +142,7 @@ def test_a_process_over_its_memory_limit_is_oom_killed(tmp_path: Path) -> None:
         assert (terminated.reason, terminated.exit_code) == ("OOMKilled", 137)
 
 
+@pytest.mark.timing
 def test_slow_schedule_holds_the_binding_back(tmp_path: Path) -> None:
     notes = {
         "emulator.testbed.io/fault": "slow-schedule",

@@ -130,6 +130,7 @@ def test_env_volumes_and_ports_are_moved_onto_the_host(tmp_path: Path) -> None:
         assert len(stamp) == len("2026-11-23T20:45:01.123456789Z")
 
 
+@pytest.mark.timing
 def test_deletion_sigterms_then_sigkills_the_whole_group(tmp_path: Path) -> None:
     with running_plane(tmp_path) as h:
         h.core.create_namespaced_pod("default", process_pod("stubborn", STUBBORN, grace=1))

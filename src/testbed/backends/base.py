@@ -45,6 +45,10 @@ class Backend(abc.ABC):
         del deployments
         return []
 
+    def worker_cost(self, config: dict[str, Any]) -> float:
+        """Cores of THIS machine a worker's server takes (the run's CPU budget counts them)."""
+        return float(config["resources"]["cpu"])
+
     async def infeasible(
         self, workers: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, str], list[str]]:

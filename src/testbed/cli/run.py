@@ -32,12 +32,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--image-tag", metavar="TAG", help="Kubernetes: tag of the servers under test"
     )
+    parser.add_argument("--context", metavar="NAME", help="Kubernetes: the kubeconfig context")
     parser.set_defaults(handler=handle)
 
 
 def _image_sets(args: argparse.Namespace) -> list[str]:
-    """``--image``/``--image-tag`` as the campaign overrides they are (recorded in the run's
-    resolved campaign, so ``--resume`` reuses them); refused unless the backend is a cluster."""
+    """``--image``, ``--image-tag`` and ``--context`` as the campaign overrides they are
+    (recorded in the run's resolved campaign, so ``--resume`` reuses them); refused unless
+    the backend is a cluster."""
     import json
 
     sets = []  # values as JSON strings: a tag such as 2 or 1.10 stays a string
@@ -45,6 +47,8 @@ def _image_sets(args: argparse.Namespace) -> list[str]:
         sets.append(f"backend.server_image={json.dumps(args.image)}")
     if args.image_tag:
         sets.append(f"backend.image_tag={json.dumps(args.image_tag)}")
+    if args.context:
+        sets.append(f"backend.context={json.dumps(args.context)}")
     if sets:
         from testbed.config.loader import load_campaign
         from testbed.core.errors import InputError
@@ -52,8 +56,8 @@ def _image_sets(args: argparse.Namespace) -> list[str]:
         kind = load_campaign(args.file, args.preset, args.sets).campaign.backend.kind
         if kind != "kubernetes":
             raise InputError(
-                f"--image/--image-tag choose a container image, but the backend is {kind} —"
-                " add --set backend.kind=kubernetes"
+                f"--image/--image-tag/--context are Kubernetes options, but the backend is"
+                f" {kind} — add --set backend.kind=kubernetes"
             )
     return sets
 
@@ -72,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
 
     console = Console(stderr=False)
     if args.resume:
-        if args.preset or args.sets or args.image or args.image_tag:
+        if args.preset or args.sets or args.image or args.image_tag or args.context:
             raise InputError(
                 "--resume reuses the run's own resolved campaign; drop --preset/--set/--image"
             )

@@ -146,8 +146,15 @@ class KubernetesBackend(_BackendBase):
     def _pairs(self) -> KubernetesBackend:
         if self.token and not self.server:
             raise ValueError("backend.token is given without backend.server — set server: URL")
-        if self.server and self.kubeconfig:
-            raise ValueError("give backend.server (+ token) or backend.kubeconfig, not both")
+        if self.server and (self.kubeconfig or self.context):
+            raise ValueError(
+                "give backend.server (+ token) or backend.kubeconfig/context, not both"
+            )
+        if not self.server and (self.certificate_authority or self.insecure_skip_tls_verify):
+            raise ValueError(
+                "backend.certificate_authority and insecure_skip_tls_verify go with"
+                " backend.server; a kubeconfig carries its own — remove them or set server"
+            )
         return self
 
     def refusals(
@@ -200,6 +207,14 @@ class KubernetesBackend(_BackendBase):
                         ("backend", field),
                     )
                 )
+        if self.model_pvc and not any(d.model.startswith(("/", ".", "~")) for d in deployments):
+            found.append(
+                (
+                    f"backend.model_pvc is {self.model_pvc!r} but no deployment's model is a"
+                    " path inside it — give a model: path, or remove model_pvc",
+                    ("backend", "model_pvc"),
+                )
+            )
         if self.datashim:
             found += [
                 (

@@ -97,6 +97,7 @@ def types_of(crd: dict[str, Any]) -> list[ResourceType]:
                 short_names=tuple(names.get("shortNames") or ()),
                 categories=tuple(names.get("categories") or ()),
                 subresources=tuple(s for s in ("status", "scale") if s in subresources),
+                scale_paths=_scale_paths(subresources.get("scale")),
                 printer_columns=tuple(
                     (c["name"], c.get("type", "string"), c["jsonPath"])
                     for c in version.get("additionalPrinterColumns") or []
@@ -105,6 +106,15 @@ def types_of(crd: dict[str, Any]) -> list[ResourceType]:
             )
         )
     return out
+
+
+def _scale_paths(scale: dict[str, Any] | None) -> tuple[str, str, str]:
+    scale = scale or {}
+    return (
+        scale.get("specReplicasPath", ".spec.replicas"),
+        scale.get("statusReplicasPath", ".status.replicas"),
+        scale.get("labelSelectorPath") or ".status.selector",
+    )
 
 
 def follow(store: Store) -> None:

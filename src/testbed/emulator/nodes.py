@@ -60,6 +60,20 @@ def node_manifest(shape: ClusterShape, index: int) -> dict[str, Any]:
     }
 
 
+def node_lease(node: dict[str, Any]) -> dict[str, Any]:
+    """The Lease a node's kubelet renews (``kubectl describe node`` shows it)."""
+    meta = node["metadata"]
+    owner = {"apiVersion": "v1", "kind": "Node", "name": meta["name"], "uid": meta["uid"]}
+    return {
+        "metadata": {"name": meta["name"], "ownerReferences": [owner]},
+        "spec": {
+            "holderIdentity": meta["name"],
+            "leaseDurationSeconds": 40,
+            "renewTime": _meta.now_micro(),
+        },
+    }
+
+
 def _capacity_and_labels(shape: ClusterShape, name: str) -> tuple[dict[str, str], dict[str, str]]:
     capacity = {
         "cpu": str(shape.node_cpu),

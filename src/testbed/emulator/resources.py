@@ -31,6 +31,11 @@ class ResourceType:
     storage: str = ""
     #: CRD additionalPrinterColumns (name, type, jsonPath) for Table output.
     printer_columns: tuple[tuple[str, str, str], ...] = field(default=(), compare=False)
+    #: Where /scale reads and writes: (spec replicas, status replicas, label selector) paths;
+    #: a selector path of "" means the workload's ``spec.selector.matchLabels``.
+    scale_paths: tuple[str, str, str] = field(
+        default=(".spec.replicas", ".status.replicas", ""), compare=False
+    )
 
     @property
     def key(self) -> str:
@@ -107,6 +112,7 @@ BUILTIN: tuple[ResourceType, ...] = (
         subresources=("status", "scale"),
     ),
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
+    ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType(
         "events.k8s.io", "v1", "Event", "events", True, short_names=("ev",), storage="events"
     ),

@@ -57,9 +57,9 @@ async def serve_until_stopped(
         loop.add_signal_handler(sig, stop.set)
     if controllers:
         attach_controllers(emulator, controller_settings)
-    await emulator.start()
-    _tune_gc()
     try:
+        await emulator.start()  # inside the try: a port in use still stops the controllers
+        _tune_gc()
         emulator.write_kubeconfig(kubeconfig)
         message = (
             f"testbed cluster emulate: {emulator.shape.nodes} nodes at {emulator.url};"

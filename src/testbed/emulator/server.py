@@ -19,7 +19,7 @@ import yaml
 from aiohttp import web
 
 from testbed.emulator.api import Api, SubresourceHandler
-from testbed.emulator.nodes import ClusterShape, node_manifest
+from testbed.emulator.nodes import ClusterShape, node_lease, node_manifest
 from testbed.emulator.store import Store
 
 ShutdownHook = Callable[[], Awaitable[None]]
@@ -62,8 +62,10 @@ class Emulator:
         self.api.add_subresource(key, subresource, handler)
 
     def seed_nodes(self) -> None:
+        """The shape's nodes, each with the heartbeat Lease a kubelet keeps in kube-node-lease."""
         for index in range(self.shape.nodes):
-            self.store.create("nodes", node_manifest(self.shape, index))
+            node = self.store.create("nodes", node_manifest(self.shape, index))
+            self.store.create("leases.coordination.k8s.io", node_lease(node), "kube-node-lease")
 
     async def start(self) -> None:
         self.seed_nodes()

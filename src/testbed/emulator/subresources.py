@@ -23,9 +23,33 @@ if TYPE_CHECKING:
 Obj = dict[str, Any]
 
 
-def scale_of(obj: Obj) -> Obj:
+def _at(obj: Obj, path: str) -> Any:
+    node: Any = obj
+    for part in path.lstrip(".").split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def set_path(obj: Obj, path: str, value: Any) -> None:
+    """Set ``value`` at a ``.a.b`` path, making the dicts on the way."""
+    *parents, leaf = path.lstrip(".").split(".")
+    node = obj
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def scale_of(
+    obj: Obj, paths: tuple[str, str, str] = (".spec.replicas", ".status.replicas", "")
+) -> Obj:
+    """The ``autoscaling/v1 Scale`` view of a workload (``paths``: see ResourceType.scale_paths)."""
     meta = obj["metadata"]
-    selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    spec_path, status_path, selector_path = paths
+    if selector_path:
+        selector = str(_at(obj, selector_path) or "")
+    else:
+        labels = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
     return {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -34,11 +58,8 @@ def scale_of(obj: Obj) -> Obj:
             for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
             if k in meta
         },
-        "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 0)},
-        "status": {
-            "replicas": (obj.get("status") or {}).get("replicas", 0),
-            "selector": ",".join(f"{k}={v}" for k, v in selector.items()),
-        },
+        "spec": {"replicas": _at(obj, spec_path) or 0},
+        "status": {"replicas": _at(obj, status_path) or 0, "selector": selector},
     }
 
 
@@ -59,12 +80,14 @@ async def serve(api: Api, request: web.Request, t: Target) -> web.StreamResponse
     if t.subresource == "scale":
         current = store.get(key, t.namespace, t.name)
         if method == "GET":
-            return _respond(scale_of(current))
+            return _respond(scale_of(current, t.rt.scale_paths))
         if method not in ("PUT", "PATCH"):
             raise method_not_allowed(f"{method} is not allowed on scale")
         body = _json(await request.read())
         if method == "PATCH":
-            body = apply_patch(request.headers.get("Content-Type", ""), scale_of(current), body)
+            body = apply_patch(
+                request.headers.get("Content-Type", ""), scale_of(current, t.rt.scale_paths), body
+            )
         wanted_rv = (body.get("metadata") or {}).get("resourceVersion")
         if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
             raise conflict(t.rt.plural, t.rt.group, t.name)
@@ -77,9 +100,11 @@ async def serve(api: Api, request: web.Request, t: Target) -> web.StreamResponse
             )
 
         def set_replicas(obj: Obj) -> None:
-            obj["spec"]["replicas"] = replicas
+            set_path(obj, t.rt.scale_paths[0], replicas)
 
-        return _respond(scale_of(store.mutate(key, t.namespace, t.name, set_replicas)))
+        return _respond(
+            scale_of(store.mutate(key, t.namespace, t.name, set_replicas), t.rt.scale_paths)
+        )
     if method == "POST" and t.subresource == "binding":
         return _respond(_bind(api, t, _json(await request.read())), 201)
     if method == "POST" and t.subresource == "eviction":

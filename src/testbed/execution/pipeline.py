@@ -199,7 +199,9 @@ async def _phases(
             execution = loaded.campaign.execution
             worker_sets = make_worker_sets(plan, todo, execution.unroll)
             budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
-            await run_worker_sets(worker_sets, execution, budget, _cost(plan), runner, runner.stop)
+            await run_worker_sets(
+                worker_sets, execution, budget, _cost(plan, backend), runner, runner.stop
+            )
     finally:
         if "final_cleanup" not in skip:
             observer.phase("final cleanup")
@@ -235,10 +237,10 @@ async def _skip_infeasible(
     return keep
 
 
-def _cost(plan: Plan):  # type: ignore[no-untyped-def]
+def _cost(plan: Plan, backend: Backend):  # type: ignore[no-untyped-def]
     def cost(worker_set: WorkerSet) -> float:
-        cpus = (plan.workers[w].config["resources"]["cpu"] for w in worker_set.workers)
-        return sum(map(float, cpus)) or 0.5
+        configs = (plan.workers[w].config for w in worker_set.workers)
+        return sum(backend.worker_cost(config) for config in configs) or 0.5
 
     return cost
 

@@ -155,3 +155,54 @@ def test_sigint_during_readiness_leaves_nothing_20_times(
             output, _ = child.communicate(timeout=120)
             assert child.returncode == 130, output
             assert leftovers(kube, run_id) == [], run_id
+
+
+def slow_schedule(seconds: str) -> dict[str, Any]:
+    return {
+        "pod_annotations": {
+            "emulator.testbed.io/fault": "slow-schedule",
+            "emulator.testbed.io/schedule-delay": seconds,
+        }
+    }
+
+
+def interrupt_in_readiness(child: Any, kube: Kube, run_id: str, signum: int) -> str:
+    deadline = time.monotonic() + 90
+    while not kube.list_objects("Deployment", None, f"testbed.io/run={run_id}")[0]:
+        assert time.monotonic() < deadline, "the worker's Deployment never appeared"
+        assert child.poll() is None, child.communicate()[0]
+        time.sleep(0.05)
+    child.send_signal(signum)
+    output, _ = child.communicate(timeout=120)
+    return str(output)
+
+
+def test_sigkilled_run_is_cleaned_by_testbed_cleanup(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    campaign = write_campaign(tmp_path, placement=slow_schedule("600"))
+    run_dir = tmp_path / "k8s-killed"
+    child = spawn(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
+    interrupt_in_readiness(child, kube, "k8s-killed", signal.SIGKILL)
+    assert leftovers(kube, "k8s-killed")  # a SIGKILLed run cannot clean up after itself
+    result = run_cli(["cleanup", str(run_dir)], kubeconfig, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "deleted Deployment/tb-sim-" in result.stdout
+    assert leftovers(kube, "k8s-killed") == []
+
+
+def test_resume_recreates_the_workers_of_an_interrupted_run(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    # Scheduled after 3 s: the first attempt is interrupted before, the resumed one serves.
+    campaign = write_campaign(tmp_path, placement=slow_schedule("3"))
+    run_dir = tmp_path / "k8s-resume"
+    child = spawn(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
+    output = interrupt_in_readiness(child, kube, "k8s-resume", signal.SIGINT)
+    assert child.returncode == 130, output
+    assert summaries(run_dir) == []
+    result = run_cli(["run", "--resume", str(run_dir)], kubeconfig, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "PASS"
+    assert leftovers(kube, "k8s-resume") == []

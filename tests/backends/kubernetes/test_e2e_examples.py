@@ -94,3 +94,28 @@ def test_ab_canary_seed_004_weights_in_s3(
     for path in run_dir.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".yaml", ".log", ".jsonl", ".xml", ".html"):
             assert "seed-004-secret" not in path.read_text(errors="replace"), path
+
+
+def test_tgis_correctness_configs_run_as_separate_deployments(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    run_dir = tmp_path / "k8s-tgis"
+    result = run_cli(
+        [
+            "run",
+            str(EXAMPLES / "tgis-correctness.yaml"),
+            "--set",
+            "backend.kind=kubernetes",
+            "--out",
+            str(run_dir),
+        ],
+        kubeconfig,
+        tmp_path,
+        1500,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summaries = [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/summary.json"))]
+    assert [s["verdict"]["status"] for s in summaries] == ["PASS"] * 3
+    pods = {s["workers"][0]["pod"] for s in summaries}
+    assert len(pods) == 3  # one Deployment per configuration
+    assert leftovers(kube, "k8s-tgis") == []

@@ -208,6 +208,9 @@ def test_cluster_only_fields_are_refused_on_local(tmp_path: Path) -> None:
         (["backend.token=${env:T}"], "without backend.server"),
         (["backend.server_image=my/img:1"], "servers under test"),
         (["deployments.0.model=/srv/models/x"], "a pod cannot read"),
+        (["backend.model_pvc=weights"], "no deployment's model is a path"),
+        (["backend.insecure_skip_tls_verify=true"], "go with backend.server"),
+        (["backend.server=https://k:6443", "backend.context=x"], "not both"),
     ],
 )
 def test_kubernetes_settings_refused_with_the_fix(sets: list[str], message: str) -> None:

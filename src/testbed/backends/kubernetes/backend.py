@@ -60,7 +60,7 @@ class KubernetesBackend(Backend):
         self.config = dict(backend)
         self.namespace = run_namespace(self.run_id, self.config)
         self._kube: Kube | None = None
-        self._ready_run = False
+        self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
         self._lock = asyncio.Lock()
 
     async def kube(self) -> Kube:
@@ -80,9 +80,10 @@ class KubernetesBackend(Backend):
         return await self._ensure_run(deployments)
 
     async def _ensure_run(self, deployments: list[dict[str, Any]]) -> list[str]:
+        """Apply the shared objects ``deployments`` need that this run has not applied yet
+        (the namespace, Secrets, Datasets): prepare does it for all; a worker provisioned
+        with the prepare phase skipped does it for itself."""
         async with self._lock:
-            if self._ready_run:
-                return []
             kube = await self.kube()
             workers = {f"d{i}": d for i, d in enumerate(deployments)}
             objects = manifests.run_objects(
@@ -93,17 +94,27 @@ class KubernetesBackend(Backend):
                 self.config,
                 resolve,
             )
-            shared = [o for o in objects if o["kind"] not in ("Deployment", "Service")]
             done = []
-            for obj in shared:
+            for obj in objects:
+                key = (obj["kind"], obj["metadata"]["name"])
+                if obj["kind"] in ("Deployment", "Service") or key in self._applied:
+                    continue
                 await asyncio.to_thread(kube.apply, obj)
+                self._applied.add(key)
                 done.append(f"{obj['kind']} {obj['metadata']['name']} applied")
-            if self.config.get("datashim") and not owns_namespace(self.config):
+            label = ("Namespace", f"{self.namespace} labelled")
+            existing = not owns_namespace(self.config)
+            if self.config.get("datashim") and existing and label not in self._applied:
                 patch = {"metadata": {"labels": {manifests.DATASHIM_LABEL: "enabled"}}}
                 await asyncio.to_thread(kube.patch, "Namespace", self.namespace, None, patch)
+                self._applied.add(label)
                 done.append(f"namespace {self.namespace} labelled for Datashim")
-            self._ready_run = True
             return done
+
+    def worker_cost(self, config: dict[str, Any]) -> float:
+        """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
+        del config
+        return 0.0
 
     async def infeasible(
         self, workers: dict[str, dict[str, Any]]
@@ -213,7 +224,7 @@ class KubernetesBackend(Backend):
             gone.append(f"Namespace/{self.namespace}")
         if gone:
             await self._wait_gone(kube, kinds, selector)
-        self._ready_run = False
+        self._applied.clear()
         return [f"deleted {name}" for name in gone]
 
     async def _wait_gone(self, kube: Kube, kinds: list[str], selector: str) -> None:

@@ -27,7 +27,7 @@ from testbed.servers.adapters import adapter_for
 DATASET_API = "datashim.io/v1alpha1"
 DATASHIM_LABEL = "monitor-pods-datasets"
 GPU = "nvidia.com/gpu"
-PROBE_PERIOD_S = 2
+PROBE_PERIOD_S = 1  # the kubelet probes this often until ready (s)
 
 
 def quantity(value: float, unit: str = "") -> str:

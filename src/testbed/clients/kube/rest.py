@@ -194,8 +194,8 @@ class Kube:
             query["previous"] = "true"
         try:
             raw = self.request("GET", path, f"read the log of pod {name}", query=query)
-        except (ClusterNotFound, ClusterError) as exc:
-            if getattr(exc, "status", 0) in (400, 404):
+        except ClusterError as exc:
+            if exc.status in (400, 404):
                 return ""  # not started yet, or no previous instance
             raise
         return bytes(raw.data).decode("utf-8", "replace")
