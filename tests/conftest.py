@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.servers"]
+pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.cluster"]
 
 
 @pytest.hookimpl(tryfirst=True)

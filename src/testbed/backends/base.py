@@ -45,6 +45,18 @@ class Backend(abc.ABC):
         del deployments
         return []
 
+    def worker_cost(self, config: dict[str, Any]) -> float:
+        """Cores of THIS machine a worker's server takes (the run's CPU budget counts them)."""
+        return float(config["resources"]["cpu"])
+
+    async def infeasible(
+        self, workers: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, str], list[str]]:
+        """Workers that can never start where this backend runs them (worker id → reason
+        with the numbers), and notes on the check itself. Their treatments are skipped."""
+        del workers
+        return {}, []
+
     @abc.abstractmethod
     def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path

@@ -32,6 +32,8 @@ COMMANDS = (
     "cleanup",
     "export",
     "worker",
+    "cluster",
+    "scale",
 )
 
 

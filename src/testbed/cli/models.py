@@ -1,4 +1,5 @@
-"""``testbed models list|prepare NAME``: the bundled models and their converted folders.
+"""``testbed models list|prepare NAME|fetch S3_URL --to DIR``: bundled models, and weights
+from object storage (the Kubernetes backend's init container runs ``fetch``).
 
 ``prepare`` converts a bundled model's GGUF into a transformers folder in the model cache
 once (about half a minute) and checks its checksums on every later call (half a second).
@@ -14,7 +15,7 @@ from typing import Any
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "models",
-        help="bundled models: list, prepare",
+        help="bundled models: list, prepare; fetch s3:// weights",
         description="Bundled models (offline): list them, or prepare one for serving.",
     )
     verbs = parser.add_subparsers(dest="models_command", metavar="ACTION")
@@ -25,7 +26,26 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("name", metavar="NAME", help="e.g. smollm2-135m")
     prepare.add_argument("--force", action="store_true", help="convert again even if prepared")
     prepare.set_defaults(handler=handle_prepare)
+    fetch = verbs.add_parser(
+        "fetch", help="download s3://bucket/prefix into DIR/bucket/prefix (pod init containers)"
+    )
+    fetch.add_argument("url", metavar="S3_URL", help="s3://bucket/prefix")
+    fetch.add_argument("--to", required=True, metavar="DIR", help="parent folder")
+    fetch.add_argument("--s3-endpoint-url", metavar="URL", help="default $AWS_ENDPOINT_URL")
+    fetch.set_defaults(handler=handle_fetch)
     parser.set_defaults(handler=lambda _args: (parser.print_help(), 2)[1])
+
+
+def handle_fetch(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from testbed.core.errors import InputError
+    from testbed.results.s3 import download_prefix
+
+    if not str(args.url).startswith("s3://"):
+        raise InputError(f"{args.url!r} is not an s3:// URL; write s3://bucket/prefix")
+    print(download_prefix(args.url, Path(args.to), args.s3_endpoint_url))
+    return 0
 
 
 def handle_prepare(args: argparse.Namespace) -> int:

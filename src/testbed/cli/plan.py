@@ -26,6 +26,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_campaign_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument("--explain", metavar="KEY", help="say where a resolved value came from")
+    parser.add_argument(
+        "--manifests",
+        metavar="DIR",
+        help="write every Kubernetes object the run would create into DIR (secrets masked)",
+    )
+    parser.add_argument(
+        "--run-id", metavar="ID", help="run id for --manifests labels (default: <campaign>-plan)"
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -46,6 +54,17 @@ def handle(args: argparse.Namespace) -> int:
         print(f"{args.explain} = {redact(json.dumps(value))}\n  from: {source}")
         return 0
     plan = check_inputs(loaded)  # what run would refuse, plan refuses too (exit 2)
+    if args.manifests:
+        from pathlib import Path
+
+        from testbed.backends.kubernetes.export import plan_objects, write_manifests
+
+        backend = loaded.campaign.backend.model_dump(mode="json")
+        workers = {w.id: w.config for w in plan.workers.values()}
+        run_id = args.run_id or f"{loaded.campaign.name}-plan"
+        written = write_manifests(plan_objects(run_id, backend, workers), Path(args.manifests))
+        print(f"{len(written)} objects written to {args.manifests}")
+        return 0
     if args.json:
         json.dump(plan.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -26,7 +26,40 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--cpu-budget", type=float, help="cores for workers (default: all)")
     add_publish_options(parser)
     add_fail_on(parser)
+    parser.add_argument(
+        "--image", metavar="IMAGE", help="Kubernetes: image of the servers under test"
+    )
+    parser.add_argument(
+        "--image-tag", metavar="TAG", help="Kubernetes: tag of the servers under test"
+    )
+    parser.add_argument("--context", metavar="NAME", help="Kubernetes: the kubeconfig context")
     parser.set_defaults(handler=handle)
+
+
+def _image_sets(args: argparse.Namespace) -> list[str]:
+    """``--image``, ``--image-tag`` and ``--context`` as the campaign overrides they are
+    (recorded in the run's resolved campaign, so ``--resume`` reuses them); refused unless
+    the backend is a cluster."""
+    import json
+
+    sets = []  # values as JSON strings: a tag such as 2 or 1.10 stays a string
+    if args.image:
+        sets.append(f"backend.server_image={json.dumps(args.image)}")
+    if args.image_tag:
+        sets.append(f"backend.image_tag={json.dumps(args.image_tag)}")
+    if args.context:
+        sets.append(f"backend.context={json.dumps(args.context)}")
+    if sets:
+        from testbed.config.loader import load_campaign
+        from testbed.core.errors import InputError
+
+        kind = load_campaign(args.file, args.preset, args.sets).campaign.backend.kind
+        if kind != "kubernetes":
+            raise InputError(
+                f"--image/--image-tag/--context are Kubernetes options, but the backend is"
+                f" {kind} — add --set backend.kind=kubernetes"
+            )
+    return sets
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -43,13 +76,15 @@ def handle(args: argparse.Namespace) -> int:
 
     console = Console(stderr=False)
     if args.resume:
-        if args.preset or args.sets:
-            raise InputError("--resume reuses the run's own resolved campaign; drop --preset/--set")
+        if args.preset or args.sets or args.image or args.image_tag or args.context:
+            raise InputError(
+                "--resume reuses the run's own resolved campaign; drop --preset/--set/--image"
+            )
         loaded, run_dir, plan = open_resume(Path(args.resume))
     else:
         if not args.file:
             raise InputError("give a campaign FILE, or --resume DIR")
-        loaded = load_campaign(args.file, args.preset, args.sets)
+        loaded = load_campaign(args.file, args.preset, args.sets + _image_sets(args))
         run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
     console.print(f"run directory: [bold]{run_dir.path}[/bold]")
     with LiveDisplay(console, len(plan.treatments)) as display:

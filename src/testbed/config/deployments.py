@@ -7,9 +7,11 @@ CPU-only wants float32, flash attention needs a GPU); every rule says what to ch
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from testbed.config.sim import SimParams
 
@@ -22,13 +24,117 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
-class Resources(Strict):
-    """What a worker may use. The capacity planner checks the model fits in them."""
+MIG_PROFILE = re.compile(r"^mig_(\d+)g_(\d+)gb$")
 
-    cpu: float = Field(1.0, gt=0, description="CPU cores")
-    memory_gb: float = Field(8.0, gt=0, description="host memory, GiB")
-    gpu: int = Field(0, ge=0, description="number of GPUs (0 = CPU only)")
+
+class Resources(Strict):
+    """What a worker may use: the local backend's CPU budget and the capacity planner's
+    numbers, and on Kubernetes the pod's requests and limits (tgis-tester's names
+    ``request_cpu``/``request_memory_gb`` are accepted for ``cpu``/``memory_gb``)."""
+
+    cpu: float = Field(
+        1.0,
+        gt=0,
+        validation_alias=AliasChoices("cpu", "request_cpu"),
+        description="CPU cores requested (alias request_cpu)",
+    )
+    memory_gb: float = Field(
+        8.0,
+        gt=0,
+        validation_alias=AliasChoices("memory_gb", "request_memory_gb"),
+        description="host memory requested, GiB (alias request_memory_gb)",
+    )
+    limit_cpu: float | None = Field(
+        None, gt=0, description="Kubernetes CPU limit, cores (default 2 × cpu: tgis-tester's 4/8)"
+    )
+    limit_memory_gb: float | None = Field(
+        None, gt=0, description="Kubernetes memory limit, GiB (default 4 × memory_gb: 32/128)"
+    )
+    gpu: int | dict[str, int] | None = Field(
+        0,
+        description="GPUs: N → nvidia.com/gpu; 0 or null → none (CUDA_VISIBLE_DEVICES=-1);"
+        " MIG slices as {mig_1g_10gb: 1} → nvidia.com/mig-1g.10gb",
+    )
     gpu_memory_gb: float = Field(80.0, gt=0, description="memory of one GPU, GiB")
+
+    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, value: int | dict[str, int] | None) -> int | dict[str, int] | None:
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"gpu is {value}; give a count ≥ 0, null for none, or MIG slices")
+        if isinstance(value, dict):
+            for name, count in value.items():
+                if not MIG_PROFILE.match(name):
+                    raise ValueError(
+                        f"gpu.{name} is not a MIG profile; write e.g. gpu: {{mig_1g_10gb: 1}}"
+                    )
+                if count < 1:
+                    raise ValueError(f"gpu.{name} is {count}; a MIG slice count is ≥ 1")
+        return value
+
+    @property
+    def gpu_count(self) -> int:
+        """Devices the worker gets: whole GPUs, or MIG slices."""
+        return gpu_count(self.gpu)
+
+
+def gpu_count(gpu: Any) -> int:
+    """Devices of a ``resources.gpu`` value (an int, None, or MIG slices by profile)."""
+    if isinstance(gpu, dict):
+        return sum(int(n) for n in gpu.values())
+    return int(gpu or 0)
+
+
+def gpu_memory_total(resources: Mapping[str, Any]) -> float:
+    """GiB of GPU memory a worker gets (MIG: each slice's own size, from its profile name)."""
+    gpu = resources.get("gpu")
+    if isinstance(gpu, dict):
+        total = 0.0
+        for name, count in gpu.items():
+            match = MIG_PROFILE.match(name)
+            total += float(match.group(2)) * int(count) if match else 0.0
+        return total
+    return int(gpu or 0) * float(resources.get("gpu_memory_gb", 80.0))
+
+
+class TgisResources(Resources):
+    """tgis-tester's worker defaults: requests 4 CPU / 32 GiB, limits 8 / 128, one GPU."""
+
+    cpu: float = Field(
+        4.0, gt=0, validation_alias=AliasChoices("cpu", "request_cpu"), description="cores"
+    )
+    memory_gb: float = Field(
+        32.0,
+        gt=0,
+        validation_alias=AliasChoices("memory_gb", "request_memory_gb"),
+        description="GiB",
+    )
+    gpu: int | dict[str, int] | None = Field(1, description="see Resources.gpu")
+
+
+class Toleration(Strict):
+    """A pod toleration (Kubernetes field names in snake_case)."""
+
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(None, ge=0)
+
+
+class Placement(Strict):
+    """Where and as whom a worker's pod runs (Kubernetes backend only)."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict, description="node labels")
+    tolerations: list[Toleration] = Field(default_factory=list)
+    priority_class: str | None = Field(None, description="priorityClassName")
+    service_account: str | None = Field(None, description="serviceAccountName")
+    image_pull_secrets: list[str] = Field(default_factory=list, description="Secret names")
+    pod_annotations: dict[str, str] = Field(
+        default_factory=dict, description="annotations of the worker's pod"
+    )
 
 
 class ServerParams(Strict):
@@ -90,6 +196,9 @@ class _Deployment(Strict):
     )
     image: str | None = Field(None, description="container image (Kubernetes backend)")
     resources: Resources = Field(default_factory=Resources)
+    placement: Placement = Field(
+        default_factory=Placement, description="node selector, tolerations … (Kubernetes)"
+    )
     startup_timeout_s: float = Field(300.0, gt=0, description="seconds to become ready")
     s3_endpoint_url: str | None = Field(None, description="for MinIO-compatible stores")
 
@@ -110,7 +219,7 @@ class _RealServer(_Deployment):
 
     def problems(self) -> list[str]:
         found = []
-        gpu, shards = self.resources.gpu, self.params.tensor_parallel
+        gpu, shards = self.resources.gpu_count, self.params.tensor_parallel
         if gpu and shards != gpu:
             found.append(
                 f"tensor_parallel is {shards} but resources.gpu is {gpu}: shards must equal the"
@@ -173,6 +282,7 @@ class TgiDeployment(_RealServer):
 class TgisDeployment(TgiDeployment):
     server: Literal["tgis"]  # type: ignore[assignment]
     params: TgisParams = Field(default_factory=TgisParams)
+    resources: TgisResources = Field(default_factory=TgisResources)
 
     def problems(self) -> list[str]:
         found = super().problems()

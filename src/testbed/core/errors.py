@@ -46,6 +46,31 @@ class ServerCrashed(InfrastructureError):
     """A server exited while it was serving; the message carries the tail of its log."""
 
 
+class ClusterError(InfrastructureError):
+    """The Kubernetes API refused or failed a request; ``status`` is its HTTP status (0: none)."""
+
+    def __init__(self, message: str, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class ClusterUnreachable(ClusterError):
+    """The API server did not answer (wrong URL, network, TLS)."""
+
+
+class ClusterAccessDenied(ClusterError):
+    """401/403: the credentials are wrong or lack a permission (the message names it)."""
+
+
+class ClusterNotFound(ClusterError):
+    """404: the object (or its namespace, or its kind) does not exist."""
+
+
+class ClusterConflict(ClusterError):
+    """409: the object already exists, or changed since it was read."""
+
+
 class MissingDependency(InfrastructureError):
     """An optional stack (torch, vLLM, kubernetes, boto3) is not installed; says how to install."""
 

@@ -23,6 +23,7 @@ from testbed.plan.model import Plan
 def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
     """Raise CampaignError for the first named file or model that cannot be used."""
     _check_local_models(loaded)
+    _check_scale_templates(loaded, plan)
     for i, deployment in enumerate(loaded.campaign.deployments):
         bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
         if bundle:
@@ -42,6 +43,18 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
         for probe, config in _probe_configs(plan):
             if probe == "correctness":
                 load_case_files([loaded.base_dir / path for path in config["cases"]])
+
+
+def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Scale templates are rendered now: a missing file or placeholder is an input error."""
+    if loaded.campaign.scale is None:
+        return
+    from testbed.config.scale import ScaleProbe
+    from testbed.probes.scale.submit import check_template
+
+    for probe, config in _probe_configs(plan):
+        if probe == "scale":
+            check_template(ScaleProbe.model_validate(config), loaded.base_dir)
 
 
 def _check_local_models(loaded: LoadedCampaign) -> None:

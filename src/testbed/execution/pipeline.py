@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from testbed import __version__
 from testbed.backends.base import Backend
@@ -17,18 +18,19 @@ from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
+from testbed.execution.cluster_probes import check_shippable, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.inputs import check_files
 from testbed.execution.strategy import run_worker_sets
-from testbed.execution.treatment import Setting
+from testbed.execution.treatment import Setting, write_summary
 from testbed.execution.worker_set import WorkerSetRunner
 from testbed.plan.expand import expand
-from testbed.plan.model import Plan
+from testbed.plan.model import Plan, Treatment
 from testbed.results.ledger import Ledger
 from testbed.results.machine import machine_info
 from testbed.results.rundir import LEDGER, RESOLVED, RunDir
-from testbed.results.verdict import Verdict
+from testbed.results.verdict import Status, Verdict
 
 PHASES = ("cleanup", "prepare", "test", "final_cleanup")
 
@@ -41,6 +43,9 @@ class RunOptions:
     observer: Observer = field(default_factory=Silent)
     cpu_budget: float | None = None
     only: frozenset[str] | None = None  # run just these treatments (``testbed worker``)
+    # deployment name -> URL: provision nothing, probe these (``testbed worker --endpoint``)
+    endpoints: Mapping[str, str] | None = None
+    record_tee: Callable[[dict[str, Any]], None] | None = None  # ``testbed worker --stream``
 
 
 @dataclass
@@ -56,6 +61,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     the files it names. Raises CampaignError (exit 2) with file and line."""
     plan = expand(loaded)
     check_files(loaded, plan)
+    check_shippable(loaded, plan)
     return plan
 
 
@@ -149,9 +155,24 @@ async def _phases(
         (t.id, t.dirname, "SKIPPED" if t.status == "skipped" else "", t.reason)
         for t in plan.treatments
     )
-    backend = make_backend(loaded, run_dir)
+    if options.endpoints is not None:  # the servers' URLs are given: provision nothing
+        from testbed.backends.endpoints import EndpointsBackend
+
+        backend: Backend = EndpointsBackend(options.endpoints, loaded.base_dir)
+    else:
+        backend = make_backend(loaded, run_dir)
     runner = WorkerSetRunner(
-        Setting(plan, loaded.campaign.execution.seed, loaded.base_dir),
+        Setting(
+            plan,
+            loaded.campaign.execution.seed,
+            loaded.base_dir,
+            loaded.campaign.backend.model_dump(mode="json"),
+            # a worker given --endpoint runs its probe itself: it is the probe Job
+            remote_probe=None
+            if options.endpoints is not None
+            else remote_probe(loaded, plan, backend),
+            record_tee=options.record_tee,
+        ),
         backend,
         run_dir,
         ledger,
@@ -166,18 +187,21 @@ async def _phases(
             observer.phase("cleanup", line)
     todo = [t for t in plan.planned() if t.id in ledger.to_run()]
     used = {w for t in todo for w in t.workers}
-    if "prepare" not in skip:
-        observer.phase("prepare")
-        configs = [plan.workers[w].config for w in plan.workers if w in used]
-        for line in await backend.prepare(configs):
-            observer.phase("prepare", line)
-    try:
+    try:  # from prepare on, what was made is released whatever happens
+        if "prepare" not in skip:
+            observer.phase("prepare")
+            configs = [plan.workers[w].config for w in plan.workers if w in used]
+            for line in await backend.prepare(configs):
+                observer.phase("prepare", line)
+        todo = await _skip_infeasible(backend, plan, todo, ledger, observer, run_dir)
         if "test" not in skip and todo:
             observer.phase("test", f"{len(todo)} treatment(s)")
             execution = loaded.campaign.execution
             worker_sets = make_worker_sets(plan, todo, execution.unroll)
             budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
-            await run_worker_sets(worker_sets, execution, budget, _cost(plan), runner, runner.stop)
+            await run_worker_sets(
+                worker_sets, execution, budget, _cost(plan, backend), runner, runner.stop
+            )
     finally:
         if "final_cleanup" not in skip:
             observer.phase("final cleanup")
@@ -185,10 +209,38 @@ async def _phases(
     return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
 
 
-def _cost(plan: Plan):  # type: ignore[no-untyped-def]
+async def _skip_infeasible(
+    backend: Backend,
+    plan: Plan,
+    todo: list[Treatment],
+    ledger: Ledger,
+    observer: Observer,
+    run_dir: RunDir,
+) -> list[Treatment]:
+    """Skip, with the backend's numbers, treatments whose workers can never start there."""
+    used = {w for t in todo for w in t.workers}
+    reasons, notes = await backend.infeasible({w: plan.workers[w].config for w in sorted(used)})
+    for note in notes:
+        observer.phase("prepare", note)
+    keep = []
+    for treatment in todo:
+        reason = next((reasons[w] for w in treatment.workers if w in reasons), "")
+        if not reason:
+            keep.append(treatment)
+            continue
+        ledger.finish(treatment.id, "SKIPPED", reason)
+        verdict = Verdict(status=Status.SKIPPED, reason=reason)
+        out_dir = run_dir.treatment(treatment.dirname)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_summary(out_dir, treatment, verdict, 0)
+        observer.phase("prepare", f"skipped {treatment.dirname}: {reason}")
+    return keep
+
+
+def _cost(plan: Plan, backend: Backend):  # type: ignore[no-untyped-def]
     def cost(worker_set: WorkerSet) -> float:
-        cpus = (plan.workers[w].config["resources"]["cpu"] for w in worker_set.workers)
-        return sum(map(float, cpus)) or 0.5
+        configs = (plan.workers[w].config for w in worker_set.workers)
+        return sum(backend.worker_cost(config) for config in configs) or 0.5
 
     return cost
 
@@ -204,4 +256,8 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
         from testbed.backends.external import ExternalBackend
 
         return ExternalBackend(loaded.base_dir)
-    raise InputError(f"backend {kind!r} is not available in this build; use local or external")
+    from testbed.backends.kubernetes import KubernetesBackend
+
+    return KubernetesBackend(
+        run_dir.path, loaded.campaign.backend.model_dump(mode="json"), loaded.base_dir
+    )

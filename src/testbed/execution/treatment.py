@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import traceback
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,14 @@ _SECTIONS: dict[str, Any] = {
 }
 
 
+#: Runs a treatment's probe somewhere else (``backend.probes: cluster``): given the
+#: treatment, its attempt, its workers' handles and the context, it writes the records
+#: through ``ctx.records`` as they arrive and returns the outcome.
+RemoteProbe = Callable[
+    [Treatment, int, Mapping[str, Handle], ProbeContext], Awaitable[ProbeOutcome]
+]
+
+
 @dataclass
 class Setting:
     """What every treatment of a run shares."""
@@ -45,6 +53,9 @@ class Setting:
     plan: Plan
     seed: int
     base_dir: Path  # relative paths of the campaign start here
+    backend: Mapping[str, Any] = field(default_factory=dict)  # the campaign's backend section
+    remote_probe: RemoteProbe | None = None  # probes run elsewhere (cluster Jobs)
+    record_tee: Callable[[dict[str, Any]], None] | None = None  # sees each record (--stream)
 
 
 async def run_treatment(
@@ -65,7 +76,7 @@ async def run_treatment(
     )
     started_label, started = wall_label(), monotonic_ns()
     outcome: ProbeOutcome | None = None
-    with RecordWriter(out_dir / RECORDS) as records:
+    with RecordWriter(out_dir / RECORDS, setting.record_tee) as records:
         ctx = ProbeContext(
             endpoints={w.deployment: handles[w.id].endpoint for w in workers},
             config=config,
@@ -76,9 +87,15 @@ async def run_treatment(
             deployment=workers[0].config if workers else {},
             progress=progress,
             base_dir=setting.base_dir,
+            cluster=setting.backend,
         )
+        mine = {w.id: handles[w.id] for w in workers}
+        if setting.remote_probe is not None:
+            probe = setting.remote_probe(treatment, attempt, mine, ctx)
+        else:
+            probe = _probe(treatment.probe, ctx)
         try:
-            outcome = await _race(_probe(treatment.probe, ctx), [handles[w.id] for w in workers])
+            outcome = await _race(probe, list(mine.values()))
             verdict = outcome.verdict
         except InfrastructureError as exc:
             verdict = Verdict(status=Status.ERROR, reason=str(exc))
@@ -156,6 +173,8 @@ async def _race(probe: Any, handles: list[Handle]) -> ProbeOutcome:
         done, _ = await asyncio.wait([task, *deaths], return_when=asyncio.FIRST_COMPLETED)
     except BaseException:
         task.cancel()
+        # the probe's own cleanup (deleting what it created) runs to its end before we go on
+        await asyncio.gather(task, return_exceptions=True)
         raise
     if task in done:
         outcome: ProbeOutcome = task.result()

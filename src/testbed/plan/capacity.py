@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.config.catalogue import model_shape
+from testbed.config.deployments import gpu_count, gpu_memory_total
 
 GIB = 1024**3
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 2}
@@ -61,9 +62,7 @@ def estimate(deployment: dict[str, Any]) -> Estimate | None:
     else:
         kv = shape.kv_bytes_per_token(width) * context * batch
         kv_text = f"KV {kv / GIB:.1f} GiB for {context} tokens × {batch} seqs"
-    gpus = int(res.get("gpu") or 0)
-    available = (
-        gpus * float(res.get("gpu_memory_gb", 80)) if gpus else float(res.get("memory_gb", 8))
-    )
+    gpus = gpu_count(res.get("gpu"))
+    available = gpu_memory_total(res) if gpus else float(res.get("memory_gb", 8))
     detail = f"weights {weights / GIB:.2f} GiB {params.get('dtype', 'float32')} + {kv_text} + 10 %"
     return Estimate((weights + kv) * _OVERHEAD / GIB, available, detail)

@@ -32,6 +32,9 @@ class ProbeContext:
     deployment: Mapping[str, Any] = field(default_factory=dict)  # resolved deployment config
     base_dir: Path = Path()  # relative paths of the campaign (case files, datasets) start here
     progress: Callable[[str], None] = lambda _msg: None  # one-line status for the live display
+    # the campaign's backend section (kind, namespace, context, kubeconfig …): the scale
+    # probe reaches the cluster itself, since it has no worker
+    cluster: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

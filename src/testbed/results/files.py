@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
@@ -32,18 +33,24 @@ def write_json(path: Path, value: Any) -> None:
 
 class RecordWriter:
     """Appends records as JSON lines, flushed one by one so a crash loses at most the
-    record being written (a torn last line is ignored by :func:`read_records`)."""
+    record being written (a torn last line is ignored by :func:`read_records`).
+    ``on_write`` sees each record once it is on disk (``testbed worker --stream``)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, on_write: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._file: IO[str] = path.open("a", encoding="utf-8")
         self.count = 0
+        self._on_write = on_write
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
         self._file.flush()
         self.count += 1
+        if self._on_write is not None:
+            self._on_write(record)
 
     def close(self) -> None:
         self._file.close()

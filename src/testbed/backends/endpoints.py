@@ -1,0 +1,76 @@
+"""Servers that someone else provisioned: ``testbed worker --endpoint NAME=URL``.
+
+A probe Job of ``backend.probes: cluster`` runs next to servers the controller already
+started; it is told their URLs and provisions nothing. Each URL is spoken to with the
+protocols and the served model name the deployment's adapter declares, exactly as the
+backend that started it would (:func:`adapter_endpoint`). ``server: external`` deployments
+keep their own URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from testbed.backends.base import Backend, Handle
+from testbed.backends.external import external_endpoint
+from testbed.clients.endpoint import Endpoint
+from testbed.core.errors import InputError
+from testbed.servers.adapters import adapter_for
+
+
+def adapter_endpoint(deployment: Mapping[str, Any], base_url: str) -> Endpoint:
+    """The endpoint of a server of ``deployment``'s kind that answers at ``base_url``."""
+    adapter = adapter_for(str(deployment["server"]))
+    return Endpoint(
+        base_url=base_url.rstrip("/"),
+        protocols=tuple(adapter.protocols),
+        model=adapter.served_model_name(deployment),
+        server_kind=str(deployment["server"]),
+        tokenizer=None,
+        metrics_path=adapter.metrics_path,
+    )
+
+
+def parse_endpoints(values: list[str] | None) -> dict[str, str]:
+    """``NAME=URL`` flags as a dict; a malformed one is an input error."""
+    found: dict[str, str] = {}
+    for value in values or []:
+        name, sep, url = value.partition("=")
+        if not sep or not name or not url.startswith(("http://", "https://")):
+            raise InputError(
+                f"--endpoint {value!r}: give DEPLOYMENT=URL, e.g. sim=http://10.0.0.5:8000"
+            )
+        if name in found:
+            raise InputError(f"--endpoint {name} is given twice")
+        found[name] = url
+    return found
+
+
+class EndpointsBackend(Backend):
+    """Provisions nothing: each deployment is served at the URL given for it."""
+
+    name = "endpoints"
+
+    def __init__(self, urls: Mapping[str, str], base_dir: Path | None = None) -> None:
+        self.urls = dict(urls)
+        self.base_dir = base_dir or Path.cwd()
+
+    @contextlib.asynccontextmanager
+    async def provision(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AsyncIterator[Handle]:
+        del work_dir
+        name = str(deployment["name"])
+        if name in self.urls:
+            yield Handle(
+                adapter_endpoint(deployment, self.urls[name]), info={"url": self.urls[name]}
+            )
+        elif deployment["server"] == "external":
+            yield Handle(external_endpoint(deployment, self.base_dir))
+        else:
+            raise InputError(
+                f"worker {worker_id}: no --endpoint {name}=URL given for deployment {name}"
+            )

@@ -1,0 +1,252 @@
+"""The Kubernetes backend: each worker is a Deployment (one replica) and a Service.
+
+A run first makes its namespace (or uses the campaign's), the Secrets its models need and,
+with Datashim, its Datasets. A worker's objects are applied, then its pod is WATCHED until
+Ready; whatever the cluster says instead ends the worker as a :class:`ServerStartError`
+(an ERROR, exit 3) with the cluster's reason: Unschedulable with the scheduler's message
+and what was requested, ErrImagePull/ImagePullBackOff, CrashLoopBackOff or OOMKilled with
+the last log lines, or the startup timeout. The server's log is followed into
+``server.log`` of the worker's directory. Probes reach the server through a port-forward
+on 127.0.0.1, or through the Service when testbed runs inside the cluster. Leaving
+:meth:`provision` deletes the worker's objects; the final cleanup deletes every object of
+the run by label (and the run's own namespace), also after Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from testbed.backends.base import Backend, Handle
+from testbed.backends.endpoints import adapter_endpoint
+from testbed.backends.external import external_endpoint
+from testbed.backends.kubernetes import manifests
+from testbed.backends.kubernetes.capacity import infeasible_reason
+from testbed.backends.kubernetes.names import (
+    owns_namespace,
+    run_namespace,
+    run_selector,
+    server_image,
+    worker_name,
+)
+from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
+from testbed.clients.endpoint import Endpoint
+from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
+from testbed.clients.kube.logs import LogFollower
+from testbed.core.errors import ClusterAccessDenied, ClusterConflict, ClusterError
+from testbed.core.secrets import resolve
+from testbed.servers.adapters import adapter_for
+
+#: Kinds a run's label selects, deleted in this order (pods go with their Deployments).
+RUN_KINDS = ("Job", "Deployment", "Service", "ReplicaSet", "Pod", "Secret", "ConfigMap")
+GONE_TIMEOUT_S = 120.0
+
+
+class KubernetesBackend(Backend):
+    """Workers as pods of a cluster (one instance per run)."""
+
+    name = "kubernetes"
+
+    def __init__(
+        self, run_dir: Path, backend: Mapping[str, Any], base_dir: Path | None = None
+    ) -> None:
+        self.run_dir = run_dir
+        self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
+        self.run_id = run_dir.name
+        self.config = dict(backend)
+        self.namespace = run_namespace(self.run_id, self.config)
+        self._kube: Kube | None = None
+        self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
+        self._lock = asyncio.Lock()
+
+    async def kube(self) -> Kube:
+        if self._kube is None:
+            api = await asyncio.to_thread(connect, ConnectionSpec.from_backend(self.config))
+            self._kube = Kube(api)
+        return self._kube
+
+    def in_cluster(self) -> bool:
+        access = self.config.get("access", "auto")
+        if access == "auto":
+            return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+        return bool(access == "service")
+
+    # -- the run's shared objects ---------------------------------------------------------
+    async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
+        return await self._ensure_run(deployments)
+
+    async def _ensure_run(self, deployments: list[dict[str, Any]]) -> list[str]:
+        """Apply the shared objects ``deployments`` need that this run has not applied yet
+        (the namespace, Secrets, Datasets): prepare does it for all; a worker provisioned
+        with the prepare phase skipped does it for itself."""
+        async with self._lock:
+            kube = await self.kube()
+            workers = {f"d{i}": d for i, d in enumerate(deployments)}
+            objects = manifests.run_objects(
+                self.run_id,
+                self.namespace,
+                owns_namespace(self.config),
+                workers,
+                self.config,
+                resolve,
+            )
+            done = []
+            for obj in objects:
+                key = (obj["kind"], obj["metadata"]["name"])
+                if obj["kind"] in ("Deployment", "Service") or key in self._applied:
+                    continue
+                await asyncio.to_thread(kube.apply, obj)
+                self._applied.add(key)
+                done.append(f"{obj['kind']} {obj['metadata']['name']} applied")
+            label = ("Namespace", f"{self.namespace} labelled")
+            existing = not owns_namespace(self.config)
+            if self.config.get("datashim") and existing and label not in self._applied:
+                patch = {"metadata": {"labels": {manifests.DATASHIM_LABEL: "enabled"}}}
+                await asyncio.to_thread(kube.patch, "Namespace", self.namespace, None, patch)
+                self._applied.add(label)
+                done.append(f"namespace {self.namespace} labelled for Datashim")
+            return done
+
+    def worker_cost(self, config: dict[str, Any]) -> float:
+        """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
+        del config
+        return 0.0
+
+    async def infeasible(
+        self, workers: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, str], list[str]]:
+        """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
+        pods = {w: c for w, c in workers.items() if c.get("server") != "external"}
+        if not pods:
+            return {}, []
+        kube = await self.kube()
+        try:
+            nodes, _ = await asyncio.to_thread(kube.list_objects, "Node")
+        except ClusterAccessDenied as exc:
+            return {}, [f"capacity not checked against nodes (no permission to list them): {exc}"]
+        reasons = {w: infeasible_reason(c, nodes) for w, c in pods.items()}
+        return {w: r for w, r in reasons.items() if r}, []
+
+    # -- one worker ---------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def provision(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AsyncIterator[Handle]:
+        if deployment["server"] == "external":
+            yield Handle(external_endpoint(deployment, self.base_dir))
+            return
+        await self._ensure_run([deployment])
+        kube = await self.kube()
+        objects = manifests.worker(self.run_id, worker_id, deployment, self.config, self.namespace)
+        follower: LogFollower | None = None
+        death: asyncio.Task[None] | None = None
+        try:
+            for obj in objects:
+                await asyncio.to_thread(kube.apply, obj)
+            pod = await follow_until_ready(
+                kube, self.namespace, self.run_id, worker_id, deployment, self.config, objects[0]
+            )
+            pod_name = str(pod["metadata"]["name"])
+            work_dir.mkdir(parents=True, exist_ok=True)
+            follower = LogFollower(
+                kube, self.namespace, pod_name, "server", work_dir / "server.log"
+            )
+            async with self._reach(kube, pod_name, worker_id, deployment) as base_url:
+                handle = Handle(
+                    self._endpoint(deployment, base_url),
+                    info={
+                        "pod": pod_name,
+                        "namespace": self.namespace,
+                        "node": pod.get("spec", {}).get("nodeName"),
+                        "image": server_image(deployment, self.config),
+                        "version": f"{deployment['server']} image"
+                        f" {server_image(deployment, self.config)}",
+                    },
+                )
+                death = asyncio.ensure_future(
+                    watch_death(kube, self.namespace, self.run_id, worker_id, pod, handle)
+                )
+                yield handle
+        finally:
+            if death is not None:
+                death.cancel()
+                await asyncio.gather(death, return_exceptions=True)
+            if follower is not None:
+                await asyncio.to_thread(follower.close)
+            await asyncio.shield(self._delete_worker(kube, objects))
+
+    @contextlib.asynccontextmanager
+    async def _reach(
+        self, kube: Kube, pod: str, worker_id: str, deployment: Mapping[str, Any]
+    ) -> AsyncIterator[str]:
+        port = adapter_for(str(deployment["server"])).container_port
+        if self.in_cluster():
+            yield f"http://{worker_name(worker_id)}.{self.namespace}.svc:{port}"
+            return
+        async with PortForward(kube.api, self.namespace, pod, port) as local:
+            yield f"http://127.0.0.1:{local}"
+
+    def _endpoint(self, deployment: Mapping[str, Any], base_url: str) -> Endpoint:
+        return adapter_endpoint(deployment, base_url)
+
+    async def _delete_worker(self, kube: Kube, objects: list[dict[str, Any]]) -> None:
+        for obj in objects:
+            meta = obj["metadata"]
+            with contextlib.suppress(ClusterError):
+                await asyncio.to_thread(kube.delete, obj["kind"], meta["name"], meta["namespace"])
+
+    # -- cleanup ------------------------------------------------------------------------
+    async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
+        """Delete every object labelled with this run, then the run's own namespace, and
+        wait until the API has none of them left."""
+        try:
+            return await self._cleanup()
+        except ClusterError as exc:
+            raise type(exc)(
+                f"{exc}; objects of run {self.run_id} may remain — remove them with"
+                f" `testbed cleanup {run_dir}`",
+                status=exc.status,
+                reason=exc.reason,
+            ) from exc
+
+    async def _cleanup(self) -> list[str]:
+        kube = await self.kube()
+        selector = run_selector(self.run_id)
+        kinds = [*RUN_KINDS, *(["Dataset"] if self.config.get("datashim") else [])]
+        gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
+        if owns_namespace(self.config) and await asyncio.to_thread(
+            kube.delete, "Namespace", self.namespace
+        ):
+            gone.append(f"Namespace/{self.namespace}")
+        if gone:
+            await self._wait_gone(kube, kinds, selector)
+        self._applied.clear()
+        return [f"deleted {name}" for name in gone]
+
+    async def _wait_gone(self, kube: Kube, kinds: list[str], selector: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + GONE_TIMEOUT_S
+        while loop.time() < deadline:
+            left = await asyncio.to_thread(_remaining, kube, kinds, self.namespace, selector)
+            if owns_namespace(self.config):
+                ns = await asyncio.to_thread(kube.get, "Namespace", self.namespace)
+                left += [f"Namespace/{self.namespace}"] if ns is not None else []
+            if not left:
+                return
+            await asyncio.sleep(0.2)  # deletion has no watchable end across kinds; poll briefly
+        raise ClusterConflict(
+            f"objects of run {self.run_id} still exist {GONE_TIMEOUT_S:.0f} s after deletion;"
+            f" remove them with `testbed cleanup {self.run_dir}`"
+        )
+
+
+def _remaining(kube: Kube, kinds: list[str], namespace: str, selector: str) -> list[str]:
+    left = []
+    for kind in kinds:
+        items, _ = kube.list_objects(kind, namespace, selector)
+        left += [f"{kind}/{item['metadata']['name']}" for item in items]
+    return left

@@ -1,0 +1,50 @@
+"""``testbed plan FILE --manifests DIR``: every object a run would create, as YAML files.
+
+The objects are exactly those the backend applies (:func:`manifests.run_objects`), for a
+run id given or derived from the campaign's name; Secrets show ``***`` instead of values,
+so the files can be reviewed, diffed and committed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed.backends.kubernetes import manifests
+from testbed.backends.kubernetes.names import owns_namespace, run_namespace
+from testbed.core.errors import InputError
+from testbed.core.secrets import MASK
+
+
+def _mask(text: str) -> str:
+    del text
+    return MASK
+
+
+def plan_objects(
+    run_id: str, backend: Mapping[str, Any], workers: Mapping[str, Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The run's objects with masked secrets."""
+    if backend.get("kind") != "kubernetes":
+        raise InputError(
+            "--manifests writes Kubernetes objects, but the campaign's backend is"
+            f" {backend.get('kind')} — add --set backend.kind=kubernetes"
+        )
+    ns = run_namespace(run_id, backend)
+    return manifests.run_objects(run_id, ns, owns_namespace(backend), workers, backend, _mask)
+
+
+def write_manifests(objects: list[dict[str, Any]], folder: Path) -> list[Path]:
+    """One file per object, ``NN-kind-name.yaml``, in creation order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, obj in enumerate(objects, 1):
+        path = folder / f"{i:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+        plain = json.loads(json.dumps(obj))  # no YAML anchors for shared label dicts
+        path.write_text(yaml.safe_dump(plain, sort_keys=False))
+        written.append(path)
+    return written

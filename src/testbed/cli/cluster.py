@@ -1,0 +1,219 @@
+"""``testbed cluster emulate``: a Kubernetes API server on this machine, until stopped.
+
+It writes a kubeconfig (server URL and a bearer token the emulator checks), creates the
+requested Ready nodes with CPU, memory, GPU and MIG capacity, prints one line naming the
+kubeconfig, and serves until SIGINT or SIGTERM (exit 0). docs/emulator.md describes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "cluster",
+        help="a local Kubernetes cluster emulator",
+        description="Work with clusters; `emulate` runs a Kubernetes API emulator here.",
+    )
+    verbs = parser.add_subparsers(dest="cluster_command", metavar="VERB", parser_class=type(parser))
+    emulate = verbs.add_parser(
+        "emulate",
+        help="serve an emulated Kubernetes API until stopped",
+        description="Serve an emulated Kubernetes API (kubectl and the official client work"
+        " against it) until SIGINT or SIGTERM.",
+    )
+    _add_server_flags(emulate)
+    _add_plane_flags(emulate)
+    emulate.set_defaults(handler=handle_emulate)
+    parser.set_defaults(handler=lambda args: _usage(parser))
+
+
+def _add_server_flags(emulate: argparse.ArgumentParser) -> None:
+    """Where the API server listens and the nodes it creates."""
+    emulate.add_argument(
+        "--port", type=int, default=0, help="port to listen on; 0 picks a free one"
+    )
+    emulate.add_argument("--host", default="127.0.0.1", help="address to bind")
+    emulate.add_argument(
+        "--kubeconfig",
+        type=Path,
+        default=Path("testbed-emulator.kubeconfig"),
+        metavar="FILE",
+        help="where to write the kubeconfig (mode 0600: it holds the token)",
+    )
+    emulate.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
+    emulate.add_argument(
+        "--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default 8)"
+    )
+    emulate.add_argument(
+        "--mig",
+        action="append",
+        default=[],
+        metavar="PROFILE=COUNT",
+        help="MIG slices per node, e.g. --mig 1g.10gb=7 (repeatable)",
+    )
+    emulate.add_argument("--node-cpu", type=int, default=32, help="CPU cores per node (default 32)")
+    emulate.add_argument(
+        "--node-memory-gb", type=int, default=256, help="memory per node in GiB (default 256)"
+    )
+    emulate.add_argument("--node-pods", type=int, default=110, help="pods per node (default 110)")
+    emulate.add_argument(
+        "--gpu-product", default="NVIDIA-A100-SXM4-80GB", help="nvidia.com/gpu.product label"
+    )
+
+
+def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
+    """The control plane's flags (scheduler, controllers, process-kubelet)."""
+    plane = emulate.add_argument_group("control plane (scheduler, controllers, process-kubelet)")
+    plane.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="pod scratch dirs, PVC data and container logs (default: a temporary dir, removed)",
+    )
+    plane.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="SELECTOR=GLOB:KIND[:SECONDS]",
+        help="inject a fault into matching pods, e.g. --fault 'image=*vllm*:image-pull';"
+        " SELECTOR image|pod|namespace, KIND image-pull|crash|oom|slow-schedule (repeatable)",
+    )
+    plane.add_argument(
+        "--crash-backoff",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="first CrashLoopBackOff/ImagePullBackOff delay, doubling up to 300 s (default 10)",
+    )
+    plane.add_argument(
+        "--testbed-image-pattern",
+        default=r"(^|/)testbed([:@]|$)",
+        metavar="REGEX",
+        help="images run as `python -m testbed …` of this interpreter",
+    )
+    plane.add_argument(
+        "--vllm-image-pattern",
+        default="vllm",
+        metavar="REGEX",
+        help="images run with the vLLM venv's python (vllm.entrypoints.openai.api_server)",
+    )
+    plane.add_argument(
+        "--vllm-python",
+        type=Path,
+        metavar="PATH",
+        help="the vLLM interpreter (default $TESTBED_VLLM_PYTHON or .venv-vllm/bin/python)",
+    )
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    from testbed.core.errors import EXIT_INPUT
+
+    parser.print_help()
+    return EXIT_INPUT
+
+
+def shape_from_args(args: argparse.Namespace) -> Any:
+    """The ClusterShape the flags describe; an InputError names the bad flag."""
+    from pydantic import ValidationError
+
+    from testbed.core.errors import InputError
+    from testbed.emulator.nodes import ClusterShape
+
+    mig: dict[str, int] = {}
+    for item in args.mig:
+        profile, sep, count = item.partition("=")
+        if not sep or not count.strip().isdigit():
+            raise InputError(f"--mig {item!r}: write it as PROFILE=COUNT, e.g. --mig 1g.10gb=7")
+        mig[profile.strip()] = int(count)
+    flags = {
+        "nodes": "--nodes",
+        "gpus_per_node": "--gpus-per-node",
+        "mig": "--mig",
+        "node_cpu": "--node-cpu",
+        "node_memory_gb": "--node-memory-gb",
+        "node_pods": "--node-pods",
+        "gpu_product": "--gpu-product",
+    }
+    try:
+        return ClusterShape(
+            nodes=args.nodes,
+            gpus_per_node=args.gpus_per_node,
+            mig=mig,
+            node_cpu=args.node_cpu,
+            node_memory_gb=args.node_memory_gb,
+            node_pods=args.node_pods,
+            gpu_product=args.gpu_product,
+        )
+    except ValidationError as exc:
+        problems = [f"{flags.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()]
+        raise InputError("; ".join(problems)) from None
+
+
+def plane_from_args(args: argparse.Namespace) -> Any:
+    """The control plane's PlaneSettings the flags describe; an InputError names the bad flag."""
+    import re
+
+    from testbed.core.errors import InputError
+    from testbed.emulator.controllers.plane import PlaneSettings
+    from testbed.emulator.kubelet.container import KubeletSettings
+    from testbed.emulator.kubelet.faults import FaultRule
+    from testbed.emulator.kubelet.images import ImageRules
+
+    for flag, pattern in (
+        ("--testbed-image-pattern", args.testbed_image_pattern),
+        ("--vllm-image-pattern", args.vllm_image_pattern),
+    ):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise InputError(f"{flag} {pattern!r} is not a regular expression: {exc}") from None
+    if args.crash_backoff <= 0:
+        raise InputError(
+            f"--crash-backoff {args.crash_backoff}: must be a positive number of seconds"
+        )
+    if args.vllm_python is not None and not args.vllm_python.exists():
+        raise InputError(
+            f"--vllm-python {args.vllm_python}: no such file; point it at a venv's python"
+        )
+    return PlaneSettings(
+        state_dir=args.state_dir,
+        kubelet=KubeletSettings(backoff_s=args.crash_backoff),
+        images=ImageRules(
+            testbed_pattern=args.testbed_image_pattern,
+            vllm_pattern=args.vllm_image_pattern,
+            vllm_python=args.vllm_python,
+        ),
+        faults=tuple(FaultRule.parse(text) for text in args.fault),
+    )
+
+
+def handle_emulate(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from testbed.core.errors import InputError
+
+    shape = shape_from_args(args)
+    plane = plane_from_args(args)
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"--port {args.port}: must be between 0 and 65535")
+    try:
+        from testbed.emulator.serve import serve_until_stopped
+        from testbed.emulator.server import Emulator
+    except ModuleNotFoundError as exc:
+        if exc.name in ("aiohttp", "orjson"):
+            from testbed.core.errors import MissingDependency
+
+            raise MissingDependency(exc.name, "emulator") from None
+        raise
+    emulator = Emulator(shape, host=args.host, port=args.port)
+    try:
+        asyncio.run(serve_until_stopped(emulator, args.kubeconfig, controller_settings=plane))
+    except OSError as exc:
+        from testbed.core.errors import InfrastructureError
+
+        raise InfrastructureError(f"cannot serve on {args.host}:{args.port}: {exc}") from exc
+    return 0

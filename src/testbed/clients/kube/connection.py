@@ -1,0 +1,127 @@
+"""How testbed reaches a Kubernetes API: one function, :func:`connect`, builds the client.
+
+Three ways, first that applies wins:
+
+1. ``server`` (a URL) with a bearer ``token`` given as ``${env:NAME}`` — tgis-tester's
+   ``TESTER_SERVICE_ACCOUNT_TOKEN`` flow. The variable is read at connect time; the token
+   lives only in the client's memory, never in a log, a plan or a file testbed writes.
+2. a kubeconfig: ``kubeconfig`` (a path), else ``$KUBECONFIG``, else ``~/.kube/config``,
+   with ``context`` choosing one of its contexts.
+3. the pod's service account, when testbed itself runs in a cluster
+   (``KUBERNETES_SERVICE_HOST`` is set) and no kubeconfig exists.
+
+Everything a user can get wrong here is an :class:`InputError` (exit 2) that says what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from testbed.core.errors import InputError, MissingDependency
+from testbed.core.secrets import is_reference, resolve
+
+DEFAULT_KUBECONFIG = Path("~/.kube/config")
+
+
+@dataclass(frozen=True)
+class ConnectionSpec:
+    """Where the API is and who testbed is there. ``token`` is a ``${env:NAME}`` reference."""
+
+    context: str | None = None
+    kubeconfig: str | None = None
+    server: str | None = None
+    token: str | None = None
+    certificate_authority: str | None = None
+    insecure_skip_tls_verify: bool = False
+
+    @classmethod
+    def from_backend(cls, backend: Any) -> ConnectionSpec:
+        """The spec of a campaign's ``backend:`` section (a model or its dict)."""
+        data: Mapping[str, Any] = (
+            backend if isinstance(backend, Mapping) else backend.model_dump(mode="python")
+        )
+        return cls(
+            context=data.get("context"),
+            kubeconfig=data.get("kubeconfig"),
+            server=data.get("server"),
+            token=data.get("token"),
+            certificate_authority=data.get("certificate_authority"),
+            insecure_skip_tls_verify=bool(data.get("insecure_skip_tls_verify", False)),
+        )
+
+    def describe(self) -> str:
+        """Where this spec points, for messages (never the token)."""
+        if self.server:
+            return f"server {self.server}"
+        path = self.kubeconfig_path()
+        if path is not None:
+            return f"kubeconfig {path}" + (f" context {self.context}" if self.context else "")
+        return "the in-cluster service account"
+
+    def kubeconfig_path(self, environ: Mapping[str, str] | None = None) -> Path | None:
+        """The kubeconfig this spec reads, or None when none exists (in-cluster)."""
+        env = os.environ if environ is None else environ
+        if self.kubeconfig:
+            return Path(self.kubeconfig).expanduser()
+        if env.get("KUBECONFIG"):
+            # kubectl merges a list; testbed reads the first file, as most tools do.
+            return Path(env["KUBECONFIG"].split(os.pathsep)[0]).expanduser()
+        default = DEFAULT_KUBECONFIG.expanduser()
+        if default.exists() or not env.get("KUBERNETES_SERVICE_HOST"):
+            return default
+        return None
+
+
+def connect(spec: ConnectionSpec | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` for ``spec`` (see the module docstring)."""
+    try:
+        from kubernetes import client, config
+    except ImportError as exc:
+        raise MissingDependency("kubernetes", "kubernetes") from exc
+    spec = spec or ConnectionSpec()
+    configuration = client.Configuration()
+    if spec.server:
+        _token_config(spec, configuration)
+    else:
+        path = spec.kubeconfig_path()
+        try:
+            if path is None:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                if not path.is_file():
+                    raise InputError(
+                        f"no kubeconfig at {path}; set KUBECONFIG, backend.kubeconfig, or"
+                        " backend.server with backend.token: ${env:NAME}"
+                    )
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=str(path), context=spec.context, client_configuration=configuration
+                )
+        except config.ConfigException as exc:
+            raise InputError(f"cannot use {spec.describe()}: {exc}") from exc
+    return client.ApiClient(configuration)
+
+
+def _token_config(spec: ConnectionSpec, configuration: Any) -> None:
+    if not spec.token:
+        raise InputError(
+            f"backend.server is {spec.server} but backend.token is not set; set"
+            " backend.token: ${env:NAME} (e.g. ${env:TESTER_SERVICE_ACCOUNT_TOKEN})"
+        )
+    if not is_reference(spec.token):
+        raise InputError(
+            "backend.token must be an ${env:NAME} reference, never the token itself: a literal"
+            " token would be written into the run directory"
+        )
+    configuration.host = spec.server.rstrip("/") if spec.server else ""
+    configuration.api_key = {"authorization": resolve(spec.token)}
+    configuration.api_key_prefix = {"authorization": "Bearer"}
+    if spec.certificate_authority:
+        ca = Path(spec.certificate_authority).expanduser()
+        if not ca.is_file():
+            raise InputError(f"backend.certificate_authority {ca} does not exist")
+        configuration.ssl_ca_cert = str(ca)
+    configuration.verify_ssl = not spec.insecure_skip_tls_verify

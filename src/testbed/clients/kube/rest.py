@@ -1,0 +1,248 @@
+"""Typed helpers over the official client's REST layer: objects as plain dicts.
+
+testbed builds its manifests as dicts (``backends.kubernetes.manifests``), so it talks to the
+API in dicts too: the official ``ApiClient`` signs, serialises and sends each request (auth,
+TLS, proxies exactly as kubectl's config says), and :class:`Kube` maps a kind to its URL.
+Every API error leaves this module as a :mod:`testbed.core.errors` ``Cluster*`` error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.clients.kube.errors import from_status, translate
+from testbed.core.errors import ClusterConflict, ClusterError, ClusterNotFound
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    api_version: str
+    plural: str
+    namespaced: bool = True
+
+    def collection(self, namespace: str | None) -> str:
+        group, _, version = self.api_version.rpartition("/")
+        root = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        if self.namespaced and namespace:
+            return f"{root}/namespaces/{namespace}/{self.plural}"
+        return f"{root}/{self.plural}"
+
+
+#: The kinds testbed creates or reads, by ``kind``.
+KINDS: dict[str, KindInfo] = {
+    "Namespace": KindInfo("v1", "namespaces", namespaced=False),
+    "Node": KindInfo("v1", "nodes", namespaced=False),
+    "Pod": KindInfo("v1", "pods"),
+    "Service": KindInfo("v1", "services"),
+    "Secret": KindInfo("v1", "secrets"),
+    "ConfigMap": KindInfo("v1", "configmaps"),
+    "PersistentVolumeClaim": KindInfo("v1", "persistentvolumeclaims"),
+    "Event": KindInfo("v1", "events"),
+    "Deployment": KindInfo("apps/v1", "deployments"),
+    "ReplicaSet": KindInfo("apps/v1", "replicasets"),
+    "Job": KindInfo("batch/v1", "jobs"),
+    "Dataset": KindInfo("datashim.io/v1alpha1", "datasets"),
+}
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def kind_info(kind: str) -> KindInfo:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ClusterError(
+            f"testbed does not handle kind {kind!r}; known: {sorted(KINDS)}"
+        ) from None
+
+
+class Kube:
+    """One API connection (an ``ApiClient`` from :func:`~testbed.clients.kube.connect`)."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.api = api_client
+
+    # -- raw ---------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        doing: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | tuple[float, float] | None = 30.0,
+    ) -> Any:
+        """Send one request; return the urllib3 response (unread); raise Cluster* on non-2xx."""
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        try:
+            _, url, headers, data, _ = self.api.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=params,
+                header_params={"Content-Type": content_type, "Accept": JSON},
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            response = self.api.call_api(
+                method, url, header_params=headers, body=data, _request_timeout=timeout
+            )
+        except ClusterError:
+            raise
+        except Exception as exc:  # the client raises urllib3, ssl and socket errors as they are
+            raise translate(exc, doing) from exc
+        raw = response.response
+        if not 200 <= response.status <= 299:
+            raise from_status(response.status, raw.data, doing)
+        return raw
+
+    def call(self, method: str, path: str, doing: str, **kwargs: Any) -> dict[str, Any]:
+        """A request whose answer is one JSON object."""
+        raw = self.request(method, path, doing, **kwargs)
+        result: dict[str, Any] = json.loads(raw.data or b"{}")
+        return result
+
+    # -- objects -------------------------------------------------------------------------
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        kind, meta = obj["kind"], obj["metadata"]
+        path = kind_info(kind).collection(meta.get("namespace"))
+        return self.call("POST", path, f"create {kind} {meta['name']}", body=dict(obj))
+
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Create ``obj``, or replace it when it exists (``--resume`` recreates workers)."""
+        try:
+            return self.create(obj)
+        except ClusterConflict:
+            current = self.get(
+                obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
+            )
+            body = json.loads(json.dumps(obj))
+            if current is not None:
+                body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            kind, meta = obj["kind"], obj["metadata"]
+            path = f"{kind_info(kind).collection(meta.get('namespace'))}/{meta['name']}"
+            return self.call("PUT", path, f"replace {kind} {meta['name']}", body=body)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        path = f"{kind_info(kind).collection(namespace)}/{name}"
+        try:
+            return self.call("GET", path, f"get {kind} {name}")
+        except ClusterNotFound:
+            return None
+
+    def list_objects(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """``(items, resourceVersion)``; items carry no kind, so it is added."""
+        path = kind_info(kind).collection(namespace)
+        answer = self.call("GET", path, f"list {kind}", query={"labelSelector": label_selector})
+        items = answer.get("items") or []
+        for item in items:
+            item.setdefault("kind", kind)
+        return items, str(answer.get("metadata", {}).get("resourceVersion", ""))
+
+    def patch(
+        self, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        path = f"{kind_info(kind).collection(namespace)}/{name}"
+        return self.call(
+            "PATCH", path, f"patch {kind} {name}", body=dict(patch), content_type=MERGE_PATCH
+        )
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        """Delete one object (dependents in the background); False when it was already gone."""
+        path = f"{kind_info(kind).collection(namespace)}/{name}"
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        try:
+            self.call("DELETE", path, f"delete {kind} {name}", body=body)
+        except ClusterNotFound:
+            return False
+        return True
+
+    def delete_labelled(
+        self, kinds: Iterable[str], namespace: str | None, label_selector: str
+    ) -> list[str]:
+        """Delete every object of ``kinds`` matching ``label_selector``; ``kind/name`` of each."""
+        gone = []
+        for kind in kinds:
+            items, _ = self.list_objects(kind, namespace, label_selector)
+            for item in items:
+                meta = item["metadata"]
+                if self.delete(kind, meta["name"], meta.get("namespace")):
+                    where = f" in {meta['namespace']}" if meta.get("namespace") else ""
+                    gone.append(f"{kind}/{meta['name']}{where}")
+        return gone
+
+    def pod_log(
+        self,
+        name: str,
+        namespace: str,
+        container: str | None = None,
+        *,
+        tail_lines: int | None = None,
+        previous: bool = False,
+    ) -> str:
+        """A container's log (the previous instance's with ``previous``); '' when there is none."""
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+        query = {"container": container, "tailLines": tail_lines}
+        if previous:
+            query["previous"] = "true"
+        try:
+            raw = self.request("GET", path, f"read the log of pod {name}", query=query)
+        except ClusterError as exc:
+            if exc.status in (400, 404):
+                return ""  # not started yet, or no previous instance
+            raise
+        return bytes(raw.data).decode("utf-8", "replace")
+
+    def watch_lines(
+        self,
+        kind: str,
+        namespace: str | None,
+        *,
+        label_selector: str | None,
+        resource_version: str,
+        timeout_s: int,
+    ) -> tuple[Any, Iterator[dict[str, Any]]]:
+        """Open a watch; return ``(response, events)``. Closing the response ends the
+        iteration from any thread. An ``ERROR`` event is raised as a ClusterError (410: the
+        resourceVersion expired; the caller lists again)."""
+        path = kind_info(kind).collection(namespace)
+        query = {
+            "watch": "true",
+            "labelSelector": label_selector,
+            "resourceVersion": resource_version or None,
+            "timeoutSeconds": timeout_s,
+            "allowWatchBookmarks": "true",
+        }
+        raw = self.request(
+            "GET", path, f"watch {kind}", query=query, timeout=(10.0, timeout_s + 10.0)
+        )
+        return raw, _events(raw, kind)
+
+
+def _events(raw: Any, kind: str) -> Iterator[dict[str, Any]]:
+    pending = b""
+    try:
+        for chunk in raw.stream(8192, decode_content=True):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event: dict[str, Any] = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    raise from_status(int(status.get("code") or 500), status, f"watch {kind}")
+                yield event
+    except ClusterError:
+        raise
+    except Exception:
+        return
+    finally:
+        raw.release_conn()

@@ -1,0 +1,1 @@
+"""The process-kubelet: runs the containers of pods bound to emulated nodes as local processes."""

@@ -1,0 +1,97 @@
+"""A running container's probes, in the kubelet's order: startup first, then readiness and liveness.
+
+While a ``startupProbe`` has not succeeded the container is not ``started``, not ready, and
+no other probe runs; ``failureThreshold`` failures in a row kill it ("failed startup probe,
+will be restarted"). Then ``readinessProbe`` drives ``ready`` (without one the container is
+ready once started) and ``livenessProbe`` kills it after ``failureThreshold`` failures. Each
+failure is an ``Unhealthy`` warning event, worded as the kubelet words it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from testbed.emulator.kubelet.probes import Timing, check
+
+if TYPE_CHECKING:
+    from testbed.emulator.kubelet.container import ContainerRunner
+    from testbed.emulator.kubelet.process import HostProcess
+
+
+async def supervise(runner: ContainerRunner, host: HostProcess) -> None:
+    """Run the container's probes until it exits (the caller cancels this task then)."""
+    spec = runner.spec
+    startup = spec.get("startupProbe")
+    if startup:
+        runner.record.started = False
+        runner.changed()
+        if not await _passes(runner, startup):
+            runner.kill_for_probe(host, "startup")
+            return
+        runner.record.started = True
+        runner.record.ready = "readinessProbe" not in spec
+        runner.changed()
+    loops = []
+    readiness = spec.get("readinessProbe")
+    if readiness:
+
+        def ready(ok: bool) -> None:
+            if runner.record.ready != ok and "running" in runner.record.state:
+                runner.record.ready = ok
+                runner.changed()
+
+        loops.append(probe_loop(runner, readiness, "Readiness", ready))
+    liveness = spec.get("livenessProbe")
+    if liveness:
+
+        def alive(ok: bool) -> None:
+            if not ok:
+                runner.kill_for_probe(host, "liveness")
+
+        loops.append(probe_loop(runner, liveness, "Liveness", alive))
+    await asyncio.gather(*loops)
+
+
+async def _passes(runner: ContainerRunner, probe: Mapping[str, Any]) -> bool:
+    """The startup probe: True at ``successThreshold`` successes, False at ``failureThreshold``."""
+    timing = Timing.of(probe)
+    await asyncio.sleep(timing.initial_delay_s)
+    failures = successes = 0
+    while True:
+        ok, message = await check(probe, runner.spec, runner.launch.ports, runner.launch.env)
+        if ok:
+            successes += 1
+            if successes >= timing.success_threshold:
+                return True
+        else:
+            successes, failures = 0, failures + 1
+            runner.emit("Warning", "Unhealthy", f"Startup probe failed: {message}")
+            if failures >= timing.failure_threshold:
+                return False
+        await asyncio.sleep(timing.period_s)
+
+
+async def probe_loop(
+    runner: ContainerRunner,
+    probe: Mapping[str, Any],
+    kind: str,
+    on_result: Callable[[bool], None],
+) -> None:
+    """Run ``probe`` for as long as the container runs; report each threshold crossing."""
+    timing = Timing.of(probe)
+    await asyncio.sleep(timing.initial_delay_s)
+    failures = successes = 0
+    while True:
+        ok, message = await check(probe, runner.spec, runner.launch.ports, runner.launch.env)
+        if ok:
+            successes, failures = successes + 1, 0
+            if successes >= timing.success_threshold:
+                on_result(True)
+        else:
+            successes, failures = 0, failures + 1
+            runner.emit("Warning", "Unhealthy", f"{kind} probe failed: {message}")
+            if failures >= timing.failure_threshold:
+                on_result(False)
+        await asyncio.sleep(timing.period_s)

@@ -1,0 +1,264 @@
+"""The times table: one row per workload, every stage's time, from submissions and facts.
+
+A workload's pod stage is reached when all its pods have reached it (a gang of workers
+is running when the last worker runs) and at least the expected number of pods exists;
+its time is then the latest of theirs. Events fill in what objects only know to the second:
+the scheduler's ``Scheduled`` and the kubelet's ``Started`` (per pod), a Job's
+``SuccessfulCreate`` (the pod's creation); other events about a workload's objects (a
+PodGroup's, a Job's ``Completed``) become extra columns ``event.<Kind>.<Reason>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from testbed.config.scale import STAGES
+from testbed.probes.scale import stages
+from testbed.probes.scale.sampled import Facts
+from testbed.probes.scale.submitted import Submitted
+
+#: Sources that are ceilings: the change happened before it was seen (or acknowledged).
+_CEILINGS = ("watch", "ack")
+POD_STAGES = ("pod_created", "scheduled", "initialized", "started", "running", "ready")
+TIMES_CSV = "times.csv"
+
+
+@dataclass
+class Row:
+    """One workload's times (epoch milliseconds) and where each came from."""
+
+    index: int
+    name: str
+    submitted_ms: float
+    stages: dict[str, float] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
+    pods: int = 0
+    error: str | None = None
+    failed_ms: float | None = None
+
+    def interval(self, start: str, end: str, until_ms: float) -> tuple[float, bool] | None:
+        """``end − start`` in ms and True; or, not there yet, the wait so far and False
+        (censored: at the failure if it failed, else at ``until_ms``). None without start."""
+        begin = self.stages.get(start)
+        if begin is None:
+            return None
+        finish = self.stages.get(end)
+        if finish is not None:
+            return finish - begin, True
+        stop = self.failed_ms if self.failed_ms is not None else until_ms
+        return max(stop - begin, 0.0), False
+
+
+def rows(submitted: Submitted, facts: Facts) -> list[Row]:
+    """The table, in submission order."""
+    by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for key, entry in facts.pods.items():
+        by_workload[entry.get("workload") or ""].append({**entry, "key": key})
+    pod_events, object_events = _events(facts)
+    out = []
+    for sub in submitted.ordered():
+        row = Row(sub.index, sub.name, sub.sent_ms)
+        row.stages["submitted"] = sub.sent_ms
+        row.sources["submitted"] = "client"
+        if sub.status == "error":
+            row.error = f"submit: {sub.error}"
+            out.append(row)
+            continue
+        pods = by_workload.get(sub.name, [])
+        row.pods = len(pods)
+        _pod_stages(row, pods, pod_events, sub.expected_pods)
+        _object_stages(row, facts, sub.namespace, sub.kind, sub.name, pods, sub.acked_ms)
+        _raise_floored(row)
+        _lower_late(row)
+        for (kind, name), times in object_events.items():
+            if name == sub.name:
+                row.extra.update({f"event.{kind}.{reason}": t for reason, t in times.items()})
+        out.append(row)
+    return out
+
+
+def _events(
+    facts: Facts,
+) -> tuple[dict[str, dict[str, dict[str, float]]], dict[tuple[str, str], dict[str, float]]]:
+    """Event times per pod key and stage, and per (kind, name) and reason."""
+    pods: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
+    objects: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    for event in facts.events.values():
+        chosen = stages.best(event["t"])
+        if chosen is None:
+            continue
+        millis, source = chosen
+        kind, reason = event["kind"], event["reason"]
+        if kind == "Pod" and reason in ("Scheduled", "Started"):
+            stage = "scheduled" if reason == "Scheduled" else "started"
+            key = f"{event['namespace']}/{event['name']}"
+            old = pods[key].get(stage, {}).get(source)
+            # the pod has started when its last container has
+            pick = max if stage == "started" else min
+            pods[key].setdefault(stage, {})[source] = millis if old is None else pick(old, millis)
+        elif reason == "SuccessfulCreate" and "Created pod: " in event["message"]:
+            pod = event["message"].split("Created pod: ", 1)[1].split()[0]
+            pods[f"{event['namespace']}/{pod}"].setdefault("pod_created", {})[source] = millis
+        elif kind != "Pod":
+            times = objects[(kind, event["name"])]
+            times[reason] = min(times.get(reason, millis), millis)
+    return pods, objects
+
+
+def _pod_stages(
+    row: Row,
+    pods: list[dict[str, Any]],
+    pod_events: dict[str, dict[str, dict[str, float]]],
+    expected: int,
+) -> None:
+    for pod in pods:
+        if pod.get("error") and row.error is None:
+            row.error = f"{pod['key']}: {pod['error']}"
+        failed = pod["stages"].get("failed")
+        if failed or pod.get("phase") == "Failed":
+            chosen = stages.best(failed or {})
+            stamp = chosen[0] if chosen else None
+            row.failed_ms = (
+                stamp if row.failed_ms is None or stamp is None else min(row.failed_ms, stamp)
+            )
+            row.error = row.error or f"{pod['key']}: failed"
+    if len(pods) < max(expected, 1):
+        return
+    for stage in (*POD_STAGES, "completed"):
+        times = []
+        for pod in pods:
+            candidates = {
+                **pod["stages"].get(stage, {}),
+                **pod_events.get(pod["key"], {}).get(stage, {}),
+            }
+            chosen = stages.best(candidates)
+            if chosen is None:
+                break
+            times.append(chosen)
+        else:
+            millis, source = max(times)
+            row.stages[stage], row.sources[stage] = millis, source
+
+
+def _raise_floored(row: Row) -> None:
+    """A whole-second time is a floor: the true time is in [t, t + 1 s). When the stage
+    before it is known more precisely and later, that is a tighter floor — so a delta is
+    never negative merely because the API rounded down. Such times are marked ``>prev``."""
+    floor: float | None = None
+    for stage in STAGES:
+        here, source = row.stages.get(stage), row.sources.get(stage, "")
+        if here is None:
+            continue
+        if floor is not None and here < floor and source in stages.COARSE:
+            row.stages[stage] = here = floor
+            row.sources[stage] = f"{source}>prev"
+        if source not in _CEILINGS:  # exact times and floors bound what follows from below
+            floor = here if floor is None else max(floor, here)
+
+
+def _lower_late(row: Row) -> None:
+    """A watch receive time or a create call's return is a ceiling: the change happened
+    before it was seen. A later stage known to have happened earlier (an event, or another
+    ceiling) is a tighter ceiling, so such a time is lowered to it and marked ``<next``."""
+    ceiling: float | None = None
+    for stage in reversed(STAGES):
+        here, source = row.stages.get(stage), row.sources.get(stage, "")
+        if here is None:
+            continue
+        if ceiling is not None and here > ceiling and source in _CEILINGS:
+            row.stages[stage] = here = ceiling
+            row.sources[stage] = f"{source}<next"
+        if source.split(">")[0] not in stages.COARSE:  # exact times and ceilings
+            ceiling = here if ceiling is None else min(ceiling, here)
+
+
+def _object_stages(
+    row: Row,
+    facts: Facts,
+    namespace: str,
+    kind: str,
+    name: str,
+    pods: list[dict[str, Any]],
+    acked_ms: float,
+) -> None:
+    if kind == "Pod":
+        own = next((p for p in pods if p["key"] == f"{namespace}/{name}"), None)
+        if own is not None and "pod_created" in row.stages:
+            row.stages["created"] = row.stages["pod_created"]
+            row.sources["created"] = row.sources["pod_created"]
+        return
+    entry = facts.objects.get(f"{namespace}/{kind}/{name}")
+    if entry is None:
+        return
+    for stage, found in entry["stages"].items():
+        chosen = stages.best({**found, "ack": acked_ms} if stage == "created" else found)
+        if chosen is None:
+            continue
+        if stage in ("created", "completed") and stage not in row.stages:
+            row.stages[stage], row.sources[stage] = chosen
+        elif stage == "failed":
+            row.failed_ms = chosen[0]
+        elif stage.startswith("condition."):
+            row.extra[stage] = chosen[0]
+    if entry.get("error"):
+        row.error = row.error or entry["error"]
+
+
+def select(
+    table: Sequence[Row], head: int | None, tail: int | None, skip_errors: bool
+) -> list[Row]:
+    """The rows a plot shows: the first ``head`` or last ``tail``, errors left out if asked."""
+    chosen = list(table)
+    if head is not None:
+        chosen = chosen[:head]
+    if tail is not None:
+        chosen = chosen[-tail:]
+    return [r for r in chosen if not (skip_errors and r.error)]
+
+
+def origin_ms(table: Iterable[Row]) -> float:
+    return min((r.submitted_ms for r in table), default=0.0)
+
+
+def write_csv(path: Path, table: Sequence[Row]) -> Path:
+    """``times.csv``: every stage (ms since the first submission), its source, the delta
+    from the previous stage reached, the extra event/condition columns, status and error."""
+    t0 = origin_ms(table)
+    extras = sorted({k for r in table for k in r.extra})
+    header = ["index", "name", "status", "error", "pods", "submitted_at"]
+    header += [f"{s}_ms" for s in STAGES] + [f"{s}_delta_ms" for s in STAGES[1:]]
+    header += [f"{s}_source" for s in STAGES] + [f"{k}_ms" for k in extras]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for row in table:
+            writer.writerow(_csv_row(row, t0, extras))
+    return path
+
+
+def _csv_row(row: Row, t0: float, extras: list[str]) -> list[Any]:
+    status = "error" if row.error else "done" if "running" in row.stages else "pending"
+    submitted_at = dt.datetime.fromtimestamp(row.submitted_ms / 1000, dt.UTC)
+    cells: list[Any] = [row.index, row.name, status, row.error or "", row.pods]
+    cells.append(submitted_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    cells += [_ms(row.stages.get(s), t0) for s in STAGES]
+    previous = row.stages["submitted"]
+    for stage in STAGES[1:]:
+        here = row.stages.get(stage)
+        cells.append("" if here is None else f"{here - previous:.3f}")
+        previous = here if here is not None else previous
+    cells += [row.sources.get(s, "") for s in STAGES]
+    cells += [_ms(row.extra.get(k), t0) for k in extras]
+    return cells
+
+
+def _ms(value: float | None, t0: float) -> str:
+    return "" if value is None else f"{value - t0:.3f}"

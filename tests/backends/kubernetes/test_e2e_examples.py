@@ -1,0 +1,121 @@
+"""The shipped examples on a cluster: quickstart gives the same verdicts as on this machine;
+seed 004's A/B runs with its weights in S3 (moto) as a stable and a canary Deployment."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed.clients.kube import Kube
+from tests.backends.kubernetes.conftest import kubectl_get_all, leftovers, run_cli
+
+pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster, pytest.mark.slow, pytest.mark.reference]
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def verdicts(run_dir: Path) -> dict[str, str]:
+    found = {}
+    for path in sorted(run_dir.glob("*/summary.json")):
+        summary: dict[str, Any] = json.loads(path.read_text())
+        found[summary["dir"]] = summary["verdict"]["status"]
+    return found
+
+
+def test_quickstart_gives_the_same_verdicts_as_local(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    quickstart = str(EXAMPLES / "quickstart.yaml")
+    local = run_cli(
+        ["run", quickstart, "--out", str(tmp_path / "local")], kubeconfig, tmp_path, 900
+    )
+    assert local.returncode == 0, local.stdout + local.stderr
+    on_cluster = run_cli(
+        ["run", quickstart, "--set", "backend.kind=kubernetes", "--out", str(tmp_path / "k8s-qs")],
+        kubeconfig,
+        tmp_path,
+        900,
+    )
+    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
+    expected = verdicts(tmp_path / "local")
+    assert len(expected) == 3
+    assert verdicts(tmp_path / "k8s-qs") == expected
+    assert leftovers(kube, "k8s-qs") == []
+    assert kubectl_get_all(kubeconfig, "k8s-qs") == "No resources found"
+
+
+def test_ab_canary_seed_004_weights_in_s3(
+    tmp_path: Path, kubeconfig: Path, kube: Kube, moto_s3: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from testbed.servers.models import prepare
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "seed-004-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "seed-004-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    folder = prepare("smollm2-135m")
+    s3 = boto3.client("s3", endpoint_url=moto_s3)
+    s3.create_bucket(Bucket="models")
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        s3.upload_file(str(path), "models", f"smollm2-135m/{path.relative_to(folder)}")
+    run_dir = tmp_path / "k8s-ab"
+    result = run_cli(
+        [
+            "run",
+            str(EXAMPLES / "ab-canary.yaml"),
+            "--preset",
+            "seed-004",
+            "--set",
+            f"deployments.s3_endpoint_url={moto_s3}",
+            "--out",
+            str(run_dir),
+        ],
+        kubeconfig,
+        tmp_path,
+        1200,
+    )
+    # The canary decodes one request at a time: its latency regresses, its outputs do not.
+    assert result.returncode == 1, result.stdout + result.stderr
+    (summary,) = [json.loads(p.read_text()) for p in run_dir.glob("*/summary.json")]
+    assert summary["verdict"]["status"] == "FAIL"
+    assert "e2e_p50 FAIL" in summary["verdict"]["reason"]
+    assert {w["deployment"] for w in summary["workers"]} == {"stable", "canary"}
+    for worker in summary["workers"]:
+        log = (run_dir / "workers" / worker["id"] / "server.log").read_text()
+        assert "/models/models/smollm2-135m" in log or "smollm2-135m" in log
+    assert leftovers(kube, "k8s-ab") == []
+    # The keys went into the cluster's Secret, never into the run directory.
+    for path in run_dir.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".yaml", ".log", ".jsonl", ".xml", ".html"):
+            assert "seed-004-secret" not in path.read_text(errors="replace"), path
+
+
+def test_tgis_correctness_configs_run_as_separate_deployments(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    run_dir = tmp_path / "k8s-tgis"
+    result = run_cli(
+        [
+            "run",
+            str(EXAMPLES / "tgis-correctness.yaml"),
+            "--set",
+            "backend.kind=kubernetes",
+            "--out",
+            str(run_dir),
+        ],
+        kubeconfig,
+        tmp_path,
+        1500,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    summaries = [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/summary.json"))]
+    assert [s["verdict"]["status"] for s in summaries] == ["PASS"] * 3
+    pods = {s["workers"][0]["pod"] for s in summaries}
+    assert len(pods) == 3  # one Deployment per configuration
+    assert leftovers(kube, "k8s-tgis") == []

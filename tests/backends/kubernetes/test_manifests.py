@@ -1,0 +1,275 @@
+"""Every object a run creates, built from real campaigns and validated offline with
+kubernetes-validate (strict) against a pinned Kubernetes version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from testbed.backends.kubernetes.export import plan_objects
+from testbed.backends.kubernetes.manifests import resources
+from testbed.backends.kubernetes.names import MANAGED_BY, RUN, WORKER, dns_name, label_value
+from testbed.config.loader import load_campaign
+from testbed.core.errors import CampaignError
+from testbed.plan.expand import expand
+
+K8S_VERSION = "1.32.0"  # the emulator's and kubectl's version on this machine
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def objects_of(path: Path | str, *sets: str, run_id: str = "r1") -> list[dict[str, Any]]:
+    loaded = load_campaign(str(path), [], ["backend.kind=kubernetes", *sets])
+    plan = expand(loaded)
+    workers = {w.id: w.config for w in plan.workers.values()}
+    return plan_objects(run_id, loaded.campaign.backend.model_dump(mode="json"), workers)
+
+
+def validate(objects: list[dict[str, Any]]) -> None:
+    for obj in objects:
+        if obj["apiVersion"].startswith("datashim.io"):
+            continue  # a CRD: kubernetes-validate has no schema for it (checked below)
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def pod_spec(deployment: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = deployment["spec"]["template"]["spec"]
+    return spec
+
+
+def test_quickstart_objects_are_valid_and_labelled() -> None:
+    objects = objects_of(EXAMPLES / "quickstart.yaml")
+    validate(objects)
+    assert [o["kind"] for o in objects] == ["Namespace"] + ["Deployment", "Service"] * 2
+    for obj in objects:
+        labels = obj["metadata"]["labels"]
+        assert labels[MANAGED_BY] == "testbed"
+        assert labels[RUN] == "r1"
+    for dep in by_kind(objects, "Deployment"):
+        assert dep["spec"]["replicas"] == 1
+        assert WORKER in dep["metadata"]["labels"]
+        template = dep["spec"]["template"]["metadata"]["labels"]
+        assert dep["spec"]["selector"]["matchLabels"].items() <= template.items()
+        server = pod_spec(dep)["containers"][0]
+        assert {"readinessProbe", "livenessProbe", "startupProbe"} <= server.keys()
+        assert {"name": "CUDA_VISIBLE_DEVICES", "value": "-1"} in server["env"]
+    service = by_kind(objects, "Service")[0]
+    assert (
+        service["spec"]["selector"]
+        == by_kind(objects, "Deployment")[0]["spec"]["selector"]["matchLabels"]
+    )
+
+
+def test_tgis_correctness_configs_are_separate_deployments_with_resources() -> None:
+    objects = objects_of(EXAMPLES / "tgis-correctness.yaml")
+    validate(objects)
+    deps = by_kind(objects, "Deployment")
+    assert len(deps) == 3
+    memory = sorted(pod_spec(d)["containers"][0]["resources"]["requests"]["memory"] for d in deps)
+    assert memory == ["4Gi", "8Gi", "8Gi"]  # bf16 asks for 4 GiB, the others the default
+    args = [pod_spec(d)["containers"][0]["args"] for d in deps]
+    assert any("bfloat16" in a for a in args)
+    assert any("max_batch_size=1" in a for a in args)
+
+
+def test_tgis_tester_resource_defaults_and_overrides() -> None:
+    # tgis-tester: requests cpu 4 / memory 32G, limits 8 / 128G, one GPU.
+    tgis = {"cpu": 4.0, "memory_gb": 32.0, "gpu": 1}
+    assert resources(tgis) == {
+        "requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"},
+        "limits": {"cpu": "8", "memory": "128Gi", "nvidia.com/gpu": "1"},
+    }
+    custom = resources({"cpu": 0.5, "memory_gb": 1.5, "limit_cpu": 3, "limit_memory_gb": 2})
+    assert custom == {
+        "requests": {"cpu": "500m", "memory": "1536Mi"},
+        "limits": {"cpu": "3", "memory": "2Gi"},
+    }
+    mig = resources({"cpu": 1, "memory_gb": 1, "gpu": {"mig_1g_10gb": 2}})
+    assert mig["limits"]["nvidia.com/mig-1g.10gb"] == "2"
+    assert "nvidia.com/gpu" not in mig["limits"]
+
+
+TGIS_CAMPAIGN = """
+name: tgis
+deployments:
+  - name: default
+    server: tgis
+    model: google/flan-t5-small
+  - name: cpu
+    server: tgis
+    model: google/flan-t5-small
+    resources: {gpu: null, request_cpu: 32, request_memory_gb: 64}
+  - name: mig
+    server: tgis
+    model: google/flan-t5-small
+    resources: {gpu: {mig_1g_10gb: 1}}
+    placement:
+      node_selector: {nvidia.com/gpu.product: A100}
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      priority_class: high
+      service_account: tester
+      image_pull_secrets: [quay]
+correctness: {cases: [cases.yaml]}
+"""
+
+
+def test_tgis_resources_mig_and_placement(tmp_path: Path) -> None:
+    campaign = tmp_path / "tgis.yaml"
+    campaign.write_text(TGIS_CAMPAIGN)
+    (tmp_path / "cases.yaml").write_text("cases: []\n")
+    objects = objects_of(campaign, "backend.image_tag=v9", "backend.images.tgis=quay.io/me/tgis")
+    validate(objects)
+    deps = {
+        d["metadata"]["labels"][WORKER].split("-")[0]: d for d in by_kind(objects, "Deployment")
+    }
+    default = pod_spec(deps["default"])["containers"][0]
+    assert default["resources"]["requests"] == {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"}
+    assert default["image"] == "quay.io/me/tgis:v9"
+    cpu = pod_spec(deps["cpu"])["containers"][0]
+    assert cpu["resources"]["requests"] == {"cpu": "32", "memory": "64Gi"}
+    assert {"name": "CUDA_VISIBLE_DEVICES", "value": "-1"} in cpu["env"]
+    mig = pod_spec(deps["mig"])
+    assert mig["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == "1"
+    assert mig["nodeSelector"] == {"nvidia.com/gpu.product": "A100"}
+    assert mig["tolerations"] == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    assert mig["priorityClassName"] == "high"
+    assert mig["serviceAccountName"] == "tester"
+    assert mig["imagePullSecrets"] == [{"name": "quay"}]
+
+
+S3_CAMPAIGN = """
+name: s3
+backend: {kind: kubernetes, namespace: team-a, datashim: DATASHIM}
+deployments:
+  - name: stable
+    server: hf
+    model: s3://weights/stable
+    s3_endpoint_url: http://minio:9000
+load: {requests: 4}
+"""
+
+
+@pytest.mark.parametrize("datashim", [False, True])
+def test_s3_weights_init_container_or_datashim(tmp_path: Path, datashim: bool) -> None:
+    campaign = tmp_path / "s3.yaml"
+    campaign.write_text(S3_CAMPAIGN.replace("DATASHIM", str(datashim).lower()))
+    objects = objects_of(campaign)
+    validate(objects)
+    assert not by_kind(objects, "Namespace")  # an existing namespace is used, not created
+    secret = by_kind(objects, "Secret")[0]
+    assert set(secret["stringData"].values()) == {"***"}  # plans never hold secret values
+    pod = pod_spec(by_kind(objects, "Deployment")[0])
+    server = pod["containers"][0]
+    if datashim:
+        dataset = by_kind(objects, "Dataset")[0]
+        assert dataset["apiVersion"] == "datashim.io/v1alpha1"
+        assert dataset["spec"]["local"]["bucket"] == "weights"
+        assert dataset["spec"]["local"]["secret-name"] == secret["metadata"]["name"]
+        labels = by_kind(objects, "Deployment")[0]["spec"]["template"]["metadata"]["labels"]
+        assert labels["dataset.0.id"] == dataset["metadata"]["name"]
+        assert f"/mnt/datasets/{dataset['metadata']['name']}/stable" in server["args"]
+    else:
+        init = pod["initContainers"][0]
+        assert init["args"] == ["models", "fetch", "s3://weights/stable", "--to", "/models"]
+        refs = {e["name"]: e.get("valueFrom") for e in init["env"]}
+        assert refs["AWS_SECRET_ACCESS_KEY"]["secretKeyRef"]["name"] == secret["metadata"]["name"]
+        assert "/models/weights/stable" in server["args"]
+
+
+def test_names_are_dns_labels_and_distinct() -> None:
+    long = "A_Very.Long_deployment-name" * 4
+    name = dns_name(long)
+    assert len(name) <= 63
+    assert name[0].isalpha()
+    assert name == name.lower()
+    assert dns_name(long) != dns_name(long + "x")
+    assert len(label_value("x" * 80)) <= 63
+
+
+def test_cluster_only_fields_are_refused_on_local(tmp_path: Path) -> None:
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(TGIS_CAMPAIGN.replace("server: tgis", "server: sim"))
+    with pytest.raises(CampaignError, match="backend would ignore it"):
+        load_campaign(str(campaign))
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["backend.server=https://k:6443", "backend.token=abc"], "env:NAME"),
+        (["backend.token=${env:T}"], "without backend.server"),
+        (["backend.server_image=my/img:1"], "servers under test"),
+        (["deployments.0.model=/srv/models/x"], "a pod cannot read"),
+        (["backend.model_pvc=weights"], "no deployment's model is a path"),
+        (["backend.insecure_skip_tls_verify=true"], "go with backend.server"),
+        (["backend.server=https://k:6443", "backend.context=x"], "not both"),
+    ],
+)
+def test_kubernetes_settings_refused_with_the_fix(sets: list[str], message: str) -> None:
+    with pytest.raises(CampaignError, match=message):
+        load_campaign(str(EXAMPLES / "quickstart.yaml"), [], ["backend.kind=kubernetes", *sets])
+
+
+def test_shipped_rbac_is_valid_and_grants_what_the_backend_uses() -> None:
+    import yaml
+
+    path = Path(__file__).resolve().parents[3] / "deploy" / "rbac.yaml"
+    documents = list(yaml.safe_load_all(path.read_text()))
+    for document in documents:
+        kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+    granted = {
+        (resource, verb)
+        for doc in documents
+        if doc["kind"] == "ClusterRole"
+        for rule in doc["rules"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    needed = {
+        ("namespaces", "create"),
+        ("namespaces", "delete"),
+        ("nodes", "list"),
+        ("deployments", "create"),
+        ("deployments", "update"),  # apply replaces on --resume
+        ("pods", "watch"),
+        ("pods/log", "get"),
+        ("pods/portforward", "create"),
+        ("secrets", "create"),
+        ("services", "delete"),
+    }
+    assert needed <= granted
+
+
+def test_image_flags_need_a_cluster_and_stay_strings(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    quickstart = str(EXAMPLES / "quickstart.yaml")
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    env = {"PYTHONPATH": src, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    local = subprocess.run(
+        [sys.executable, "-m", "testbed", "run", quickstart, "--image", "x:1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert local.returncode == 2
+    assert "backend.kind=kubernetes" in local.stderr
+    campaign = tmp_path / "tgis.yaml"
+    campaign.write_text(TGIS_CAMPAIGN)
+    objects = objects_of(campaign, 'backend.image_tag="2"')
+    images = {
+        d["spec"]["template"]["spec"]["containers"][0]["image"]
+        for d in by_kind(objects, "Deployment")
+    }
+    assert images == {"quay.io/opendatahub/text-generation-inference:2"}
