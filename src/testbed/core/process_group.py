@@ -3,8 +3,8 @@
 A child started with ``start_new_session=True`` and :func:`die_with_parent` as its
 ``preexec_fn`` leads its own process group (so one signal reaches everything it spawned)
 and gets SIGKILL from the kernel should its parent die without cleaning up
-(``PR_SET_PDEATHSIG``). The emulator's process-kubelet uses these; the local backend has
-the same logic in ``backends/local/process.py``.
+(``PR_SET_PDEATHSIG``). The emulator's process-kubelet and the local backend's server
+processes use these.
 """
 
 from __future__ import annotations

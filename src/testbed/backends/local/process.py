@@ -11,22 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
-import os
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.core.clock import monotonic_ns
-
-_PR_SET_PDEATHSIG = 1
+from testbed.core.process_group import die_with_parent, group_alive, signal_group, start_time
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    die_with_parent(signal.SIGTERM)  # SIGTERM: a server may still flush its log
 
 
 @dataclass
@@ -66,7 +62,7 @@ async def start(
             preexec_fn=_die_with_parent,
         )
     pid_file.parent.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text(json.dumps({"pid": process.pid, "start": _start_time(process.pid)}))
+    pid_file.write_text(json.dumps({"pid": process.pid, "start": start_time(process.pid)}))
     return ServerProcess(process, log_path, pid_file)
 
 
@@ -74,15 +70,15 @@ async def stop(server: ServerProcess, grace_s: float = 5.0) -> int | None:
     """Interrupt → wait → terminate → wait → kill the whole group; return the exit code."""
     process = server.process
     for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        if process.returncode is not None and not _group_alive(process.pid):
+        if process.returncode is not None and not group_alive(process.pid):
             break
-        _signal_group(process.pid, sig)
+        signal_group(process.pid, sig)
         deadline = monotonic_ns() + int(wait_s * 1e9)
         while monotonic_ns() < deadline:
             if process.returncode is None:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(process.wait(), 0.05)
-            if process.returncode is not None and not _group_alive(process.pid):
+            if process.returncode is not None and not group_alive(process.pid):
                 break
             if process.returncode is not None:
                 await asyncio.sleep(0.05)  # the leader exited; its group is going
@@ -99,32 +95,8 @@ def kill_leftover(pid_file: Path) -> str | None:
         pid_file.unlink(missing_ok=True)
         return None
     message = None
-    if _group_alive(pid) and (started is None or _start_time(pid) in (started, None)):
-        _signal_group(pid, signal.SIGKILL)
+    if group_alive(pid) and (started is None or start_time(pid) in (started, None)):
+        signal_group(pid, signal.SIGKILL)
         message = f"ended leftover server process group {pid} ({pid_file.name})"
     pid_file.unlink(missing_ok=True)
     return message
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot: tells a reused pid apart."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return fields[19]
