@@ -178,7 +178,12 @@ def test_a_campaign_runs_against_https_with_a_relative_ca_bundle(
     )
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     row = summary["treatments"][0]
-    assert (code, row["status"]) == (0, "PASS"), row["reason"]
+    # the subject is TLS: every request answered; a harness too busy to judge latency (the
+    # self-check, on a loaded machine) may make the verdict INCONCLUSIVE, never FAIL/ERROR
+    assert code == 0, row["reason"]
+    assert row["status"] == "PASS" or (
+        row["status"] == "INCONCLUSIVE" and "load process used" in row["reason"]
+    ), row["reason"]
     records = (tmp_path / "run" / row["dir"] / "records.jsonl").read_text().splitlines()
     assert len(records) == 6
     assert all(json.loads(r)["error"] is None for r in records)

@@ -190,17 +190,20 @@ def test_stage_times_agree_with_the_emulators_events(
     dynamic.ensure_namespace("scale-times", labels(header))
     submitter = Submitter(dynamic, tmp_path, config, template, header)
     submitter.check()
-    submitting, stop = threading.Event(), threading.Event()
+    submitting, stop, synced = threading.Event(), threading.Event(), threading.Event()
     submitting.set()
     result: dict[str, object] = {}
     sampler = threading.Thread(
         target=lambda: result.update(
             stats=Sampler(dynamic, tmp_path, header).run(
-                True, stop, finished(tmp_path, "running", submitting)
+                True, stop, finished(tmp_path, "running", submitting), synced
             )
         ),
     )
     sampler.start()
+    # the sampler watches before the first workload exists, as `testbed scale sample
+    # --follow` started ahead of `submit` does: every transition is then seen live
+    assert synced.wait(timeout=30), "the sampler's watches did not start"
     try:
         outcome = submitter.run(set())
         submitting.clear()

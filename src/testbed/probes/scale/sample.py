@@ -82,8 +82,10 @@ class Sampler:
         follow: bool,
         stop: threading.Event | None = None,
         until: Callable[[Facts], bool] | None = None,
+        synced: threading.Event | None = None,
     ) -> Stats:
-        """Sample until the lists are in (``follow`` False), or until ``stop``/``until``."""
+        """Sample until the lists are in (``follow`` False), or until ``stop``/``until``;
+        ``synced`` is set once every watch has listed and is live."""
         stop = stop or threading.Event()
         watchers = self._watchers()
         stats = Stats()
@@ -91,7 +93,7 @@ class Sampler:
         for watcher in watchers:
             watcher.start()
         try:
-            self._loop(len(watchers), follow, stop, until, stats)
+            self._loop(len(watchers), follow, stop, until, stats, synced or threading.Event())
         except KeyboardInterrupt:
             if not follow:
                 raise
@@ -115,6 +117,7 @@ class Sampler:
         stop: threading.Event,
         until: Callable[[Facts], bool] | None,
         stats: Stats,
+        all_synced: threading.Event,
     ) -> None:
         synced: set[str] = set()
         dirty, last_save = False, time.perf_counter()
@@ -128,8 +131,10 @@ class Sampler:
                 raise item.error
             if isinstance(item, Synced):
                 synced.add(item.tag)
-                if not follow and len(synced) == watchers:
-                    return
+                if len(synced) == watchers:
+                    all_synced.set()
+                    if not follow:
+                        return
             elif isinstance(item, Seen):
                 dirty |= self._apply(item, stats)
             if time.perf_counter() - last_save >= SAVE_EVERY_S:
