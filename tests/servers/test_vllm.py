@@ -56,3 +56,18 @@ def test_local_backend_serves_smollm2_with_vllm(vllm_server: Provisioned) -> Non
     assert chunks[-1]["usage"]["completion_tokens"] == 8
     assert len([c for c in chunks if c["choices"]]) >= 2  # really streamed, token by token
     # that the backend stopped and reaped the server is checked when the session ends
+
+
+def test_testbed_serve_vllm_reports_a_start_failure_as_an_infrastructure_error() -> None:
+    """vLLM's own exit code (2 for a bad flag) must not leak through as a verdict code."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "testbed", "serve", "vllm", "--port", "1",
+         "--set", 'extra_args=["--no-such-flag"]'],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert "unrecognized arguments: --no-such-flag" in result.stderr
+    assert "vLLM exited with code 2" in result.stderr

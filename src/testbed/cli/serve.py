@@ -133,11 +133,15 @@ def _serve_hf(args: argparse.Namespace) -> int:
 
 
 def _serve_vllm(args: argparse.Namespace) -> int:
-    """Become the vLLM server (exec): signals reach vLLM itself, no child to babysit."""
+    """Run the vLLM server in the foreground until it ends or is interrupted; its failure is
+    an infrastructure error (exit 3), its own exit codes never leak through as verdicts."""
     import os
+    import subprocess
+    import sys
 
     from testbed.config.deployments import VllmParams
     from testbed.config.overrides import settings_from
+    from testbed.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
     from testbed.servers.adapters.vllm import VllmAdapter
     from testbed.servers.models import resolve_model
 
@@ -153,8 +157,19 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     adapter = VllmAdapter()
     argv = adapter.command(params, folder, args.host, args.port)
     env = {**os.environ, **adapter.env(params), **settings.env}
-    os.execve(argv[0], argv, env)  # noqa: S606
-    return 0  # pragma: no cover - execve does not return
+    # Ctrl-C reaches vLLM too (same foreground process group); wait for it to shut down
+    with subprocess.Popen(argv, env=env) as process:
+        try:
+            code = process.wait()
+        except KeyboardInterrupt:
+            process.wait()
+            return EXIT_INTERRUPTED
+    if code == 0:
+        return EXIT_OK
+    if code in (-2, 130):  # interrupted
+        return EXIT_INTERRUPTED
+    sys.stderr.write(f"testbed: error: vLLM exited with code {code} (its log is above)\n")
+    return EXIT_INFRA
 
 
 def _serve_sim(args: argparse.Namespace) -> int:
