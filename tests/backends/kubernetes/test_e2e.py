@@ -194,8 +194,9 @@ def test_sigkilled_run_is_cleaned_by_testbed_cleanup(
 def test_resume_recreates_the_workers_of_an_interrupted_run(
     tmp_path: Path, kubeconfig: Path, kube: Kube
 ) -> None:
-    # Scheduled after 3 s: the first attempt is interrupted before, the resumed one serves.
-    campaign = write_campaign(tmp_path, placement=slow_schedule("3"))
+    # Scheduled after 10 s: the first attempt is interrupted before (the interrupt follows the
+    # Deployment's creation by far less, even on a loaded machine), the resumed one serves.
+    campaign = write_campaign(tmp_path, placement=slow_schedule("10"))
     run_dir = tmp_path / "k8s-resume"
     child = spawn(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
     output = interrupt_in_readiness(child, kube, "k8s-resume", signal.SIGINT)
