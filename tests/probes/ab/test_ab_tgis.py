@@ -24,9 +24,13 @@ def _endpoint(server: SimServer) -> Endpoint:
 
 
 async def test_identical_sides_agree_over_grpc(tmp_path: Path) -> None:
+    # the subject is the gRPC path (pairs, agreement, records), not latency: two in-process
+    # simulators on a busy machine may straddle a latency limit (INCONCLUSIVE), by design
     config = AbProbe.model_validate(
         {"stable": "a", "canary": "b", "api": "tgis", "requests": 60, "max_tokens": 4,
-         "criteria": {"min_agreement": 0.9, "max_error_rate_increase": 0.1}}
+         "criteria": {"min_agreement": 0.9, "max_error_rate_increase": 0.1,
+                      "max_ttft_p50_regression": None, "max_itl_p50_regression": None,
+                      "max_e2e_p50_regression": None}}
     )  # fmt: skip
     async with SimServer(ONLY_TGIS) as a, SimServer(ONLY_TGIS) as b:
         endpoints = {"a": _endpoint(a), "b": _endpoint(b)}
