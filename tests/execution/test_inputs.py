@@ -40,16 +40,20 @@ def test_a_missing_file_is_refused_at_its_line(
     place: str,
     field: str,
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # dataset paths start at the working directory
-    file = tmp_path / "c.yaml"
+    monkeypatch.chdir(tmp_path)  # every path starts at the campaign's folder, not here
+    (tmp_path / "campaign").mkdir()
+    file = tmp_path / "campaign" / "c.yaml"
     file.write_text(HEAD + section)
     assert main(["validate", str(file)]) == 2
     assert main(["run", str(file), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert f"{file}:{place}: {field}: no file gone." in err
     assert not (tmp_path / "run").exists()
-    (tmp_path / ("gone.yaml" if "cases" in field else "gone.jsonl")).write_text("")
-    capsys.readouterr()
+    gone = "gone.yaml" if "cases" in field else "gone.jsonl"
+    (tmp_path / gone).write_text("")
+    main(["validate", str(file)])
+    assert f"no file {gone}" in capsys.readouterr().err  # beside the cwd does not count
+    (tmp_path / "campaign" / gone).write_text("")
     main(["validate", str(file)])
     assert "no file gone." not in capsys.readouterr().err  # once it exists, that check passes
 

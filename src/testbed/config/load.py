@@ -112,7 +112,10 @@ class FileDataset(_Strict):
     first model turn's length is the output length)."""
 
     kind: Literal["file"]
-    path: str = Field(description="Path of the file (relative to the working directory).")
+    path: str = Field(
+        description="Path of the file, relative to the campaign file"
+        " (`testbed load --dataset`: to the working directory)."
+    )
     format: Literal["jsonl", "sharegpt"] = Field("jsonl", description="File format.")
     output_tokens: Length | None = Field(
         None, description="Override the output length of every prompt (tokens)."

@@ -1,7 +1,7 @@
 """The files and models a campaign names, checked before anything starts.
 
-Case files, A/B prompt files and TLS CA bundles are relative to the campaign file's folder;
-a load dataset file is relative to the working directory (as ``testbed load --dataset``).
+Case files, A/B prompt files, load dataset files and TLS CA bundles are relative to the
+campaign file's folder.
 A file that is missing is a :class:`CampaignError` (exit 2) placed at the line that names
 it, never an ERROR found halfway through a run. Case files are parsed too (their own errors
 carry their own file and line). On the local backend, the model of a server that runs here
@@ -36,7 +36,7 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
             _exists(loaded, loaded.base_dir, config["prompts"], ("ab", "prompts"))
         elif probe == "load" and config["dataset"].get("kind") == "file":
             path = config["dataset"]["path"]
-            _exists(loaded, Path.cwd(), path, ("load", "dataset", "path"))
+            _exists(loaded, loaded.base_dir, path, ("load", "dataset", "path"))
     if loaded.campaign.correctness is not None:
         from testbed.probes.correctness.cases import load_case_files
 

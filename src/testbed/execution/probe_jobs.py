@@ -27,7 +27,7 @@ from testbed.backends.kubernetes import KubernetesBackend
 from testbed.backends.kubernetes.podstate import verdict_of
 from testbed.backends.kubernetes.probe_job import CONTAINER, configmap, probe_job, probe_selector
 from testbed.clients.kube import Changes, Kube
-from testbed.clients.kube.loglines import LogLines
+from testbed.clients.kube.logs import LogLines
 from testbed.core.errors import ClusterError, InfrastructureError
 from testbed.plan.model import Plan, Treatment
 from testbed.probes.base import ProbeContext, ProbeOutcome

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from testbed.clients.kube import Changes, ConnectionSpec, Kube, connect
-from testbed.core.errors import ClusterConflict, ClusterNotFound
+from testbed.core.errors import ClusterConflict, ClusterError, ClusterNotFound
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
 
@@ -83,3 +83,20 @@ async def test_changes_list_then_watch_in_order(kube: Kube) -> None:
         assert seen == [("ADDED", "w1"), ("MODIFIED", "w1"), ("DELETED", "w0")]
     finally:
         changes.close()
+
+
+async def test_closing_changes_ends_the_stream_for_every_caller(kube: Kube) -> None:
+    changes = Changes(kube, "ConfigMap", "tb-rest-test", "run=nothing")
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def consume() -> None:
+        async for event in changes:
+            seen.append(event)
+
+    task = asyncio.ensure_future(consume())
+    assert await changes.next(0.5) is None  # nothing matches: the wait simply times out
+    changes.close()
+    await asyncio.wait_for(task, 5)  # the async for ends; it does not wait for a timeout
+    assert seen == []
+    with pytest.raises(ClusterError, match="closed"):
+        await changes.next(1)

@@ -40,7 +40,9 @@ def instant_url() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def probe_context(url: str, out: Path, **config: Any) -> Iterator[ProbeContext]:
+def probe_context(
+    url: str, out: Path, base_dir: Path = Path(), **config: Any
+) -> Iterator[ProbeContext]:
     with RecordWriter(out / "records.jsonl") as records:
         yield ProbeContext(
             endpoints={"sim": Endpoint(base_url=url)},
@@ -48,6 +50,7 @@ def probe_context(url: str, out: Path, **config: Any) -> Iterator[ProbeContext]:
             out_dir=out,
             records=records,
             seed=7,
+            base_dir=base_dir,
         )
 
 

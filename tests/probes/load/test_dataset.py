@@ -18,7 +18,7 @@ from testbed.probes.load.tokens import HfCounter, RuleCounter, counter_from_spec
 def test_synthetic_lengths_are_exact(rule: str) -> None:
     counter = RuleCounter(rule)
     ds = SyntheticDataset(input_tokens=37, output_tokens=[5, 9], samples=50)
-    items = dataset.build(ds, counter, seed=1)
+    items = dataset.build(ds, counter, seed=1, base_dir=Path())
     assert len(items) == 50
     assert {item.input_tokens for item in items} == {37}
     assert {counter.count(item.prompt) for item in items} == {37}
@@ -34,17 +34,17 @@ def test_distributions_stay_in_bounds_and_seed_reproduces() -> None:
         }
     )
     counter = RuleCounter()
-    items = dataset.build(ds, counter, seed=5)
+    items = dataset.build(ds, counter, seed=5, base_dir=Path())
     assert all(10 <= item.input_tokens <= 20 for item in items)
     assert all(2 <= item.output_tokens <= 80 for item in items)
     assert len({item.input_tokens for item in items}) == 11
-    assert items == dataset.build(ds, counter, seed=5)
-    assert items != dataset.build(ds, counter, seed=6)
+    assert items == dataset.build(ds, counter, seed=5, base_dir=Path())
+    assert items != dataset.build(ds, counter, seed=6, base_dir=Path())
 
 
 def test_shared_prefix_groups() -> None:
     ds = SyntheticDataset(input_tokens=30, prefix_tokens=10, prefix_groups=3, samples=9)
-    items = dataset.build(ds, RuleCounter(), seed=1)
+    items = dataset.build(ds, RuleCounter(), seed=1, base_dir=Path())
     prefixes = [" ".join(item.prompt.split()[:10]) for item in items]
     assert len(set(prefixes)) == 3
     assert prefixes[0] == prefixes[3] == prefixes[6]
@@ -55,7 +55,7 @@ def test_jsonl_file(tmp_path: Path) -> None:
     path = tmp_path / "p.jsonl"
     path.write_text('{"prompt": "a b c", "output_tokens": 7}\n\n{"prompt": "d e"}\n')
     ds = FileDataset(kind="file", path=str(path), shuffle=False)
-    items = dataset.build(ds, RuleCounter(), seed=0)
+    items = dataset.build(ds, RuleCounter(), seed=0, base_dir=Path())
     assert [(i.prompt, i.input_tokens, i.output_tokens) for i in items] == [
         ("a b c", 3, 7),
         ("d e", 2, 64),
@@ -81,14 +81,14 @@ def test_sharegpt_file(tmp_path: Path) -> None:
     path = tmp_path / "sg.json"
     path.write_text(json.dumps(rows))
     ds = FileDataset(kind="file", path=str(path), format="sharegpt", shuffle=False)
-    items = dataset.build(ds, RuleCounter(), seed=0)
+    items = dataset.build(ds, RuleCounter(), seed=0, base_dir=Path())
     assert [(i.prompt, i.output_tokens) for i in items] == [("hi there", 4), ("q", 2)]
 
 
 def test_missing_file_names_the_path(tmp_path: Path) -> None:
     ds = FileDataset(kind="file", path=str(tmp_path / "nope.jsonl"))
     with pytest.raises(InputError, match=r"nope\.jsonl"):
-        dataset.build(ds, RuleCounter(), seed=0)
+        dataset.build(ds, RuleCounter(), seed=0, base_dir=Path())
 
 
 def test_request_bodies() -> None:

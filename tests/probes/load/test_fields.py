@@ -29,13 +29,16 @@ def test_keep_text_keeps_each_output(instant_url: str, once: Any, tmp_path: Path
 
 
 def test_file_dataset_limit_and_order(instant_url: str, once: Any, tmp_path: Path) -> None:
-    """``limit: 2`` with ``shuffle: false`` sends only the first two prompts (1 and 2 words)."""
-    prompts = tmp_path / "prompts.jsonl"
+    """``limit: 2`` with ``shuffle: false`` sends only the first two prompts (1 and 2 words);
+    the relative path starts at the campaign's folder, not the working directory."""
+    (tmp_path / "campaign").mkdir()
+    prompts = tmp_path / "campaign" / "prompts.jsonl"
     prompts.write_text(
         "".join(json.dumps({"prompt": " ".join(["w"] * n)}) + "\n" for n in range(1, 6))
     )
-    dataset = {"kind": "file", "path": str(prompts), "limit": 2, "shuffle": False}
-    once(instant_url, tmp_path, requests=6, dataset=dataset, plots=False)
+    dataset = {"kind": "file", "path": "prompts.jsonl", "limit": 2, "shuffle": False}
+    base_dir = tmp_path / "campaign"
+    once(instant_url, tmp_path, base_dir=base_dir, requests=6, dataset=dataset, plots=False)
     records = read_records(tmp_path / "records.jsonl")
     assert sorted(r["input_tokens"] for r in records) == [1, 1, 1, 2, 2, 2]
 

@@ -52,7 +52,7 @@ def test_example_campaign_runs_to_a_verdict(cluster_kubeconfig: Path, tmp_path: 
         assert len((directory / "records.jsonl").read_text().splitlines()) == 6
     assert "Scale</h2>" in (run / "report.html").read_text()
     dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
-    jobs, _ = dynamic.list(KindInfo("batch/v1", "jobs"), "scale-campaign")
+    jobs, _ = dynamic.kube.list_collection(KindInfo("batch/v1", "jobs"), "scale-campaign")
     assert jobs == []  # cleanup: true deleted them
 
 
@@ -92,5 +92,5 @@ def test_interrupted_campaign_leaves_records_and_no_objects(
     assert 5 < len(lines) < 200
     assert (treatment / "times.csv").exists()
     dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
-    jobs, _ = dynamic.list(KindInfo("batch/v1", "jobs"), "scale-interrupted")
+    jobs, _ = dynamic.kube.list_collection(KindInfo("batch/v1", "jobs"), "scale-interrupted")
     assert jobs == []

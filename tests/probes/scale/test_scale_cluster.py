@@ -131,7 +131,7 @@ def test_sample_and_plot_while_submit_runs_then_resume(
     header = submitted.load(out).header
     assert header is not None
     mine = f"testbed.io/scale-run={header.run}"
-    jobs, _ = Dynamic(kube).list(KindInfo("batch/v1", "jobs"), ns, mine)
+    jobs, _ = kube.list_collection(KindInfo("batch/v1", "jobs"), ns, mine)
     assert len(jobs) == 14
     cleaned = subprocess.run(
         _cli("clean", "-o", str(out), kubeconfig=cluster_kubeconfig),
@@ -175,7 +175,7 @@ def test_killed_submitter_resumes_without_duplicates(
     assert sorted(subs.workloads) == list(range(30))
     kube = Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig))))
     dynamic = Dynamic(kube)
-    jobs, _ = dynamic.list(KindInfo("batch/v1", "jobs"), ns)
+    jobs, _ = dynamic.kube.list_collection(KindInfo("batch/v1", "jobs"), ns)
     assert sorted(j["metadata"]["name"] for j in jobs) == sorted(s.name for s in subs.ordered())
     delete_all(dynamic, subs)
 
@@ -215,7 +215,8 @@ def test_stage_times_agree_with_the_emulators_events(
     assert outcome.created == 8
     facts = result["stats"].facts  # type: ignore[attr-defined]
     table = times.rows(submitted.load(tmp_path), facts)
-    events, _ = dynamic.list(dynamic.info("events.k8s.io/v1", "Event"), "scale-times")
+    events_info = dynamic.info("events.k8s.io/v1", "Event")
+    events, _ = dynamic.kube.list_collection(events_info, "scale-times")
     scheduled: dict[str, float] = {}
     started: dict[str, float] = {}
     for event in events:
@@ -296,7 +297,7 @@ def test_custom_resource_workloads_through_discovery(
     assert "3 created" in done.stdout
     dynamic = Dynamic(kube)
     info = dynamic.info("run.ai/v2alpha1", "TrainingWorkload")
-    items, _ = dynamic.list(info, "scale-crd")
+    items, _ = dynamic.kube.list_collection(info, "scale-crd")
     assert sorted(i["spec"]["anythingElse"] for i in items) == [[1, 2]] * 3
     sampled_run = subprocess.run(
         _cli("sample", "-o", str(out), kubeconfig=cluster_kubeconfig),

@@ -36,8 +36,16 @@ class FakeRaw:
 
 
 class FakeKube:
-    def __init__(self, watches: list[list[dict[str, Any]]], on_last: Any) -> None:
-        self.watches, self.versions, self.on_last = watches, [], on_last
+    def __init__(
+        self,
+        lists: list[tuple[list[dict[str, Any]], str]],
+        watches: list[list[dict[str, Any]]],
+        on_last: Any,
+    ) -> None:
+        self.lists, self.watches, self.versions, self.on_last = lists, watches, [], on_last
+
+    def list_collection(self, info: KindInfo, namespace: str | None, selector: str | None) -> Any:
+        return self.lists.pop(0)
 
     def request(self, method: str, path: str, doing: str, **kwargs: Any) -> FakeRaw:
         self.versions.append(kwargs["query"]["resourceVersion"])
@@ -45,14 +53,6 @@ class FakeKube:
             self.on_last()
             return FakeRaw([])
         return FakeRaw(self.watches.pop(0))
-
-
-class FakeDynamic:
-    def __init__(self, kube: FakeKube, lists: list[tuple[list[dict[str, Any]], str]]) -> None:
-        self.kube, self.lists = kube, lists
-
-    def list(self, info: KindInfo, namespace: str | None, selector: str | None) -> Any:
-        return self.lists.pop(0)
 
 
 def pod(name: str, version: str) -> dict[str, Any]:
@@ -70,9 +70,9 @@ def test_list_watch_bookmark_gone_relist() -> None:
         [{"type": "MODIFIED", "object": pod("b", "6")}],
     ]
     holder: list[Watcher] = []
-    kube = FakeKube(watches, lambda: holder[0].stop())  # noqa: PLW0108 - holder is filled below
-    dynamic = FakeDynamic(kube, [([pod("a", "1")], "1"), ([pod("a", "1"), pod("b", "4")], "5")])
-    watcher = Watcher(dynamic, KindInfo("v1", "pods"), "ns", "x=y", out, "pods")  # type: ignore[arg-type]
+    lists = [([pod("a", "1")], "1"), ([pod("a", "1"), pod("b", "4")], "5")]
+    kube = FakeKube(lists, watches, lambda: holder[0].stop())  # noqa: PLW0108 - filled below
+    watcher = Watcher(kube, KindInfo("v1", "pods"), "ns", "x=y", out, "pods")  # type: ignore[arg-type]
     holder.append(watcher)
     watcher.start()
     watcher.join(timeout=10)

@@ -36,7 +36,7 @@ from testbed.backends.kubernetes.names import (
 from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
-from testbed.clients.kube.logs import LogFollower
+from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import ClusterAccessDenied, ClusterConflict, ClusterError
 from testbed.core.secrets import resolve
 from testbed.servers.adapters import adapter_for
@@ -142,7 +142,7 @@ class KubernetesBackend(Backend):
         await self._ensure_run([deployment])
         kube = await self.kube()
         objects = manifests.worker(self.run_id, worker_id, deployment, self.config, self.namespace)
-        follower: LogFollower | None = None
+        follower: LogStream | None = None
         death: asyncio.Task[None] | None = None
         try:
             for obj in objects:
@@ -152,7 +152,7 @@ class KubernetesBackend(Backend):
             )
             pod_name = str(pod["metadata"]["name"])
             work_dir.mkdir(parents=True, exist_ok=True)
-            follower = LogFollower(
+            follower = follow_into(
                 kube, self.namespace, pod_name, "server", work_dir / "server.log"
             )
             async with self._reach(kube, pod_name, worker_id, deployment) as base_url:

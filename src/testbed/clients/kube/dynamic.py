@@ -4,7 +4,7 @@
 object (a Run:ai TrainingWorkload, a PyTorchJob, a PodGroup). :class:`Dynamic` asks the API
 which resource serves ``apiVersion``/``kind`` (``GET /apis/GROUP/VERSION``, as kubectl and the
 official client's DynamicClient do, but for one group-version at a time and cached), then
-creates, lists, gets and deletes through the same signed requests as :class:`Kube`.
+creates, gets and deletes through the same signed requests as :class:`Kube`.
 ``create`` treats AlreadyExists as an answer, not an error: a resumed submitter meets its
 own earlier objects.
 """
@@ -79,21 +79,6 @@ class Dynamic:
             return self.kube.call("GET", path, f"get {kind} {name}")
         except ClusterNotFound:
             return None
-
-    def list(
-        self, info: KindInfo, namespace: str | None, label_selector: str | None = None
-    ) -> tuple[list[dict[str, Any]], str]:
-        """``(items, resourceVersion)``; each item gets its ``kind`` and ``apiVersion`` back."""
-        path = info.collection(namespace if info.namespaced else None)
-        answer = self.kube.call(
-            "GET", path, f"list {info.plural}", query={"labelSelector": label_selector}
-        )
-        items = answer.get("items") or []
-        kind = str(answer.get("kind", "")).removesuffix("List")
-        for item in items:
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", info.api_version)
-        return items, str((answer.get("metadata") or {}).get("resourceVersion", ""))
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None) -> bool:
         """Delete one object, its dependents in the background; False when already gone."""

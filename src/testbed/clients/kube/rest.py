@@ -9,7 +9,7 @@ Every API error leaves this module as a :mod:`testbed.core.errors` ``Cluster*`` 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,13 +138,24 @@ class Kube:
     def list_objects(
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:
-        """``(items, resourceVersion)``; items carry no kind, so it is added."""
-        path = kind_info(kind).collection(namespace)
-        answer = self.call("GET", path, f"list {kind}", query={"labelSelector": label_selector})
+        """``(items, resourceVersion)`` of a kind testbed knows by name."""
+        return self.list_collection(kind_info(kind), namespace, label_selector)
+
+    def list_collection(
+        self, info: KindInfo, namespace: str | None, label_selector: str | None = None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """``(items, resourceVersion)``; each item gets its ``kind`` and ``apiVersion`` back
+        (a list's items carry neither)."""
+        path = info.collection(namespace if info.namespaced else None)
+        answer = self.call(
+            "GET", path, f"list {info.plural}", query={"labelSelector": label_selector}
+        )
         items = answer.get("items") or []
+        kind = str(answer.get("kind", "")).removesuffix("List")
         for item in items:
             item.setdefault("kind", kind)
-        return items, str(answer.get("metadata", {}).get("resourceVersion", ""))
+            item.setdefault("apiVersion", info.api_version)
+        return items, str((answer.get("metadata") or {}).get("resourceVersion", ""))
 
     def patch(
         self, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]
@@ -199,50 +210,3 @@ class Kube:
                 return ""  # not started yet, or no previous instance
             raise
         return bytes(raw.data).decode("utf-8", "replace")
-
-    def watch_lines(
-        self,
-        kind: str,
-        namespace: str | None,
-        *,
-        label_selector: str | None,
-        resource_version: str,
-        timeout_s: int,
-    ) -> tuple[Any, Iterator[dict[str, Any]]]:
-        """Open a watch; return ``(response, events)``. Closing the response ends the
-        iteration from any thread. An ``ERROR`` event is raised as a ClusterError (410: the
-        resourceVersion expired; the caller lists again)."""
-        path = kind_info(kind).collection(namespace)
-        query = {
-            "watch": "true",
-            "labelSelector": label_selector,
-            "resourceVersion": resource_version or None,
-            "timeoutSeconds": timeout_s,
-            "allowWatchBookmarks": "true",
-        }
-        raw = self.request(
-            "GET", path, f"watch {kind}", query=query, timeout=(10.0, timeout_s + 10.0)
-        )
-        return raw, _events(raw, kind)
-
-
-def _events(raw: Any, kind: str) -> Iterator[dict[str, Any]]:
-    pending = b""
-    try:
-        for chunk in raw.stream(8192, decode_content=True):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                if not line.strip():
-                    continue
-                event: dict[str, Any] = json.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    raise from_status(int(status.get("code") or 500), status, f"watch {kind}")
-                yield event
-    except ClusterError:
-        raise
-    except Exception:
-        return
-    finally:
-        raw.release_conn()

@@ -1,29 +1,27 @@
 """List-then-watch of any resource, each event stamped with the wall time it arrived.
 
-A scale sampler needs two things :class:`~testbed.clients.kube.changes.Changes` does not
-give: the receive time of every event (taken as soon as its line is read, before parsing,
-so a busy consumer does not age it) and whether the event was *live* (seen by the watch as
-it happened) or *listed* (the state an initial LIST returned, whose receive time says
-nothing about when it happened). :class:`Watcher` is a daemon thread that lists, then
-watches from that resourceVersion with bookmarks, resumes after a timeout and lists again
-after 410 Gone, and puts ``Seen`` items on a queue the consumer drains. ``stop()`` closes
-the HTTP response, so the thread ends at once.
+The one watch loop of testbed. :class:`Watcher` is a daemon thread that lists, then watches
+from that resourceVersion with bookmarks, resumes after a timeout and lists again after
+410 Gone, and puts ``Seen`` items into a sink (a queue, or the event loop through
+:class:`~testbed.clients.kube.changes.Changes`). Every item says when its line arrived
+(taken as it is read, before parsing, so a busy consumer does not age it) and whether it
+was *live* (seen by the watch as it happened) or *listed* (the state a LIST returned, whose
+receive time says nothing about when it happened). ``stop()`` closes the HTTP response, so
+the thread ends at once — a Ctrl-C never waits for a watch to time out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
-from testbed.clients.kube.dynamic import Dynamic
 from testbed.clients.kube.errors import from_status
-from testbed.clients.kube.rest import KindInfo
+from testbed.clients.kube.rest import KindInfo, Kube
 from testbed.core.errors import ClusterError
 
 WATCH_WINDOW_S = 60  # one watch request lasts this long before it is renewed
@@ -55,25 +53,31 @@ class Synced:
     tag: str
 
 
+class Sink(Protocol):
+    """Where a watcher puts its items (``queue.SimpleQueue`` is one); called from its thread."""
+
+    def put(self, item: Seen | Failed | Synced, /) -> None: ...
+
+
 def now_ms() -> float:
     """Wall-clock epoch milliseconds: a label comparable with the API's timestamps."""
     return time.time_ns() / 1e6
 
 
 class Watcher(threading.Thread):
-    """``Seen`` items of one resource (in a namespace, matching a selector) onto ``out``."""
+    """``Seen`` items of one resource (in a namespace, matching a selector) into ``out``."""
 
     def __init__(
         self,
-        dynamic: Dynamic,
+        kube: Kube,
         info: KindInfo,
         namespace: str | None,
         label_selector: str | None,
-        out: queue.SimpleQueue[Seen | Failed | Synced],
+        out: Sink,
         tag: str,
     ) -> None:
         super().__init__(name=f"watch-{tag}", daemon=True)
-        self.dynamic, self.info, self.namespace = dynamic, info, namespace
+        self.kube, self.info, self.namespace = kube, info, namespace
         self.selector, self.out, self.tag = label_selector, out, tag
         self._stop_flag = threading.Event()
         self._lock = threading.Lock()
@@ -109,7 +113,7 @@ class Watcher(threading.Thread):
             self.cpu_s = time.thread_time()  # this thread's CPU: reading, parsing, queueing
 
     def _list(self) -> str:
-        items, version = self.dynamic.list(self.info, self.namespace, self.selector)
+        items, version = self.kube.list_collection(self.info, self.namespace, self.selector)
         received = now_ms()
         for item in items:
             self.out.put(Seen(self.tag, "ADDED", item, received, live=False))
@@ -127,7 +131,7 @@ class Watcher(threading.Thread):
             "allowWatchBookmarks": "true",
         }
         try:
-            raw = self.dynamic.kube.request(
+            raw = self.kube.request(
                 "GET", path, f"watch {self.tag}", query=query, timeout=(10.0, WATCH_WINDOW_S + 10.0)
             )
         except ClusterError as exc:

@@ -50,7 +50,7 @@ async def calibrate(
             ctx = ProbeContext(
                 endpoints={"sim": endpoint}, config=closed, out_dir=out, records=records
             )
-            setup = await prepare(endpoint, closed, seed=0)
+            setup = await prepare(endpoint, closed, 0, Path.cwd())
             try:
                 say(f"calibrate: closed loop, concurrency {concurrency}")
                 stage = profiles.first_stages(closed)[0]

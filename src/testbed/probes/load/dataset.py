@@ -56,12 +56,15 @@ def draw(length: Length, rng: random.Random) -> int:
     return rng.choice(length.values)
 
 
-def build(dataset: SyntheticDataset | FileDataset, counter: TokenCounter, seed: int) -> list[Item]:
-    """The items of ``dataset`` (deterministic for a given seed and counter)."""
+def build(
+    dataset: SyntheticDataset | FileDataset, counter: TokenCounter, seed: int, base_dir: Path
+) -> list[Item]:
+    """The items of ``dataset`` (deterministic for a given seed and counter); a file's
+    relative path starts at ``base_dir``."""
     rng = random.Random(seed)
     if isinstance(dataset, SyntheticDataset):
         return _synthetic(dataset, counter, rng)
-    return _from_file(dataset, counter, rng)
+    return _from_file(dataset, counter, rng, base_dir)
 
 
 def _synthetic(ds: SyntheticDataset, counter: TokenCounter, rng: random.Random) -> list[Item]:
@@ -82,10 +85,12 @@ def _synthetic(ds: SyntheticDataset, counter: TokenCounter, rng: random.Random) 
     ]
 
 
-def _from_file(ds: FileDataset, counter: TokenCounter, rng: random.Random) -> list[Item]:
-    path = Path(ds.path)
+def _from_file(
+    ds: FileDataset, counter: TokenCounter, rng: random.Random, base_dir: Path
+) -> list[Item]:
+    path = base_dir / ds.path
     if not path.is_file():
-        raise InputError(f"dataset file {ds.path!r} does not exist (path from the cwd)")
+        raise InputError(f"dataset file {str(path)!r} does not exist")
     rows = _read_rows(path)
     pairs = _sharegpt_pairs(rows) if ds.format == "sharegpt" else _jsonl_pairs(rows, ds.path)
     if ds.shuffle:

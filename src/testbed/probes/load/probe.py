@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from testbed.clients import openai, tgis
@@ -43,8 +44,9 @@ class Setup:
     sender: ConnectionPool | TgisPool  # what the requests go through (gRPC for tgis)
 
 
-async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
-    """Discover the model and tokenizer, build and encode the prompts."""
+async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Path) -> Setup:
+    """Discover the model and tokenizer, build and encode the prompts (a dataset file's
+    relative path starts at ``base_dir``)."""
     pool = pool_for(endpoint, max_connections=max(config.max_in_flight, config.concurrency) + 8)
     try:
         model = config.model or endpoint.model
@@ -58,7 +60,7 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int) -> Setup:
     except HttpClientError as exc:
         await pool.aclose()
         raise InfrastructureError(f"server at {endpoint.base_url} is unreachable: {exc}") from exc
-    items = dataset.build(config.dataset, counter, seed)
+    items = dataset.build(config.dataset, counter, seed, base_dir)
     payloads = dataset.encode(
         items, pool, api=config.api, model=model, stream=config.stream, ignore_eos=config.ignore_eos
     )
@@ -86,7 +88,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         raise InputError("the load probe needs an endpoint")
     name, endpoint = next(iter(ctx.endpoints.items()))
     seed = config.seed if config.seed is not None else ctx.seed
-    setup = await prepare(endpoint, config, seed)
+    setup = await prepare(endpoint, config, seed, ctx.base_dir)
     stage_records: dict[str, list[dict[str, Any]]] = {}
     summaries: list[dict[str, Any]] = []
     try:

@@ -68,7 +68,8 @@ class Sampler:
             if kind != "Pod":
                 specs.append((kind, self.dynamic.info(api_version, kind), chosen))
         return [
-            Watcher(self.dynamic, info, namespace, sel, self.queue, tag) for tag, info, sel in specs
+            Watcher(self.dynamic.kube, info, namespace, sel, self.queue, tag)
+            for tag, info, sel in specs
         ]
 
     def _events_info(self) -> KindInfo:
