@@ -58,11 +58,15 @@ def handle(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from testbed.backends.kubernetes.export import plan_objects, write_manifests
+        from testbed.backends.kubernetes.names import run_namespace
+        from testbed.execution.cluster_probes import probe_objects
 
         backend = loaded.campaign.backend.model_dump(mode="json")
         workers = {w.id: w.config for w in plan.workers.values()}
         run_id = args.run_id or f"{loaded.campaign.name}-plan"
-        written = write_manifests(plan_objects(run_id, backend, workers), Path(args.manifests))
+        objects = plan_objects(run_id, backend, workers)
+        objects += probe_objects(loaded, plan, run_id, run_namespace(run_id, backend))
+        written = write_manifests(objects, Path(args.manifests))
         print(f"{len(written)} objects written to {args.manifests}")
         return 0
     if args.json:

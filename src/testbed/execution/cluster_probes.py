@@ -9,7 +9,10 @@ halfway through it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from testbed.backends.base import Backend
+from testbed.backends.kubernetes.probe_job import configmap, probe_job
 from testbed.config.loader import LoadedCampaign
 from testbed.core.errors import CampaignError
 from testbed.execution.export.objects import CampaignVolume, ExportOptions, campaign_volume
@@ -47,6 +50,23 @@ def check_shippable(loaded: LoadedCampaign, plan: Plan) -> None:
 def _volume(loaded: LoadedCampaign, plan: Plan, namespace: str) -> CampaignVolume:
     options = ExportOptions(namespace=namespace, image="", upload="")
     return campaign_volume(loaded, plan, options)
+
+
+def probe_objects(
+    loaded: LoadedCampaign, plan: Plan, run_id: str, namespace: str
+) -> list[dict[str, Any]]:
+    """What ``backend.probes: cluster`` adds to a run's objects: the campaign ConfigMap and
+    each planned treatment's first probe Job (``testbed plan --manifests``); none otherwise."""
+    if not in_cluster(loaded):
+        return []
+    volume = _volume(loaded, plan, namespace)
+    backend = loaded.campaign.backend.model_dump(mode="json")
+    objects = [configmap(run_id, namespace, volume.configmap["data"])]
+    for treatment in plan.planned():
+        workers = {w: plan.workers[w].config for w in treatment.workers}
+        where = {"id": treatment.id, "dirname": treatment.dirname}
+        objects.append(probe_job(run_id, namespace, where, 1, workers, backend, volume.items))
+    return objects
 
 
 def remote_probe(loaded: LoadedCampaign, plan: Plan, backend: Backend) -> RemoteProbe | None:

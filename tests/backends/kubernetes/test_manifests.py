@@ -273,3 +273,40 @@ def test_image_flags_need_a_cluster_and_stay_strings(tmp_path: Path) -> None:
         for d in by_kind(objects, "Deployment")
     }
     assert images == {"quay.io/opendatahub/text-generation-inference:2"}
+
+
+def test_plan_manifests_include_the_probe_jobs_of_probes_in_cluster(tmp_path: Path) -> None:
+    """``--manifests`` writes what a run creates: with ``backend.probes: cluster`` that is
+    also the campaign ConfigMap and one probe Job per treatment, each valid and reaching its
+    workers' Services; without it, neither."""
+    from testbed.cli import main
+
+    quickstart = str(EXAMPLES / "quickstart.yaml")
+    sets = ["--set", "backend.kind=kubernetes", "--set", "backend.probes=cluster"]
+    out = tmp_path / "cluster"
+    assert main(["plan", quickstart, *sets, "--manifests", str(out), "--run-id", "r1"]) == 0
+    import yaml
+
+    objects = [yaml.safe_load(path.read_text()) for path in sorted(out.glob("*.yaml"))]
+    validate(objects)
+    loaded = load_campaign(quickstart, [], ["backend.kind=kubernetes"])
+    treatments = expand(loaded).planned()
+    jobs = by_kind(objects, "Job")
+    assert len(jobs) == len(treatments) >= 2
+    (config,) = by_kind(objects, "ConfigMap")
+    assert "campaign.yaml" in config["data"]
+    services = {
+        s["metadata"]["name"].upper().replace("-", "_") for s in by_kind(objects, "Service")
+    }
+    for job in jobs:
+        args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[:2] == ["worker", "/campaign/campaign.yaml"]
+        endpoints = [args[i + 1] for i, a in enumerate(args) if a == "--endpoint"]
+        assert endpoints
+        assert all(any(f"$({s}_SERVICE_HOST)" in e for s in services) for e in endpoints)
+    kinds = [o["kind"] for o in objects]
+    assert kinds.index("ConfigMap") < kinds.index("Job")
+    plain = tmp_path / "controller"
+    main(["plan", quickstart, "--set", "backend.kind=kubernetes", "--manifests", str(plain)])
+    kinds = {yaml.safe_load(p.read_text())["kind"] for p in plain.glob("*.yaml")}
+    assert kinds == {"Namespace", "Deployment", "Service"}
