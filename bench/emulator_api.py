@@ -158,7 +158,8 @@ async def run(args: argparse.Namespace, kubeconfig: Path) -> None:
                 queue.put_nowait(i)
             await asyncio.gather(*(worker("status") for _ in range(args.concurrency)))
         updated = time.perf_counter()
-        await asyncio.wait_for(asyncio.gather(*(d.wait() for d in dones)), timeout=300)
+        async with asyncio.timeout(300):
+            await asyncio.gather(*(d.wait() for d in dones))
         delivered = time.perf_counter()
         for task in tasks:
             task.cancel()

@@ -54,7 +54,8 @@ async def test_crash_while_serving_resolves_died_with_log_tail(tmp_path: Path) -
     backend = LocalBackend(tmp_path)
     async with backend.provision("w1", sim(), tmp_path / "w1") as handle:
         os.kill(handle.info["pid"], signal.SIGKILL)
-        reason = await asyncio.wait_for(handle.died, 10)
+        async with asyncio.timeout(10):
+            reason = await handle.died
     assert "exited with code -9 while serving" in reason
     assert "server.log" in reason
 
@@ -99,7 +100,8 @@ async def test_leftover_cleanup_ends_a_recorded_group(tmp_path: Path) -> None:
     message = kill_leftover(pid_file)
     assert message is not None
     assert f"{proc.pid}" in message
-    assert await asyncio.wait_for(proc.wait(), 5) == -signal.SIGKILL
+    async with asyncio.timeout(5):
+        assert await proc.wait() == -signal.SIGKILL
     assert not pid_file.exists()
 
 

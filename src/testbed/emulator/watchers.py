@@ -134,7 +134,8 @@ class Watch:
         if timeout_s is None:
             return await self._queue.get()
         try:
-            return await asyncio.wait_for(self._queue.get(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                return await self._queue.get()
         except TimeoutError:
             return None
 

@@ -96,7 +96,8 @@ async def test_closing_changes_ends_the_stream_for_every_caller(kube: Kube) -> N
     task = asyncio.ensure_future(consume())
     assert await changes.next(0.5) is None  # nothing matches: the wait simply times out
     changes.close()
-    await asyncio.wait_for(task, 5)  # the async for ends; it does not wait for a timeout
+    async with asyncio.timeout(5):  # the async for ends; it does not wait for a watch timeout
+        await task
     assert seen == []
     with pytest.raises(ClusterError, match="closed"):
         await changes.next(1)

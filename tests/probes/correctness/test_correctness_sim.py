@@ -108,9 +108,11 @@ async def test_a_server_gone_mid_run_gives_error_not_fail(tmp_path: Path) -> Non
     task = asyncio.ensure_future(
         probe(server.url, tmp_path, progress=lambda _m: first_result.set(), concurrency=2)
     )
-    await asyncio.wait_for(first_result.wait(), 30)
+    async with asyncio.timeout(30):
+        await first_result.wait()
     await server.stop()
-    outcome, records = await asyncio.wait_for(task, 60)
+    async with asyncio.timeout(60):
+        outcome, records = await task
     counts = outcome.summary["cases"]
     assert outcome.verdict.status == Status.ERROR, outcome.summary
     assert counts["failed"] == 0
@@ -217,7 +219,8 @@ async def test_through_the_pipeline_a_killed_server_is_an_error(tmp_path: Path) 
         await asyncio.sleep(0.02)
     (pid_file,) = (run_dir.path / "pids").glob("*.json")
     os.killpg(json.loads(pid_file.read_text())["pid"], signal.SIGKILL)
-    outcome = await asyncio.wait_for(task, 60)
+    async with asyncio.timeout(60):
+        outcome = await task
     verdict = outcome.verdicts[treatment.id]
     assert verdict.status == Status.ERROR
     # Whichever sees it first: the backend (the server died) or the cases (no connection).

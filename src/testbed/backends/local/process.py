@@ -77,7 +77,8 @@ async def stop(server: ServerProcess, grace_s: float = 5.0) -> int | None:
         while monotonic_ns() < deadline:
             if process.returncode is None:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(process.wait(), 0.05)
+                    async with asyncio.timeout(0.05):
+                        await process.wait()
             if process.returncode is not None and not group_alive(process.pid):
                 break
             if process.returncode is not None:

@@ -58,5 +58,6 @@ async def wait_ready(
         if monotonic_ns() >= deadline:
             return f"not ready after {timeout_s:g} s (GET {path} never answered 200)"
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(exited), delay)
+            async with asyncio.timeout(delay):
+                await asyncio.shield(exited)
         delay = min(delay * 1.5, 0.5)

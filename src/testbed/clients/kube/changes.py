@@ -52,7 +52,8 @@ class Changes:
         if self._failed is not None:
             raise self._failed
         try:
-            item = await asyncio.wait_for(self._queue.get(), wait_s)
+            async with asyncio.timeout(wait_s):  # not wait_for: it can lose a Ctrl-C on 3.11
+                item = await self._queue.get()
         except TimeoutError:
             return None
         if item is None:

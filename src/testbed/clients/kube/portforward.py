@@ -51,7 +51,8 @@ class PortForward:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                async with asyncio.timeout(5):
+                    await self._server.wait_closed()
         self.api_client.close()  # type: ignore[no-untyped-call]
 
     def _open(self) -> tuple[Any, socket.socket]:

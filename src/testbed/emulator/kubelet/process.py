@@ -117,7 +117,8 @@ async def _wait_group(proc: HostProcess, timeout_s: float) -> None:
     while monotonic_ns() < deadline:
         if proc.process.returncode is None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(proc.process.wait()), 0.05)
+                async with asyncio.timeout(0.05):
+                    await asyncio.shield(proc.process.wait())
             continue
         if not group_alive(proc.pid):
             return

@@ -85,7 +85,8 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             f"submitted {outcome.created + outcome.existed}; waiting for {config.wait_for}"
         )
         try:
-            stats = await asyncio.wait_for(asyncio.shield(sampling), config.timeout_s)
+            async with asyncio.timeout(config.timeout_s):
+                stats = await asyncio.shield(sampling)
         except TimeoutError:
             stop_sample.set()
             stats = await sampling
