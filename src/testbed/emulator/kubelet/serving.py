@@ -1,4 +1,4 @@
-"""The kubelet's API subresources: ``pods/{name}/log`` and ``pods/{name}/portforward``.
+"""The kubelet's API subresources: ``pods/{name}/log``, ``/portforward`` and ``/exec``.
 
 ``log`` answers like the real server: plain text, ``container`` required when the pod has
 several, ``previous``, ``tailLines``, ``timestamps``, ``limitBytes`` and ``follow`` (a
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSMsgType, web
 
 from testbed.emulator.errors import ApiError, bad_request
+from testbed.emulator.kubelet.exec_session import serve_exec
 from testbed.emulator.kubelet.logs import follow, render
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ PROTOCOLS = ("v4.channel.k8s.io",)
 
 
 def register(emulator: Emulator, kubelet: Kubelet) -> None:
-    """Serve the two subresources on ``emulator`` from ``kubelet``."""
+    """Serve the three subresources on ``emulator`` from ``kubelet``."""
 
     async def log(request: web.Request, namespace: str | None, name: str) -> web.StreamResponse:
         return await serve_log(kubelet, request, namespace or "default", name)
@@ -42,8 +43,12 @@ def register(emulator: Emulator, kubelet: Kubelet) -> None:
     ) -> web.StreamResponse:
         return await serve_portforward(kubelet, request, namespace or "default", name)
 
+    async def exec_(request: web.Request, namespace: str | None, name: str) -> web.StreamResponse:
+        return await serve_exec(kubelet, request, namespace or "default", name)
+
     emulator.add_subresource("pods", "log", log)
     emulator.add_subresource("pods", "portforward", portforward)
+    emulator.add_subresource("pods", "exec", exec_)
 
 
 def _container_name(pod: dict[str, Any], wanted: str | None) -> str:
