@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import WSMsgType, web
 
 from testbed.emulator.errors import ApiError, bad_request
+from testbed.emulator.kubelet import tunnel
 from testbed.emulator.kubelet.exec_session import serve_exec
 from testbed.emulator.kubelet.logs import follow, render
 
@@ -137,16 +138,25 @@ async def serve_portforward(
     kubelet: Kubelet, request: web.Request, namespace: str, name: str
 ) -> web.StreamResponse:
     pod = kubelet.store.get("pods", namespace, name)
-    ports = _ports(request)
+    offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
+    tunnelled = tunnel.PROTOCOL in offered  # kubectl: ports come in the SPDY streams
+    ports = [] if tunnelled else _ports(request)
     runtime = kubelet.runtime(namespace, name)
     if runtime is None or (pod.get("status") or {}).get("phase") != "Running":
         phase = (pod.get("status") or {}).get("phase", "Pending")
         raise bad_request(
             f"unable to upgrade connection: pod does not exist or is not running ({phase})"
         )
-    ws = web.WebSocketResponse(protocols=PROTOCOLS, autoping=True, max_msg_size=0)
+    protocols = (tunnel.PROTOCOL,) if tunnelled else PROTOCOLS
+    ws = web.WebSocketResponse(protocols=protocols, autoping=True, max_msg_size=0)
     await ws.prepare(request)
     uid = pod["metadata"]["uid"]
+    if tunnelled:
+        try:
+            await tunnel.Tunnel(ws, runtime.ports, uid).run()
+        finally:
+            await ws.close()
+        return ws
     streams: list[asyncio.StreamWriter | None] = []
     readers: list[asyncio.Task[None]] = []
     try:
@@ -159,12 +169,7 @@ async def serve_portforward(
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", host_port)
             except OSError as exc:
-                message = (
-                    f"error forwarding port {port} to pod {uid}, uid : failed to execute"
-                    f" portforward in network namespace: failed to connect to localhost:{port}"
-                    f" inside namespace {uid}: {exc}"
-                )
-                await ws.send_bytes(error + message.encode())
+                await ws.send_bytes(error + tunnel.forward_error(port, uid, exc).encode())
                 streams.append(None)
                 continue
             streams.append(writer)
