@@ -54,7 +54,22 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz")
     shutil.copytree(EXAMPLES, root, dirs_exist_ok=True)
     (root / "ca.pem").write_text("not checked before a connection\n")
+    # A cluster campaign's run opens only with a kubeconfig it can use (nothing is sent).
+    (root / "testbed-emulator.kubeconfig").write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: here, context: {cluster: c, user: u}}]\n"
+        "current-context: here\n"
+    )
     return root
+
+
+@pytest.fixture(autouse=True)
+def cluster_config(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scale-test.yaml names testbed-emulator.kubeconfig (a path from where you are)."""
+    monkeypatch.chdir(workdir)
+    monkeypatch.setenv("KUBECONFIG", str(workdir / "testbed-emulator.kubeconfig"))
 
 
 def bases() -> list[dict[str, Any]]:

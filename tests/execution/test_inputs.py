@@ -78,3 +78,41 @@ def test_a_model_the_local_backend_cannot_load_is_refused(
     assert main(["run", str(file), "--out", str(tmp_path / "run")]) == 2
     assert f"{file}:5:12: deployments[0].model: {message}" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--context", "nope"], "has no context 'nope' (its contexts: here)"),
+        (["--set", "backend.kubeconfig=gone.yaml"], "no kubeconfig at gone.yaml"),
+        (
+            ["--set", "backend.server=https://k:6443", "--set", "backend.token=${env:NO_TOKEN}"],
+            "NO_TOKEN",
+        ),
+    ],
+)
+def test_a_cluster_run_that_cannot_connect_is_refused_before_its_run_directory(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    message: str,
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: here, context: {cluster: c, user: u}}]\n"
+        "current-context: here\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("NO_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    file = tmp_path / "c.yaml"
+    file.write_text(HEAD + "backend: {kind: kubernetes}\nload: {requests: 1}\n")
+    code = main(["run", str(file), "--set", "backend.kind=kubernetes", *flags,
+                 "--out", str(tmp_path / "run")])  # fmt: skip
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

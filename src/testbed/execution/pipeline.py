@@ -65,9 +65,19 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     return plan
 
 
+def check_connection(loaded: LoadedCampaign, options: RunOptions) -> None:
+    """A cluster campaign's kubeconfig, context or ``${env:}`` token must be usable before a
+    run directory exists (InputError, exit 2). Reads files and variables; sends nothing."""
+    if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
+        from testbed.clients.kube.connection import ConnectionSpec, connect
+
+        connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
+
+
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
     """Step 1 of a new run: check and plan it, write the run directory's metadata."""
     plan = check_inputs(loaded)
+    check_connection(loaded, options)
     if options.only is not None:
         plan = plan.only(options.only)
     parent = options.runs_dir or Path(loaded.campaign.results.dir)

@@ -53,7 +53,7 @@ def test_missing_kubeconfig_and_unknown_context(tmp_path: Path) -> None:
     assert (
         connect(ConnectionSpec(kubeconfig=str(config))).configuration.host == "http://127.0.0.1:1"
     )
-    with pytest.raises(InputError, match="nope"):
+    with pytest.raises(InputError, match=r"no context 'nope' \(its contexts: x\)"):
         connect(ConnectionSpec(kubeconfig=str(config), context="nope"))
 
 

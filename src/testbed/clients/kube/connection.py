@@ -97,12 +97,26 @@ def connect(spec: ConnectionSpec | None = None) -> Any:
                         f"no kubeconfig at {path}; set KUBECONFIG, backend.kubeconfig, or"
                         " backend.server with backend.token: ${env:NAME}"
                     )
+                _check_context(config, path, spec.context)
                 config.load_kube_config(  # type: ignore[no-untyped-call]
                     config_file=str(path), context=spec.context, client_configuration=configuration
                 )
         except config.ConfigException as exc:
             raise InputError(f"cannot use {spec.describe()}: {exc}") from exc
     return client.ApiClient(configuration)
+
+
+def _check_context(config: Any, path: Path, context: str | None) -> None:
+    """An unknown context names the ones the kubeconfig has."""
+    if context is None:
+        return
+    contexts, _ = config.list_kube_config_contexts(config_file=str(path))
+    names = [str(c.get("name")) for c in contexts or []]
+    if context not in names:
+        raise InputError(
+            f"kubeconfig {path} has no context {context!r} (its contexts: {', '.join(names)});"
+            " choose one with --context NAME or backend.context"
+        )
 
 
 def _token_config(spec: ConnectionSpec, configuration: Any) -> None:
