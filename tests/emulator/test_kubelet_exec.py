@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -125,12 +126,31 @@ def test_the_python_client_streams_exec_output_and_a_departed_client_kills_the_c
         wait_for("the command to be killed", lambda: not alive(pid))
 
 
+def test_with_tty_the_command_has_a_terminal_of_the_clients_size(tmp_path: Path) -> None:
+    with running_plane(tmp_path) as h:
+        running(h, "box")
+        resp = stream(
+            h.core.connect_get_namespaced_pod_exec, "box", "default",
+            command=["sh"], stderr=True, stdin=True, stdout=True, tty=True,
+            _preload_content=False,
+        )  # fmt: skip
+        resp.write_channel(4, '{"Width": 100, "Height": 30}')
+        resp.write_stdin("test -t 0 && echo is-a-tty; stty size; echo $TERM; exit 3\n")
+        output = ""
+        deadline = time.monotonic() + 20
+        while resp.is_open() and time.monotonic() < deadline:
+            resp.update(timeout=1)
+            output += resp.read_stdout() if resp.peek_stdout() else ""
+        assert "is-a-tty\r\n" in output
+        assert "30 100\r\n" in output  # a terminal writes CR LF
+        assert resp.returncode == 3
+        resp.sock.shutdown()
+
+
 def test_exec_refusals_before_the_upgrade(tmp_path: Path) -> None:
     with running_plane(tmp_path) as h:
         running(h, "box")
         path = "/api/v1/namespaces/default/pods/box/exec"
-        tty = kubectl(h, "get", "--raw", f"{path}?command=true&tty=true")
-        assert "leave out tty (-t)" in tty.stderr
         bare = kubectl(h, "get", "--raw", path)
         assert "at least one command" in bare.stderr
         plain = kubectl(h, "get", "--raw", f"{path}?command=true")

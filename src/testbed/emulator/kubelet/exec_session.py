@@ -10,18 +10,24 @@ client's ``kubernetes.stream.stream``) websocket protocol: every binary frame st
 channel — 0 stdin, 1 stdout, 2 stderr, 3 the closing ``Status``, 4 resize; in v5 the client
 closes stdin with ``[255, 0]``. The ``Status`` is ``Success``, or ``NonZeroExitCode`` with
 the exit code as its cause, which kubectl turns into its own exit code; a command that cannot
-start is an ``InternalError`` worded as containerd words it. Without a terminal emulation,
-``tty`` is refused before the upgrade.
+start is an ``InternalError`` worded as containerd words it. With ``tty`` the command gets a
+pseudo-terminal as its controlling tty (``kubectl exec -it POD -- sh``): everything it
+prints comes on stdout, resize frames set the terminal's size, and stdin's close is ^D.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import os
+import pty
 import shutil
 import signal
+import struct
 import sys
+import termios
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -69,15 +75,15 @@ async def serve_exec(
     command = request.query.getall("command", [])
     if not command:
         raise bad_request("you must specify at least one command for the container")
-    if _flag(request, "tty"):
-        raise bad_request("the emulator runs exec commands without a terminal: leave out tty (-t)")
     runner = _runner(kubelet, namespace, name, request.query.get("container"))
     ws = web.WebSocketResponse(protocols=PROTOCOLS, autoping=True, max_msg_size=0)
     if not ws.can_prepare(request).ok:
         raise bad_request("Upgrade request required")
     await ws.prepare(request)
     try:
-        code, message = await _run(ws, runner, command, _flag(request, "stdin"))
+        code, message = await _run(
+            ws, runner, command, _flag(request, "stdin"), _flag(request, "tty")
+        )
         with contextlib.suppress(ConnectionResetError):  # the client left: nobody to tell
             await ws.send_bytes(bytes([ERROR]) + orjson.dumps(_status(command, code, message)))
     finally:
@@ -86,7 +92,11 @@ async def serve_exec(
 
 
 async def _run(
-    ws: web.WebSocketResponse, runner: ContainerRunner, command: list[str], stdin: bool
+    ws: web.WebSocketResponse,
+    runner: ContainerRunner,
+    command: list[str],
+    stdin: bool,
+    tty: bool,
 ) -> tuple[int, str]:
     env = runner.launch.env
     if shutil.which(command[0], path=env.get("PATH", os.defpath)) is None:
@@ -96,60 +106,174 @@ async def _run(
             f' start container process: exec: "{command[0]}": executable file not found in'
             " $PATH: unknown"
         )
-    process = await asyncio.create_subprocess_exec(
+    io = await (_Terminal.start if tty else _Pipes.start)(command, env, runner.launch.cwd, stdin)
+    feeder = asyncio.create_task(_from_client(ws, io))
+    try:
+        await asyncio.gather(
+            *(_pump(reader, ws, channel) for reader, channel in io.outputs), io.process.wait()
+        )
+    finally:
+        feeder.cancel()
+        signal_group(io.process.pid, signal.SIGKILL)  # what it left behind, or all if cancelled
+        with contextlib.suppress(ProcessLookupError):
+            io.process.kill()
+        await io.process.wait()
+        io.close()
+    code = io.process.returncode or 0
+    return (128 - code if code < 0 else code), ""  # killed by signal N: 128 + N
+
+
+async def _spawn(
+    command: list[str], env: dict[str, str], cwd: Path | None, **how: Any
+) -> asyncio.subprocess.Process:
+    """The command under the containers' shim, leading a session of its own."""
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-I",
         str(SHIM),
         *command,
-        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
         env=dict(env),
-        cwd=str(runner.launch.cwd) if runner.launch.cwd else None,
+        cwd=str(cwd) if cwd else None,
         start_new_session=True,
-        preexec_fn=die_with_parent,
+        **how,
     )
-    assert process.stdout is not None
-    assert process.stderr is not None
-    feeder = asyncio.create_task(_from_client(ws, process))
-    try:
-        await asyncio.gather(
-            _pump(process.stdout, ws, STDOUT), _pump(process.stderr, ws, STDERR), process.wait()
+
+
+class _Pipes:
+    """stdout and stderr apart; stdin a pipe when the client sends it."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None
+        assert process.stderr is not None
+        self.process = process
+        self.outputs = [(process.stdout, STDOUT), (process.stderr, STDERR)]
+
+    @classmethod
+    async def start(
+        cls, command: list[str], env: dict[str, str], cwd: Path | None, stdin: bool
+    ) -> _Pipes:
+        pipe = asyncio.subprocess.PIPE
+        return cls(
+            await _spawn(
+                command,
+                env,
+                cwd,
+                stdin=pipe if stdin else asyncio.subprocess.DEVNULL,
+                stdout=pipe,
+                stderr=pipe,
+                preexec_fn=die_with_parent,
+            )
         )
-    finally:
-        feeder.cancel()
-        signal_group(process.pid, signal.SIGKILL)  # what it left behind, or all if cancelled
-        with contextlib.suppress(ProcessLookupError):
-            process.kill()
-        await process.wait()
-    code = process.returncode or 0
-    return (128 - code if code < 0 else code), ""  # killed by signal N: 128 + N
+
+    async def write(self, data: bytes) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.write(data)
+            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+                await self.process.stdin.drain()
+
+    def close_stdin(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+
+    def resize(self, width: int, height: int) -> None:
+        """No terminal, nothing to resize."""
+
+    def close(self) -> None:
+        """The pipes close with the process."""
+
+
+class _Terminal:
+    """A pseudo-terminal: the command's controlling tty; everything it prints is stdout."""
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        master: int,
+        reader: asyncio.StreamReader,
+        transport: asyncio.BaseTransport,
+    ) -> None:
+        self.process, self.master, self.transport = process, master, transport
+        self.outputs = [(reader, STDOUT)]
+
+    @classmethod
+    async def start(
+        cls, command: list[str], env: dict[str, str], cwd: Path | None, stdin: bool
+    ) -> _Terminal:
+        master, slave = pty.openpty()
+
+        def controlling_tty() -> None:  # in the child, after setsid
+            die_with_parent()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        try:
+            process = await _spawn(
+                command,
+                {"TERM": "xterm", **env},
+                cwd,
+                stdin=slave,
+                stdout=slave,
+                stderr=slave,
+                preexec_fn=controlling_tty,
+            )
+        except BaseException:
+            os.close(master)
+            raise
+        finally:
+            os.close(slave)
+        reader = asyncio.StreamReader()
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(master, "rb", 0, closefd=False)
+        )
+        return cls(process, master, reader, transport)
+
+    async def write(self, data: bytes) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.master, data)
+
+    def close_stdin(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self.master, b"\x04")  # end of input, as a terminal says it
+
+    def resize(self, width: int, height: int) -> None:
+        with contextlib.suppress(OSError):
+            fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+    def close(self) -> None:
+        self.transport.close()
+        with contextlib.suppress(OSError):
+            os.close(self.master)
 
 
 async def _pump(reader: asyncio.StreamReader, ws: web.WebSocketResponse, channel: int) -> None:
     prefix = bytes([channel])
-    while chunk := await reader.read(65536):
-        with contextlib.suppress(ConnectionResetError):
-            await ws.send_bytes(prefix + chunk)
+    with contextlib.suppress(OSError):  # a terminal's end reads as EIO
+        while chunk := await reader.read(65536):
+            with contextlib.suppress(ConnectionResetError):
+                await ws.send_bytes(prefix + chunk)
 
 
-async def _from_client(ws: web.WebSocketResponse, process: asyncio.subprocess.Process) -> None:
-    """Client → command: stdin frames, stdin's close (v5); the client leaving kills it."""
-    stdin = process.stdin
+async def _from_client(ws: web.WebSocketResponse, io: _Pipes | _Terminal) -> None:
+    """Client → command: stdin, stdin's close (v5), resizes; the client leaving kills it."""
     async for message in ws:
-        if message.type != WSMsgType.BINARY or not message.data:
+        if message.type == WSMsgType.TEXT:  # the Python client sends str data as text frames
+            frame = str(message.data).encode()
+        elif message.type == WSMsgType.BINARY:
+            frame = bytes(message.data)
+        else:
             continue
-        channel, payload = message.data[0], message.data[1:]
-        if stdin is None:
+        if not frame:
             continue
+        channel, payload = frame[0], frame[1:]
         if channel == STDIN:
-            stdin.write(payload)
-            with contextlib.suppress(ConnectionResetError, BrokenPipeError):
-                await stdin.drain()
+            await io.write(payload)
         elif channel == CLOSE and payload[:1] == bytes([STDIN]):
-            stdin.close()
-    if process.returncode is None:
-        signal_group(process.pid, signal.SIGKILL)
+            io.close_stdin()
+        elif channel == RESIZE:
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                size = orjson.loads(payload)
+                io.resize(int(size["Width"]), int(size["Height"]))
+    if io.process.returncode is None:
+        signal_group(io.process.pid, signal.SIGKILL)
 
 
 def _status(command: list[str], code: int, message: str) -> dict[str, Any]:
