@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +52,18 @@ class Harness:
             return fn()
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def wait_for(

@@ -4,14 +4,14 @@ its output and exit code; a command whose client leaves is killed."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes.stream import stream
-from tests.emulator.plane_harness import Harness, running_plane, wait_for
+from tests.emulator.plane_harness import Harness, alive, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 
@@ -39,6 +39,14 @@ def running(h: Harness, name: str) -> None:
     )
 
 
+def exec_stream(h: Harness, command: list[str], stdin: bool = False, tty: bool = False) -> Any:
+    """An exec of ``command`` in pod box through the Python client, not yet read."""
+    return stream(
+        h.core.connect_get_namespaced_pod_exec, "box", "default", command=command,
+        stderr=True, stdin=stdin, stdout=True, tty=tty, _preload_content=False,
+    )  # fmt: skip
+
+
 def kubectl(h: Harness, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["kubectl", f"--kubeconfig={h.kubeconfig}", "--request-timeout=20s", *args],
@@ -48,17 +56,6 @@ def kubectl(h: Harness, *args: str, stdin: str | None = None) -> subprocess.Comp
         text=True,
         timeout=60,
     )
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_kubectl_exec_runs_with_the_container_environment_and_returns_its_exit_code(
@@ -89,17 +86,7 @@ def test_the_python_client_streams_exec_output_and_a_departed_client_kills_the_c
 ) -> None:
     with running_plane(tmp_path) as h:
         running(h, "box")
-        resp = stream(
-            h.core.connect_get_namespaced_pod_exec,
-            "box",
-            "default",
-            command=["sh", "-c", "echo out-$MODE; echo err >&2; exit 3"],
-            stderr=True,
-            stdin=False,
-            stdout=True,
-            tty=False,
-            _preload_content=False,
-        )
+        resp = exec_stream(h, ["sh", "-c", "echo out-$MODE; echo err >&2; exit 3"])
         resp.run_forever(timeout=20)
         assert resp.read_stdout() == "out-fast\n"
         assert resp.read_stderr() == "err\n"
@@ -108,17 +95,7 @@ def test_the_python_client_streams_exec_output_and_a_departed_client_kills_the_c
         # server does once the command is done): shut it here.
         resp.sock.shutdown()
 
-        resp = stream(
-            h.core.connect_get_namespaced_pod_exec,
-            "box",
-            "default",
-            command=["sh", "-c", "echo $$; exec sleep 600"],
-            stderr=True,
-            stdin=False,
-            stdout=True,
-            tty=False,
-            _preload_content=False,
-        )
+        resp = exec_stream(h, ["sh", "-c", "echo $$; exec sleep 600"])
         pid = int(wait_for("the command's pid", lambda: resp.update(1) or resp.read_stdout()))
         assert alive(pid)
         resp.close()
@@ -129,11 +106,7 @@ def test_the_python_client_streams_exec_output_and_a_departed_client_kills_the_c
 def test_with_tty_the_command_has_a_terminal_of_the_clients_size(tmp_path: Path) -> None:
     with running_plane(tmp_path) as h:
         running(h, "box")
-        resp = stream(
-            h.core.connect_get_namespaced_pod_exec, "box", "default",
-            command=["sh"], stderr=True, stdin=True, stdout=True, tty=True,
-            _preload_content=False,
-        )  # fmt: skip
+        resp = exec_stream(h, ["sh"], stdin=True, tty=True)
         resp.write_channel(4, '{"Width": 100, "Height": 30}')
         resp.write_stdin("test -t 0 && echo is-a-tty; stty size; echo $TERM; exit 3\n")
         output = ""

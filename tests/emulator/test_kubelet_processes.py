@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from tests.emulator.plane_harness import Harness, running_plane, wait_for
+from tests.emulator.plane_harness import Harness, alive, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 
@@ -39,17 +38,6 @@ child = subprocess.Popen([sys.executable, "-c",
 print(child.pid, flush=True)
 time.sleep(600)
 """
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is dead for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def process_pod(name: str, script: str, grace: int = 30, **container: object) -> dict:
