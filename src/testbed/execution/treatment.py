@@ -166,7 +166,7 @@ async def _probe(name: str, ctx: ProbeContext) -> ProbeOutcome:
 
 
 async def _race(probe: Any, handles: list[Handle]) -> ProbeOutcome:
-    """The probe's outcome, unless a server dies first (then InfrastructureError)."""
+    """The probe's outcome, unless a server dies first or as it ends (InfrastructureError)."""
     task = asyncio.ensure_future(probe)
     deaths = [h.died for h in handles]
     try:
@@ -176,13 +176,14 @@ async def _race(probe: Any, handles: list[Handle]) -> ProbeOutcome:
         # the probe's own cleanup (deleting what it created) runs to its end before we go on
         await asyncio.gather(task, return_exceptions=True)
         raise
-    if task in done:
+    if task in done and not any(d.done() for d in deaths):
         outcome: ProbeOutcome = task.result()
         return outcome
+    # A death seen in the same turn as the probe's end explains that end (e.g. its errors).
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     reason = next(d.result() for d in deaths if d.done())
-    raise InfrastructureError(f"server died during the probe: {reason}")
+    raise InfrastructureError(f"server lost during the probe: {reason}")
 
 
 def _size(path: Path) -> int:

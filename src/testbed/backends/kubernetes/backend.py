@@ -155,9 +155,12 @@ class KubernetesBackend(Backend):
             follower = follow_into(
                 kube, self.namespace, pod_name, "server", work_dir / "server.log"
             )
-            async with self._reach(kube, pod_name, worker_id, deployment) as base_url:
+            # Set by the pod's death (watch_death) or by a port-forward nothing answers.
+            died: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            async with self._reach(kube, pod_name, worker_id, deployment, died) as base_url:
                 handle = Handle(
                     self._endpoint(deployment, base_url),
+                    died=died,
                     info={
                         "pod": pod_name,
                         "namespace": self.namespace,
@@ -181,13 +184,23 @@ class KubernetesBackend(Backend):
 
     @contextlib.asynccontextmanager
     async def _reach(
-        self, kube: Kube, pod: str, worker_id: str, deployment: Mapping[str, Any]
+        self,
+        kube: Kube,
+        pod: str,
+        worker_id: str,
+        deployment: Mapping[str, Any],
+        died: asyncio.Future[str],
     ) -> AsyncIterator[str]:
         port = adapter_for(str(deployment["server"])).container_port
         if self.in_cluster():
             yield f"http://{worker_name(worker_id)}.{self.namespace}.svc:{port}"
             return
-        async with PortForward(kube.api, self.namespace, pod, port) as local:
+
+        def refused(message: str) -> None:
+            if not died.done():
+                died.set_result(f"pod {pod} does not answer on port {port}: {message}")
+
+        async with PortForward(kube.api, self.namespace, pod, port, refused) as local:
             yield f"http://127.0.0.1:{local}"
 
     def _endpoint(self, deployment: Mapping[str, Any], base_url: str) -> Endpoint:

@@ -5,6 +5,11 @@ connection accepted on ``127.0.0.1:<port>`` opens its own port-forward websocket
 (``v4.channel.k8s.io``, as ``kubectl port-forward`` does) and bytes are pumped both ways
 until either side closes. One connection per websocket keeps streams independent, so a
 load test's concurrent keep-alive connections do not share one channel.
+
+A connection the pod answers with nothing but a message on the error channel (the kubelet's
+"failed to connect to localhost:PORT": nothing listens there) is handed to ``on_refused``,
+so a server that stopped listening is reported in the kubelet's words, not as a connection
+closed mid-response.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from testbed.clients.kube.errors import translate
@@ -25,7 +31,14 @@ _CHUNK = 65536
 class PortForward:
     """``async with PortForward(api_client, ns, pod, port) as local_port: …``"""
 
-    def __init__(self, api_client: Any, namespace: str, pod: str, port: int) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        namespace: str,
+        pod: str,
+        port: int,
+        on_refused: Callable[[str], None] | None = None,
+    ) -> None:
         from kubernetes import client
 
         # kubernetes.stream swaps the ApiClient's call_api while it opens a websocket: on a
@@ -34,6 +47,7 @@ class PortForward:
         self.api_client = client.ApiClient(api_client.configuration)
         self._opening = threading.Lock()
         self.namespace, self.pod, self.port = namespace, pod, port
+        self.on_refused = on_refused
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.local_port = 0
@@ -96,6 +110,10 @@ class PortForward:
                     pump.cancel()
                 await asyncio.gather(*pumps, return_exceptions=True)
                 remote_writer.close()
+            answered = pumps[1].done() and not pumps[1].cancelled() and pumps[1].result() > 0
+            message = session.error(self.port)
+            if message and not answered and self.on_refused is not None:
+                self.on_refused(message)
         except ClusterError:
             pass  # the client sees its connection closed and reports that
         except asyncio.CancelledError:
@@ -110,10 +128,13 @@ class PortForward:
             self._tasks.discard(task)  # type: ignore[arg-type]
 
 
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> int:
+    """Copy until EOF; the bytes copied."""
+    copied = 0
     try:
         while data := await source.read(_CHUNK):
             sink.write(data)
+            copied += len(data)
             await sink.drain()
     except (ConnectionError, OSError):
         pass
@@ -121,3 +142,4 @@ async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> Non
         with contextlib.suppress(Exception):
             if sink.can_write_eof():
                 sink.write_eof()
+    return copied

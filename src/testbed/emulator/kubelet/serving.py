@@ -28,6 +28,7 @@ from testbed.emulator.kubelet.logs import follow, render
 
 if TYPE_CHECKING:
     from testbed.emulator.kubelet.kubelet import Kubelet
+    from testbed.emulator.kubelet.pod import PodRuntime
     from testbed.emulator.server import Emulator
 
 PROTOCOLS = ("v4.channel.k8s.io",)
@@ -134,6 +135,20 @@ def _ports(request: web.Request) -> list[int]:
     return ports
 
 
+def _notes(runtime: PodRuntime) -> dict[int, str]:
+    """Why a port cannot answer: its container runs no process here (an unknown image)."""
+    return {
+        int(port["containerPort"]): (
+            f"container {runner.name} runs no process on the emulator: image"
+            f" {runner.record.image} is neither a testbed nor a vLLM image"
+        )
+        for runner in runtime.runners
+        if runner.launch.argv is None
+        for port in runner.spec.get("ports") or []
+        if "containerPort" in port
+    }
+
+
 async def serve_portforward(
     kubelet: Kubelet, request: web.Request, namespace: str, name: str
 ) -> web.StreamResponse:
@@ -153,7 +168,7 @@ async def serve_portforward(
     uid = pod["metadata"]["uid"]
     if tunnelled:
         try:
-            await tunnel.Tunnel(ws, runtime.ports, uid).run()
+            await tunnel.Tunnel(ws, runtime.ports, uid, _notes(runtime)).run()
         finally:
             await ws.close()
         return ws
@@ -169,7 +184,8 @@ async def serve_portforward(
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", host_port)
             except OSError as exc:
-                await ws.send_bytes(error + tunnel.forward_error(port, uid, exc).encode())
+                note = _notes(runtime).get(port, "")
+                await ws.send_bytes(error + tunnel.forward_error(port, uid, exc, note).encode())
                 streams.append(None)
                 continue
             streams.append(writer)

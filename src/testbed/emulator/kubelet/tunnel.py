@@ -37,12 +37,13 @@ PROTOCOL = "SPDY/3.1+portforward.k8s.io"
 PROTOCOL_ERROR = 1
 
 
-def forward_error(port: int, uid: str, exc: OSError) -> str:
-    """The kubelet's message when the container port does not answer."""
+def forward_error(port: int, uid: str, exc: OSError, note: str = "") -> str:
+    """The kubelet's message when the container port does not answer (and the emulator's
+    ``note`` on why, when it knows)."""
     return (
         f"error forwarding port {port} to pod {uid}, uid : failed to execute portforward in"
         f" network namespace: failed to connect to localhost:{port} inside namespace {uid}:"
-        f" {exc}"
+        f" {exc}" + (f" ({note})" if note else "")
     )
 
 
@@ -66,8 +67,14 @@ class _Connection:
 class Tunnel:
     """Serves one websocket's SPDY session to a pod whose ports are ``ports``."""
 
-    def __init__(self, ws: web.WebSocketResponse, ports: Mapping[int, int], uid: str) -> None:
-        self.ws, self.ports, self.uid = ws, ports, uid
+    def __init__(
+        self,
+        ws: web.WebSocketResponse,
+        ports: Mapping[int, int],
+        uid: str,
+        notes: Mapping[int, str],
+    ) -> None:
+        self.ws, self.ports, self.uid, self.notes = ws, ports, uid, notes
         self.codec = HeaderCodec()
         self._requests: dict[str, _Connection] = {}
         self._streams: dict[int, _Connection] = {}
@@ -140,7 +147,9 @@ class Tunnel:
             await self._fail(connection, f"invalid port header {connection.port!r}")
             return
         except OSError as exc:
-            await self._fail(connection, forward_error(port, self.uid, exc))
+            await self._fail(
+                connection, forward_error(port, self.uid, exc, self.notes.get(port, ""))
+            )
             return
         connection.writer = writer
         connection.pump = asyncio.create_task(self._pump(connection, reader))
