@@ -3,7 +3,7 @@
 The emulator's containers are host processes, so an exec is a host process too: the command
 runs with the container's environment and working directory (as exec probes do), under the
 same shim as containers (its whole process group dies with the emulator), and is killed
-when the client goes away.
+when the client goes away or the pod stops (exit code 137, as kubectl reports it).
 
 The stream is the ``v5.channel.k8s.io`` (kubectl 1.30+) or ``v4.channel.k8s.io`` (the Python
 client's ``kubernetes.stream.stream``) websocket protocol: every binary frame starts with its
@@ -40,6 +40,7 @@ from testbed.emulator.kubelet.process import SHIM
 if TYPE_CHECKING:
     from testbed.emulator.kubelet.container import ContainerRunner
     from testbed.emulator.kubelet.kubelet import Kubelet
+    from testbed.emulator.kubelet.pod import PodRuntime
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
@@ -49,7 +50,9 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "") in ("1", "true", "True")
 
 
-def _runner(kubelet: Kubelet, namespace: str, name: str, wanted: str | None) -> ContainerRunner:
+def _runner(
+    kubelet: Kubelet, namespace: str, name: str, wanted: str | None
+) -> tuple[ContainerRunner, PodRuntime]:
     pod = kubelet.store.get("pods", namespace, name)
     runtime = kubelet.runtime(namespace, name)
     phase = (pod.get("status") or {}).get("phase", "Pending")
@@ -65,7 +68,7 @@ def _runner(kubelet: Kubelet, namespace: str, name: str, wanted: str | None) -> 
         wanted = apps[0].name
     for runner in runtime.runners:
         if runner.name == wanted and "running" in runner.record.state:
-            return runner
+            return runner, runtime
     raise bad_request(f'unable to upgrade connection: container not found ("{wanted}")')
 
 
@@ -75,14 +78,14 @@ async def serve_exec(
     command = request.query.getall("command", [])
     if not command:
         raise bad_request("you must specify at least one command for the container")
-    runner = _runner(kubelet, namespace, name, request.query.get("container"))
+    runner, runtime = _runner(kubelet, namespace, name, request.query.get("container"))
     ws = web.WebSocketResponse(protocols=PROTOCOLS, autoping=True, max_msg_size=0)
     if not ws.can_prepare(request).ok:
         raise bad_request("Upgrade request required")
     await ws.prepare(request)
     try:
         code, message = await _run(
-            ws, runner, command, _flag(request, "stdin"), _flag(request, "tty")
+            ws, runner, runtime.stopped, command, _flag(request, "stdin"), _flag(request, "tty")
         )
         with contextlib.suppress(ConnectionResetError):  # the client left: nobody to tell
             await ws.send_bytes(bytes([ERROR]) + orjson.dumps(_status(command, code, message)))
@@ -94,6 +97,7 @@ async def serve_exec(
 async def _run(
     ws: web.WebSocketResponse,
     runner: ContainerRunner,
+    pod_stopped: asyncio.Event,
     command: list[str],
     stdin: bool,
     tty: bool,
@@ -108,16 +112,23 @@ async def _run(
         )
     io = await (_Terminal.start if tty else _Pipes.start)(command, env, runner.launch.cwd, stdin)
     feeder = asyncio.create_task(_from_client(ws, io))
+    pod_gone: asyncio.Future[Any] = asyncio.ensure_future(pod_stopped.wait())
+    work: asyncio.Future[Any] = asyncio.gather(
+        *(_pump(reader, ws, channel) for reader, channel in io.outputs), io.process.wait()
+    )
     try:
-        await asyncio.gather(
-            *(_pump(reader, ws, channel) for reader, channel in io.outputs), io.process.wait()
-        )
+        await asyncio.wait([work, pod_gone], return_when=asyncio.FIRST_COMPLETED)
     finally:
         feeder.cancel()
-        signal_group(io.process.pid, signal.SIGKILL)  # what it left behind, or all if cancelled
+        pod_gone.cancel()
+        # What it left behind; all of it if the client left or the pod stopped under it.
+        signal_group(io.process.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             io.process.kill()
         await io.process.wait()
+        await asyncio.wait([work], timeout=2)  # the rest of its output
+        work.cancel()
+        await asyncio.gather(work, return_exceptions=True)
         io.close()
     code = io.process.returncode or 0
     return (128 - code if code < 0 else code), ""  # killed by signal N: 128 + N
