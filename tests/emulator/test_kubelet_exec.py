@@ -107,9 +107,9 @@ def test_the_python_client_streams_exec_output_and_a_departed_client_kills_the_c
         pid = int(wait_for("the command's pid", lambda: resp.update(1) or resp.read_stdout()))
         h.core.delete_namespaced_pod("box", "default")
         resp.run_forever(timeout=20)
-        assert resp.returncode == 137
-        assert not alive(pid)
         resp.sock.shutdown()
+        assert resp.returncode == 137
+        wait_for("the command to be gone", lambda: not alive(pid))
 
 
 def test_with_tty_the_command_has_a_terminal_of_the_clients_size(tmp_path: Path) -> None:
