@@ -52,6 +52,7 @@ class _Connection:
     """One forwarded connection: its two streams and the pod-side socket."""
 
     port: str
+    request: str = ""
     error: int | None = None
     data: int | None = None
     writer: asyncio.StreamWriter | None = None
@@ -113,7 +114,7 @@ class Tunnel:
         if frame.type == SYN_STREAM:
             await self._open(frame)
         elif frame.type == RST_STREAM and connection is not None:
-            connection.close()
+            self._forget(connection)
         elif frame.type == PING:
             await self._send(control_frame(PING, frame.payload[:4]))
         return frame.type != GOAWAY
@@ -123,9 +124,9 @@ class Tunnel:
         stream_id = frame.stream_id
         await self._send(self.codec.syn_reply(stream_id))
         kind = headers.get("streamtype")
-        connection = self._requests.setdefault(
-            headers.get("requestid", ""), _Connection(headers.get("port", ""))
-        )
+        request = headers.get("requestid", "")
+        connection = self._requests.setdefault(request, _Connection(headers.get("port", "")))
+        connection.request = request
         self._streams[stream_id] = connection
         if kind == "error":
             connection.error = stream_id
@@ -159,6 +160,14 @@ class Tunnel:
         assert connection.data is not None
         await self._send(data_frame(connection.error, message.encode(), fin=True))
         await self._send(data_frame(connection.data, b"", fin=True))
+        self._forget(connection)
+
+    def _forget(self, connection: _Connection) -> None:
+        """A connection that is over: closed, and no longer looked up by its streams."""
+        connection.close()
+        self._requests.pop(connection.request, None)
+        for stream_id in (connection.error, connection.data):
+            self._streams.pop(stream_id or 0, None)
 
     async def _pump(self, connection: _Connection, reader: asyncio.StreamReader) -> None:
         """Pod → kubectl, then FIN on the data stream and on the error stream."""
@@ -169,3 +178,5 @@ class Tunnel:
                 await self._send(data_frame(connection.data, chunk))
         await self._send(data_frame(connection.data, b"", fin=True))
         await self._send(data_frame(connection.error, b"", fin=True))
+        connection.pump = None  # this task ends here: nothing to cancel
+        self._forget(connection)
