@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import ClassVar
 
-from testbed import __version__
 from testbed.core.errors import InputError
-from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol, extra, flag
+from testbed.servers.adapters.base import Params, extra, flag
+from testbed.servers.adapters.own import OwnServerAdapter
 
 
-class HfAdapter(ServerAdapter):
+class HfAdapter(OwnServerAdapter):
     kind = "hf"
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai", "tgi")
-
-    def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
-        return tuple(params.get("protocols") or self.protocols)
-
-    def grpc_args(self, grpc_port: int) -> list[str]:
-        return ["--grpc-port", str(grpc_port)]
-
-    default_image = f"testbed:{__version__}"
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
         settings = {
@@ -50,11 +39,4 @@ class HfAdapter(ServerAdapter):
                 "the hf server needs a local model (bundled:NAME, a folder or s3://…),"
                 " not a hub id: testbed runs offline"
             )
-        args = self.args(params, str(model_path), port, model_path.name)
-        return [sys.executable, "-m", "testbed", *args, "--host", host]
-
-    def container_command(self) -> list[str]:
-        return ["testbed"]
-
-    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
-        return [*self.args(params, model, self.container_port, served_name), "--host", "0.0.0.0"]
+        return self.local_command(self.args(params, str(model_path), port, model_path.name), host)

@@ -8,14 +8,13 @@ so the command line shows exactly what the campaign changed.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from testbed import __version__
 from testbed.config.sim import SimParams
-from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol
+from testbed.servers.adapters.base import Params
+from testbed.servers.adapters.own import OwnServerAdapter
 
 #: Sim-only fields the generic deployment carries that the simulator does not take.
 _GENERIC_ONLY = ("extra_args", "env")
@@ -43,17 +42,8 @@ def set_args(params: Params) -> list[str]:
     return out
 
 
-class SimAdapter(ServerAdapter):
+class SimAdapter(OwnServerAdapter):
     kind = "sim"
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai", "tgi")
-
-    def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
-        return tuple(params.get("protocols") or self.protocols)
-
-    def grpc_args(self, grpc_port: int) -> list[str]:
-        return ["--grpc-port", str(grpc_port)]
-
-    default_image = f"testbed:{__version__}"
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
         del model, served_name  # the simulator's name is its model_name parameter
@@ -61,13 +51,7 @@ class SimAdapter(ServerAdapter):
 
     def command(self, params: Params, model_path: Path | None, host: str, port: int) -> list[str]:
         del model_path
-        return [sys.executable, "-m", "testbed", *self.args(params, "", port, ""), "--host", host]
-
-    def container_command(self) -> list[str]:
-        return ["testbed"]
-
-    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
-        return [*self.args(params, model, self.container_port, served_name), "--host", "0.0.0.0"]
+        return self.local_command(self.args(params, "", port, ""), host)
 
     def served_model_name(self, deployment: Mapping[str, Any]) -> str:
         params = deployment.get("params") or {}

@@ -1,0 +1,34 @@
+"""What testbed's own servers (``hf``, the reference server, and ``sim``) share as adapters:
+the ``testbed serve`` command, here or in testbed's image, and the protocols their
+``protocols`` parameter chooses — TGIS's gRPC included."""
+
+from __future__ import annotations
+
+import sys
+from typing import ClassVar
+
+from testbed import __version__
+from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol
+
+
+class OwnServerAdapter(ServerAdapter):
+    """A kind served by ``testbed serve KIND``; subclasses give :meth:`args`."""
+
+    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai", "tgi")
+    default_image = f"testbed:{__version__}"
+
+    def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
+        return tuple(params.get("protocols") or self.protocols)
+
+    def grpc_args(self, grpc_port: int) -> list[str]:
+        return ["--grpc-port", str(grpc_port)]
+
+    def local_command(self, args: list[str], host: str) -> list[str]:
+        """``testbed`` with ``args`` as a child process of this interpreter."""
+        return [sys.executable, "-m", "testbed", *args, "--host", host]
+
+    def container_command(self) -> list[str]:
+        return ["testbed"]
+
+    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
+        return [*self.args(params, model, self.container_port, served_name), "--host", "0.0.0.0"]
