@@ -37,7 +37,12 @@ from testbed.backends.kubernetes.readiness import follow_until_ready, watch_deat
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
 from testbed.clients.kube.logs import LogStream, follow_into
-from testbed.core.errors import ClusterAccessDenied, ClusterConflict, ClusterError
+from testbed.core.errors import (
+    ClusterAccessDenied,
+    ClusterConflict,
+    ClusterError,
+    ClusterNotFound,
+)
 from testbed.core.secrets import resolve
 from testbed.servers.adapters import adapter_for
 
@@ -99,7 +104,18 @@ class KubernetesBackend(Backend):
                 key = (obj["kind"], obj["metadata"]["name"])
                 if obj["kind"] in ("Deployment", "Service") or key in self._applied:
                     continue
-                await asyncio.to_thread(kube.apply, obj)
+                try:
+                    await asyncio.to_thread(kube.apply, obj)
+                except ClusterNotFound as exc:
+                    if obj["kind"] != "Dataset":
+                        raise
+                    raise ClusterNotFound(
+                        f"this cluster does not serve Datasets ({obj['apiVersion']}): install"
+                        " Datashim (datashim.io) in it, or set backend.datashim: false to copy"
+                        " s3:// weights with an init container",
+                        status=exc.status,
+                        reason=exc.reason,
+                    ) from exc
                 self._applied.add(key)
                 done.append(f"{obj['kind']} {obj['metadata']['name']} applied")
             label = ("Namespace", f"{self.namespace} labelled")
@@ -260,6 +276,7 @@ class KubernetesBackend(Backend):
 def _remaining(kube: Kube, kinds: list[str], namespace: str, selector: str) -> list[str]:
     left = []
     for kind in kinds:
-        items, _ = kube.list_objects(kind, namespace, selector)
-        left += [f"{kind}/{item['metadata']['name']}" for item in items]
+        left += [
+            f"{kind}/{i['metadata']['name']}" for i in kube.list_served(kind, namespace, selector)
+        ]
     return left

@@ -141,6 +141,16 @@ class Kube:
         """``(items, resourceVersion)`` of a kind testbed knows by name."""
         return self.list_collection(kind_info(kind), namespace, label_selector)
 
+    def list_served(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The items of ``kind``; none when the cluster does not serve the kind at all (a
+        custom resource whose CRD is not installed, e.g. Datashim's Dataset)."""
+        try:
+            return self.list_objects(kind, namespace, label_selector)[0]
+        except ClusterNotFound:
+            return []
+
     def list_collection(
         self, info: KindInfo, namespace: str | None, label_selector: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:
@@ -181,8 +191,7 @@ class Kube:
         """Delete every object of ``kinds`` matching ``label_selector``; ``kind/name`` of each."""
         gone = []
         for kind in kinds:
-            items, _ = self.list_objects(kind, namespace, label_selector)
-            for item in items:
+            for item in self.list_served(kind, namespace, label_selector):
                 meta = item["metadata"]
                 if self.delete(kind, meta["name"], meta.get("namespace")):
                     where = f" in {meta['namespace']}" if meta.get("namespace") else ""
