@@ -91,7 +91,7 @@ class Tunnel:
                     if not await self._on(frame):
                         return
         finally:
-            for connection in self._requests.values():
+            for connection in list(self._requests.values()):
                 connection.close()
 
     async def _send(self, frame: bytes) -> None:
@@ -133,7 +133,9 @@ class Tunnel:
         elif kind == "data":
             connection.data = stream_id
         else:
-            await self._send(control_frame(RST_STREAM, struct.pack(">II", stream_id, 1)))
+            await self._send(
+                control_frame(RST_STREAM, struct.pack(">II", stream_id, PROTOCOL_ERROR))
+            )
             return
         if connection.error is not None and connection.data is not None:
             await self._connect(connection)
