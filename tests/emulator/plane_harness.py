@@ -54,6 +54,17 @@ class Harness:
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
 
 
+def wait_ready(h: Harness, pod: str, namespace: str = "default") -> None:
+    """Wait until ``pod``'s Ready condition is True."""
+    wait_for(
+        f"pod {pod} to be ready",
+        lambda: any(
+            c.type == "Ready" and c.status == "True"
+            for c in h.core.read_namespaced_pod(pod, namespace).status.conditions or []
+        ),
+    )
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie counts as dead)."""
     try:

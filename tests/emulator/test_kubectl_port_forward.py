@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from tests.emulator.plane_harness import running_plane, wait_for
+from tests.emulator.plane_harness import running_plane, wait_ready
 
 from testbed.emulator.kubelet.spdy import (
     DICTIONARY,
@@ -84,13 +84,7 @@ def test_kubectl_port_forward_relays_concurrent_connections_and_reports_a_closed
     }
     with running_plane(tmp_path) as h:
         h.core.create_namespaced_pod("default", pod)
-        wait_for(
-            "the pod to be ready",
-            lambda: any(
-                c.type == "Ready" and c.status == "True"
-                for c in h.core.read_namespaced_pod("files", "default").status.conditions or []
-            ),
-        )
+        wait_ready(h, "files")
         with subprocess.Popen(
             ["kubectl", f"--kubeconfig={h.kubeconfig}", "port-forward", "pod/files", ":8000",
              ":9"],

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.emulator.plane_harness import running_plane, wait_for
+from tests.emulator.plane_harness import running_plane, wait_for, wait_ready
 
 from testbed.emulator.kubelet.environment import resolve_env
 from testbed.emulator.kubelet.services import service_env
@@ -143,13 +143,7 @@ def test_a_pod_reaches_a_service_through_its_variables(tmp_path: Path) -> None:
             "default", service("web-api") | {"metadata": {"name": "web-api"}}
         )
         h.core.create_namespaced_service("default", other)
-        wait_for(
-            "the server to be ready",
-            lambda: any(
-                c.type == "Ready" and c.status == "True"
-                for c in h.core.read_namespaced_pod("web-1", "default").status.conditions or []
-            ),
-        )
+        wait_ready(h, "web-1")
         host_port = h.call(lambda: h.plane.kubelet.runtime("default", "web-1").ports[8000])
         # the server listens where the variables will say, on loopback
         wait_for("the server to answer", lambda: answers(f"http://127.0.0.1:{host_port}/index.txt"))

@@ -36,7 +36,8 @@ def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
 
 
-def _flag(value: str | None) -> bool:
+def query_flag(value: str | None) -> bool:
+    """A boolean query parameter, as the API server reads one."""
     return value in ("1", "true", "True")
 
 
@@ -110,7 +111,7 @@ class Api:
             raise bad_request("dryRun is not supported by the testbed emulator")
         if t.name is None:
             if method == "GET":
-                if t.watch_prefix or _flag(request.query.get("watch")):
+                if t.watch_prefix or query_flag(request.query.get("watch")):
                     return await self._watch(request, t)
                 return self._list(request, t)
             if method == "POST":
@@ -189,7 +190,7 @@ class Api:
             meta = {"resourceVersion": str(self.store.resource_version)}
             return {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
 
-        bookmarks = bookmark if _flag(query.get("allowWatchBookmarks")) else None
+        bookmarks = bookmark if query_flag(query.get("allowWatchBookmarks")) else None
         return await stream_events(request, watch, line, timeout, bookmarks)
 
     def _create(self, t: Target, body: Obj) -> Obj:
@@ -307,7 +308,7 @@ async def _json_or_empty(request: web.Request) -> Obj:
 
 def _delete_options(request: web.Request, body: Obj) -> tuple[str | None, int | None]:
     propagation = body.get("propagationPolicy") or request.query.get("propagationPolicy")
-    if body.get("orphanDependents") is True or _flag(request.query.get("orphanDependents")):
+    if body.get("orphanDependents") is True or query_flag(request.query.get("orphanDependents")):
         propagation = "Orphan"
     if propagation not in (None, "Background", "Foreground", "Orphan"):
         raise bad_request(f"unsupported propagationPolicy {propagation!r}")

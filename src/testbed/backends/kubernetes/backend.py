@@ -274,9 +274,8 @@ class KubernetesBackend(Backend):
 
 
 def _remaining(kube: Kube, kinds: list[str], namespace: str, selector: str) -> list[str]:
-    left = []
-    for kind in kinds:
-        left += [
-            f"{kind}/{i['metadata']['name']}" for i in kube.list_served(kind, namespace, selector)
-        ]
-    return left
+    return [
+        f"{kind}/{item['metadata']['name']}"
+        for kind in kinds
+        for item in kube.list_served(kind, namespace, selector)
+    ]

@@ -22,10 +22,8 @@ import contextlib
 import fcntl
 import os
 import pty
-import shutil
 import signal
 import struct
-import sys
 import termios
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,8 +32,9 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from testbed.core.process_group import die_with_parent, signal_group
+from testbed.emulator.api import query_flag
 from testbed.emulator.errors import bad_request
-from testbed.emulator.kubelet.process import SHIM
+from testbed.emulator.kubelet.process import exit_code, on_path, under_shim
 
 if TYPE_CHECKING:
     from testbed.emulator.kubelet.container import ContainerRunner
@@ -44,10 +43,6 @@ if TYPE_CHECKING:
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
-
-
-def _flag(request: web.Request, name: str) -> bool:
-    return request.query.get(name, "") in ("1", "true", "True")
 
 
 def _runner(
@@ -84,9 +79,8 @@ async def serve_exec(
         raise bad_request("Upgrade request required")
     await ws.prepare(request)
     try:
-        code, message = await _run(
-            ws, runner, runtime.stopped, command, _flag(request, "stdin"), _flag(request, "tty")
-        )
+        stdin, tty = (query_flag(request.query.get(name)) for name in ("stdin", "tty"))
+        code, message = await _run(ws, runner, runtime.stopped, command, stdin, tty)
         with contextlib.suppress(ConnectionResetError):  # the client left: nobody to tell
             await ws.send_bytes(bytes([ERROR]) + orjson.dumps(_status(command, code, message)))
     finally:
@@ -103,7 +97,7 @@ async def _run(
     tty: bool,
 ) -> tuple[int, str]:
     env = runner.launch.env
-    if shutil.which(command[0], path=env.get("PATH", os.defpath)) is None:
+    if not on_path(command[0], env):
         return -1, (
             "Internal error occurred: error executing command in container: failed to exec in"
             " container: failed to start exec: OCI runtime exec failed: exec failed: unable to"
@@ -130,24 +124,7 @@ async def _run(
         work.cancel()
         await asyncio.gather(work, return_exceptions=True)
         io.close()
-    code = io.process.returncode or 0
-    return (128 - code if code < 0 else code), ""  # killed by signal N: 128 + N
-
-
-async def _spawn(
-    command: list[str], env: dict[str, str], cwd: Path | None, **how: Any
-) -> asyncio.subprocess.Process:
-    """The command under the containers' shim, leading a session of its own."""
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        str(SHIM),
-        *command,
-        env=dict(env),
-        cwd=str(cwd) if cwd else None,
-        start_new_session=True,
-        **how,
-    )
+    return exit_code(io.process.returncode or 0), ""
 
 
 class _Pipes:
@@ -165,14 +142,13 @@ class _Pipes:
     ) -> _Pipes:
         pipe = asyncio.subprocess.PIPE
         return cls(
-            await _spawn(
+            await under_shim(
                 command,
                 env,
                 cwd,
                 stdin=pipe if stdin else asyncio.subprocess.DEVNULL,
                 stdout=pipe,
                 stderr=pipe,
-                preexec_fn=die_with_parent,
             )
         )
 
@@ -217,7 +193,7 @@ class _Terminal:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         try:
-            process = await _spawn(
+            process = await under_shim(
                 command,
                 {"TERM": "xterm", **env},
                 cwd,

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from testbed.core.clock import monotonic_ns
 from testbed.core.process_group import die_with_parent, group_alive, signal_group
@@ -47,7 +48,7 @@ class HostProcess:
         code = await self.process.wait()
         with contextlib.suppress(asyncio.CancelledError):
             await self.pump
-        return 128 - code if code < 0 else code
+        return exit_code(code)
 
 
 async def spawn(
@@ -57,24 +58,47 @@ async def spawn(
 
     OSError when ``argv[0]`` is not an executable on the container's ``PATH``.
     """
-    if shutil.which(argv[0], path=env.get("PATH", os.defpath)) is None:
+    if not on_path(argv[0], env):
         raise FileNotFoundError(f'exec: "{argv[0]}": executable file not found in $PATH')
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-I",
-        str(SHIM),
-        *argv,
+    process = await under_shim(
+        argv,
+        env,
+        cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,  # two streams, each read by whole lines, as CRI does
         limit=MAX_LINE,
-        env=dict(env),
-        cwd=str(cwd) if cwd else None,
-        start_new_session=True,
-        preexec_fn=die_with_parent,
     )
     pump = asyncio.create_task(_pumps(process, log), name=f"log-{process.pid}")
     return HostProcess(process, log, pump)
+
+
+def on_path(program: str, env: Mapping[str, str]) -> bool:
+    """Whether ``program`` is an executable on the container's ``PATH``."""
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
+
+
+async def under_shim(
+    argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, **how: Any
+) -> asyncio.subprocess.Process:
+    """``argv`` under the shim, leading a session of its own; ``how`` gives its stdio (and
+    a ``preexec_fn`` other than dying with the emulator, which it must then do itself)."""
+    how.setdefault("preexec_fn", die_with_parent)
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-I",
+        str(SHIM),
+        *argv,
+        env=dict(env),
+        cwd=str(cwd) if cwd else None,
+        start_new_session=True,
+        **how,
+    )
+
+
+def exit_code(returncode: int) -> int:
+    """A process's exit as container runtimes report it: a death by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 async def _pumps(process: asyncio.subprocess.Process, log: RunLog) -> None:
