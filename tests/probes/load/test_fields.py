@@ -65,7 +65,7 @@ def test_min_success_ratio_judges_failed_requests(
         base: dict[str, Any] = {"requests": 40, "concurrency": 4, "dataset": SHORT, "plots": False}
         strict = once(url, tmp_path / "strict", slo={"min_success_ratio": 0.9}, **base)
         lenient = once(url, tmp_path / "lenient", slo={"min_success_ratio": 0.1}, **base)
-    assert strict.verdict.status == Status.FAIL
+    assert strict.verdict.status == Status.FAIL, strict.verdict.reason
     assert "success ratio" in strict.verdict.reason
     assert "success ratio" not in lenient.verdict.reason
 

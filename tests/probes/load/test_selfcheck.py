@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.config.load import SelfCheck
+from testbed.config.load import LoadProbe, SelfCheck
 from testbed.probes.load.runner import StageRun
 from testbed.probes.load.selfcheck import check
+from testbed.probes.load.summary import verdict_of
 from testbed.results.metrics import Window
+from testbed.results.verdict import Status
 
 S = 1_000_000_000
 
@@ -49,3 +51,37 @@ def test_waiting_for_slots_is_the_servers_doing() -> None:
     result = check(run, sends(50), Window(0, 10 * S), SelfCheck())
     assert result.ok
     assert "max_in_flight" in result.notes[0]
+
+
+def _overloaded_stage(error_by: str) -> dict[str, object]:
+    """A stage of 40 requests, half failed (by the server or by the client), whose harness
+    self-check found its own CPU saturated."""
+    failed = 20
+    return {
+        "stage": "c4",
+        "selfcheck": {"problems": ["a load process used 97% of a core"]},
+        "requests": {
+            "total": 40,
+            "ok": 40 - failed,
+            "errors": failed,
+            "server_errors": failed if error_by == "server" else 0,
+            "in_window": 20,
+            "top_errors": {"HTTP 500: fault" if error_by == "server" else "timeout": failed},
+        },
+        "slo_violations": ["success ratio 0.5000 < 0.9"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("error_by", "status"), [("server", Status.FAIL), ("client", Status.INCONCLUSIVE)]
+)
+def test_an_overloaded_harness_cannot_excuse_the_servers_errors(
+    error_by: str, status: Status
+) -> None:
+    """Errors the server answered miss min_success_ratio whatever the harness did (FAIL);
+    timeouts might be the harness's own queueing (INCONCLUSIVE)."""
+    config = LoadProbe.model_validate({"requests": 40, "slo": {"min_success_ratio": 0.9}})
+    verdict = verdict_of([_overloaded_stage(error_by)], config)
+    assert verdict.status == status, verdict.reason
+    expected = "success ratio 0.5000 < 0.9" if error_by == "server" else "97% of a core"
+    assert expected in verdict.reason

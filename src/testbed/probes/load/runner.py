@@ -253,6 +253,9 @@ class LoadGenerator:
         usage = response.usage or {}
         server_out = usage.get("completion_tokens")
         client_out = self._counter.count(response.text) if response.chunks else 0
+        # the server's own answer (an HTTP error, an error event, no content) vs the client's
+        # (timeout, connection): only the first proves the server wrong whatever the harness did
+        by_server = error is None
         error = error or response.error
         if error is None and not response.chunks:
             error = "no content in the response"
@@ -271,6 +274,7 @@ class LoadGenerator:
             "failed_ns": monotonic_ns() if error and not response.t_done_ns else None,
             "status": response.status,
             "error": error,
+            "error_by": None if error is None else "server" if by_server else "client",
             "finish_reason": response.finish_reason,
             "input_tokens": item.input_tokens,
             "requested_output_tokens": item.output_tokens,

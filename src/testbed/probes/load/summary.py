@@ -50,6 +50,7 @@ def stage_summary(
             "total": total,
             "ok": ok,
             "errors": total - ok,
+            "server_errors": sum(1 for r in records if r.get("error_by") == "server"),
             "in_window": len(population),
             "success_ratio": ok / total if total else 0.0,
             "token_mismatches": sum(1 for r in records if r.get("token_mismatch")),
@@ -95,6 +96,9 @@ def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
             ),
             evidence=evidence,
         )
+    answered = _answered_failures(judged, config)
+    if answered:  # the server's own answers miss the bound whatever the harness did
+        return Verdict(status=Status.FAIL, reason="; ".join(answered), evidence=evidence)
     if any(s["requests"]["in_window"] == 0 for s in judged):
         return Verdict(
             status=Status.INCONCLUSIVE,
@@ -115,6 +119,24 @@ def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
         return Verdict(status=Status.FAIL, reason="; ".join(violations), evidence=evidence)
     reason = "SLOs met" if config.slo else "no SLOs set; harness self-check ok"
     return Verdict(status=Status.PASS, reason=reason, evidence=evidence)
+
+
+def _answered_failures(judged: list[dict[str, Any]], config: LoadProbe) -> list[str]:
+    """Failures the server answered itself (an HTTP error, an error event, no content), enough
+    to miss the success bound even if every client-side failure (timeout, connection) were
+    the harness's fault. Without SLOs every request must succeed."""
+    minimum = config.slo.min_success_ratio if config.slo else 1.0
+    out = []
+    for s in judged:
+        total, answered = s["requests"]["total"], s["requests"].get("server_errors", 0)
+        if not total or 1 - answered / total >= minimum:
+            continue
+        bound = f"success ratio {1 - answered / total:.4f} < {minimum:g}: " if config.slo else ""
+        out.append(
+            f"{s['stage']}: {bound}{answered} of {total} requests failed with the server's"
+            f" answer ({', '.join(s['requests']['top_errors'])})"
+        )
+    return out
 
 
 def probe_summary(stages: list[dict[str, Any]], config: LoadProbe) -> dict[str, Any]:
