@@ -8,7 +8,7 @@ import inspect
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.cluster"]
+pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.cluster", "tests.fixtures.s3"]
 
 
 @pytest.hookimpl(tryfirst=True)

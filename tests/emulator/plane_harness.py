@@ -118,6 +118,7 @@ def running_plane(
     kubelet: KubeletSettings | None = None,
     faults: tuple[FaultRule, ...] = (),
     grace_s: float = 3.0,
+    datashim: bool = False,
 ) -> Iterator[Harness]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="emulator", daemon=True)
@@ -127,6 +128,7 @@ def running_plane(
         state_dir=tmp_path / "state",
         kubelet=kubelet or KubeletSettings(backoff_s=0.5, backoff_max_s=2.0),
         faults=faults,
+        datashim=datashim,
     )
 
     async def start() -> ControlPlane:

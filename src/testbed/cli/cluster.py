@@ -83,6 +83,12 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
         " SELECTOR image|pod|namespace, KIND image-pull|crash|oom|slow-schedule (repeatable)",
     )
     plane.add_argument(
+        "--datashim",
+        action="store_true",
+        help="serve Datashim's Dataset kind and act as its operator: an S3 Dataset becomes a"
+        " claim holding a copy of its bucket, mounted into labelled pods (seed 004)",
+    )
+    plane.add_argument(
         "--crash-backoff",
         type=float,
         default=10.0,
@@ -188,6 +194,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
             vllm_python=args.vllm_python,
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
+        datashim=args.datashim,
     )
 
 

@@ -64,6 +64,7 @@ class Store:
             self.add_bucket(rt)
         self.collector = Collector(self)
         self._listeners: dict[str, list[Callable[[Event], None]]] = {}
+        self._admitters: dict[str, list[Callable[[Obj], None]]] = {}
         #: When True (a kubelet runs), deleting a pod bound to a node only marks it with a
         #: deletionTimestamp; the kubelet removes it once its containers stopped.
         self.graceful_pods = False
@@ -143,6 +144,11 @@ class Store:
             if bucket.rt.namespaced
         )
 
+    def admit_with(self, key: str, admit: Callable[[Obj], None]) -> None:
+        """A mutating admission hook: ``admit`` edits each new object of ``key`` before it is
+        stored (after the server's own admission), or raises an ApiError to refuse it."""
+        self._admitters.setdefault(key, []).append(admit)
+
     # -- writes ------------------------------------------------------------------------
     def create(self, key: str, obj: Obj, namespace: str | None = None) -> Obj:
         """Store a new object (defaults filled in, metadata stamped); ADDED to watches."""
@@ -150,6 +156,8 @@ class Store:
         rt = bucket.rt
         obj = clone(obj)
         space, name = admit_new(self, rt, obj, namespace)
+        for admit in self._admitters.get(key, ()):
+            admit(obj)
         meta = obj["metadata"]
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)

@@ -43,14 +43,18 @@ def split_url(url: str) -> tuple[str, str]:
     return bucket, prefix.strip("/")
 
 
-def client(endpoint_url: str | None = None) -> Any:
-    """A boto3 S3 client with credentials from the environment only."""
+def client(endpoint_url: str | None = None, keys: tuple[str, str] | None = None) -> Any:
+    """A boto3 S3 client; credentials from the environment, or ``keys`` (id, secret) when a
+    caller holds them (the emulator's Datashim reads them from a Dataset's Secret)."""
     try:
         import boto3
         from botocore.config import Config
     except ImportError as exc:
         raise MissingDependency("boto3", "s3") from exc
-    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    key, secret = keys or (
+        os.environ.get("AWS_ACCESS_KEY_ID"),
+        os.environ.get("AWS_SECRET_ACCESS_KEY"),
+    )
     if not key or not secret:
         raise InputError(
             "S3 access needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
@@ -59,7 +63,7 @@ def client(endpoint_url: str | None = None) -> Any:
     session = boto3.session.Session(
         aws_access_key_id=key,
         aws_secret_access_key=secret,
-        aws_session_token=os.environ.get("AWS_SESSION_TOKEN") or None,
+        aws_session_token=None if keys else os.environ.get("AWS_SESSION_TOKEN") or None,
         region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None,
     )
     url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
@@ -109,29 +113,41 @@ def download_prefix(url: str, cache: Path, endpoint_url: str | None = None) -> P
     """Download every object under ``url`` into ``cache/bucket/prefix``; return that folder."""
     bucket, prefix = split_url(url)
     dest = cache.joinpath(bucket, *PurePosixPath(prefix).parts)
-    s3 = client(endpoint_url)
-    count = 0
     with _translated(f"downloading {url}"):
-        paginator = s3.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""):
-            for obj in page.get("Contents", []):
-                key: str = obj["Key"]
-                if key.endswith("/"):
-                    continue  # a "folder" marker object
-                relative = PurePosixPath(key).relative_to(prefix) if prefix else PurePosixPath(key)
-                if ".." in relative.parts:
-                    raise InfrastructureError(f"refusing object key {key!r} outside {url}")
-                target = dest.joinpath(*relative.parts)
-                count += 1
-                if target.is_file() and target.stat().st_size == obj["Size"]:
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                partial = target.with_name(f".{target.name}.partial")
-                s3.download_file(bucket, key, str(partial))
-                partial.replace(target)
+        count = copy_objects(client(endpoint_url), bucket, prefix, dest)
     if count == 0:
         raise InputError(f"no objects under {url}; check the bucket and prefix")
     return dest
+
+
+def copy_objects(s3: Any, bucket: str, prefix: str, dest: Path) -> int:
+    """Copy every object under ``prefix`` of ``bucket`` into ``dest`` (keys relative to the
+    prefix); the number of objects. Files whose size matches their object are kept."""
+    count = 0
+    paginator = s3.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=f"{prefix}/" if prefix else ""):
+        for obj in page.get("Contents", []):
+            key: str = obj["Key"]
+            if key.endswith("/"):
+                continue  # a "folder" marker object
+            relative = PurePosixPath(key).relative_to(prefix) if prefix else PurePosixPath(key)
+            if ".." in relative.parts:
+                raise InfrastructureError(f"refusing object key {key!r} outside s3://{bucket}")
+            target = dest.joinpath(*relative.parts)
+            count += 1
+            if target.is_file() and target.stat().st_size == obj["Size"]:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_name(f".{target.name}.partial")
+            s3.download_file(bucket, key, str(partial))
+            partial.replace(target)
+    return count
+
+
+def copy_bucket(bucket: str, dest: Path, endpoint_url: str | None, keys: tuple[str, str]) -> int:
+    """Every object of ``bucket`` into ``dest`` with the given keys; the number of objects."""
+    with _translated(f"copying s3://{bucket} from {endpoint_url or 'AWS'}"):
+        return copy_objects(client(endpoint_url, keys), bucket, "", dest)
 
 
 @contextmanager

@@ -94,36 +94,3 @@ def kubectl_get_all(kubeconfig: Path, run_id: str) -> str:
         check=True,
     )
     return (result.stdout + result.stderr).strip()
-
-
-@pytest.fixture(scope="session")
-def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """moto's S3 server on 127.0.0.1 (seed 004's object store); its endpoint URL."""
-    import socket
-    import time
-    import urllib.request
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = tmp_path_factory.mktemp("moto") / "moto.log"
-    binary = Path(sys.executable).parent / "moto_server"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(binary), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=out
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
-                    break
-            except OSError:
-                assert process.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, "moto_server did not start"
-                time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)

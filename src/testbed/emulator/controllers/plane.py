@@ -15,8 +15,9 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from testbed.emulator.controllers import datashim
 from testbed.emulator.controllers.deployments import DeploymentController
 from testbed.emulator.controllers.jobs import JobController
 from testbed.emulator.controllers.replicasets import ReplicaSetController
@@ -44,10 +45,13 @@ class PlaneSettings:
     images: ImageRules = field(default_factory=ImageRules)
     #: Faults for every pod a rule matches (``--fault``), see ``kubelet.faults``.
     faults: tuple[FaultRule, ...] = ()
+    #: Serve Datashim's Dataset kind and act as its operator and webhook (``--datashim``).
+    datashim: bool = False
 
 
 class ControlPlane:
-    """Scheduler, ReplicaSet/Deployment/Job controllers and the process-kubelet."""
+    """Scheduler, ReplicaSet/Deployment/Job controllers (and Datashim's when asked) and the
+    process-kubelet."""
 
     def __init__(self, store: Store, settings: PlaneSettings) -> None:
         if settings.state_dir is None:
@@ -66,11 +70,13 @@ class ControlPlane:
         )
         self.kubelet = Kubelet(store, host)
         self.scheduler = Scheduler(store, settings.faults)
-        self.controllers = (
+        self.controllers: tuple[Any, ...] = (
             DeploymentController(store),
             ReplicaSetController(store),
             JobController(store),
         )
+        if settings.datashim:
+            self.controllers += (datashim.install(store),)
 
     @property
     def logbook(self) -> LogBook:

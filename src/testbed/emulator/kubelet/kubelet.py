@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.controllers import events
+from testbed.emulator.controllers import datashim, events
 from testbed.emulator.errors import ApiError
 from testbed.emulator.kubelet.pod import Host, PodRuntime
 from testbed.emulator.kubelet.services import service_env
@@ -28,7 +28,12 @@ if TYPE_CHECKING:
     from testbed.emulator.store import Store
 
 _log = logging.getLogger(__name__)
-_LOOKUP_KEYS = {"Secret": "secrets", "ConfigMap": "configmaps"}
+_LOOKUP_KEYS = {
+    "Secret": "secrets",
+    "ConfigMap": "configmaps",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "Dataset": datashim.KEY,
+}
 Key = tuple[str, str]
 
 
@@ -47,7 +52,7 @@ class Kubelet:
 
     @staticmethod
     def lookup_in(store: Store) -> Any:
-        """A ``Lookup`` over ``store`` for Secrets and ConfigMaps."""
+        """A ``Lookup`` over ``store`` for Secrets, ConfigMaps, claims and Datasets."""
 
         def lookup(kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
             try:

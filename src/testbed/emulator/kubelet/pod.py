@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InputError
+from testbed.emulator.kubelet.buckets import MountError, fill
 from testbed.emulator.kubelet.container import ContainerRunner, KubeletSettings
 from testbed.emulator.kubelet.environment import ConfigError, Lookup
 from testbed.emulator.kubelet.faults import Fault, FaultRule, fault_of, run_seconds
@@ -26,6 +27,7 @@ from testbed.emulator.kubelet.sandbox import Sandbox, launch_for, make_sandbox
 from testbed.emulator.kubelet.status import ContainerRecord, phase, pod_status
 from testbed.emulator.meta import now
 
+MOUNT_RETRY_S = 5.0
 Emit = Callable[[str, str, str, str], None]  # (type, reason, note, fieldPath)
 
 
@@ -103,6 +105,9 @@ class PodRuntime:
         except (ConfigError, InputError) as exc:
             self._config_error(str(exc))
             return
+        await self._mount_buckets(self.sandbox)
+        if self.stopping:
+            return
         seconds = run_seconds(self.pod)
         spec = self.pod["spec"]
         inits = list(spec.get("initContainers") or [])
@@ -167,6 +172,18 @@ class PodRuntime:
         runner.grace_s = float(self.pod["spec"].get("terminationGracePeriodSeconds", 30))
         self.runners.append(runner)
         return runner
+
+    async def _mount_buckets(self, sandbox: Sandbox) -> None:
+        """Copy the buckets of Dataset claims in (``kubelet.buckets``); a failure is a
+        Warning ``FailedMount`` and a retry every :data:`MOUNT_RETRY_S`, as the kubelet
+        retries a volume that would not mount."""
+        while not self.stopping:
+            try:
+                await fill(self.pod, sandbox.volumes, self.host.lookup)
+                return
+            except MountError as exc:
+                self.emit("Warning", "FailedMount", str(exc), "")
+            await asyncio.sleep(MOUNT_RETRY_S)
 
     def _config_error(self, message: str, record: ContainerRecord | None = None) -> None:
         for target in [record] if record else [r for r in self.records if not r.done]:
