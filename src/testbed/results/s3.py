@@ -9,10 +9,12 @@ Two uses share one client and one URL parser:
   ``s3://bucket/prefix`` into a local folder; a second download of an unchanged prefix
   transfers nothing (files whose size matches the object are kept).
 
-Credentials are read from the environment only (``AWS_ACCESS_KEY_ID``,
+Credentials are read from the environment (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, optionally ``AWS_SESSION_TOKEN``), never from files, and never
-logged; the endpoint URL comes from the caller (``--s3-endpoint-url``, the campaign's
-``results.s3_endpoint_url``, a deployment's ``s3_endpoint_url``) or ``AWS_ENDPOINT_URL``.
+logged; the emulator's Datashim passes the keys of a Dataset's Secret instead (a third use:
+copying a whole bucket into a claim, :func:`copy_bucket`). The endpoint URL comes from the
+caller (``--s3-endpoint-url``, the campaign's ``results.s3_endpoint_url``, a deployment's
+``s3_endpoint_url``) or ``AWS_ENDPOINT_URL``.
 boto3 is an optional dependency (``testbed[s3]``), imported lazily.
 """
 

@@ -23,7 +23,16 @@ from testbed.core.errors import ClusterNotFound
 REAL_KUBECONFIG = os.environ.get("KUBECONFIG")
 SRC = Path(__file__).resolve().parents[3] / "src"
 #: Every kind a run may create; all must be empty for the run's label afterwards.
-RUN_KINDS = ("Namespace", "Deployment", "ReplicaSet", "Pod", "Service", "Secret", "Dataset")
+RUN_KINDS = (
+    "Namespace",
+    "Deployment",
+    "ReplicaSet",
+    "Pod",
+    "Service",
+    "Secret",
+    "Dataset",
+    "PersistentVolumeClaim",
+)
 
 
 @pytest.fixture(scope="session")

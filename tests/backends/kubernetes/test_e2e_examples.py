@@ -1,17 +1,26 @@
 """The shipped examples on a cluster: quickstart gives the same verdicts as on this machine;
-seed 004's A/B runs with its weights in S3 (moto) as a stable and a canary Deployment."""
+seed 004's A/B runs with its weights in S3 (moto) as a stable and a canary Deployment, the
+bucket copied by an init container or mounted as a Datashim Dataset."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testbed.clients.kube import Kube
-from tests.backends.kubernetes.conftest import kubectl_get_all, leftovers, run_cli
+from testbed.clients.kube import ConnectionSpec, Kube, connect
+from tests.backends.kubernetes.conftest import (
+    REAL_KUBECONFIG,
+    kubectl_get_all,
+    leftovers,
+    run_cli,
+)
+from tests.fixtures.cluster import emulated_cluster
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster, pytest.mark.slow, pytest.mark.reference]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -47,9 +56,53 @@ def test_quickstart_gives_the_same_verdicts_as_local(
     assert kubectl_get_all(kubeconfig, "k8s-qs") == "No resources found"
 
 
+@pytest.fixture
+def datashim_kubeconfig(tmp_path: Path) -> Iterator[Path]:
+    """$KUBECONFIG's cluster (it must have Datashim), else a private emulator with
+    ``--datashim``."""
+    if REAL_KUBECONFIG:
+        yield Path(REAL_KUBECONFIG)
+        return
+    with emulated_cluster(tmp_path / "emulator", "--datashim") as kubeconfig:
+        yield kubeconfig
+
+
 def test_ab_canary_seed_004_weights_in_s3(
     tmp_path: Path, kubeconfig: Path, kube: Kube, moto_s3: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The weights copied in by an init container (``testbed models fetch``)."""
+    run_dir = _seed_004(tmp_path, kubeconfig, moto_s3, monkeypatch, "k8s-ab")
+    for log in run_dir.glob("workers/*/server.log"):
+        assert "/models/models/smollm2-135m" in log.read_text()
+    assert leftovers(kube, "k8s-ab") == []
+
+
+def test_ab_canary_seed_004_through_datashim(
+    tmp_path: Path, datashim_kubeconfig: Path, moto_s3: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 004 as written: the bucket is a Datashim Dataset mounted into both pods."""
+    run_dir = _seed_004(
+        tmp_path, datashim_kubeconfig, moto_s3, monkeypatch, "k8s-ds", "backend.datashim=true"
+    )
+    for log in run_dir.glob("workers/*/server.log"):
+        assert re.search(r"/tb-ds-models-[\w-]+/smollm2-135m as 'smollm2-135m'", log.read_text())
+    api = connect(ConnectionSpec(kubeconfig=str(datashim_kubeconfig)))
+    try:
+        assert leftovers(Kube(api), "k8s-ds") == []
+    finally:
+        api.close()
+
+
+def _seed_004(
+    tmp_path: Path,
+    kubeconfig: Path,
+    moto_s3: str,
+    monkeypatch: pytest.MonkeyPatch,
+    run_id: str,
+    *sets: str,
+) -> Path:
+    """Run ab-canary's seed-004 preset with smollm2 in moto's bucket ``models``; check the
+    verdict and that the keys stayed out of the run directory; the run directory."""
     import boto3
 
     from testbed.servers.models import prepare
@@ -61,18 +114,21 @@ def test_ab_canary_seed_004_weights_in_s3(
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     folder = prepare("smollm2-135m")
     s3 = boto3.client("s3", endpoint_url=moto_s3)
-    s3.create_bucket(Bucket="models")
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        s3.upload_file(str(path), "models", f"smollm2-135m/{path.relative_to(folder)}")
-    run_dir = tmp_path / "k8s-ab"
+    if "models" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+        s3.create_bucket(Bucket="models")
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            s3.upload_file(str(path), "models", f"smollm2-135m/{path.relative_to(folder)}")
+    run_dir = tmp_path / run_id
+    arguments = ["--set", f"deployments.s3_endpoint_url={moto_s3}"]
+    for item in sets:
+        arguments += ["--set", item]
     result = run_cli(
         [
             "run",
             str(EXAMPLES / "ab-canary.yaml"),
             "--preset",
             "seed-004",
-            "--set",
-            f"deployments.s3_endpoint_url={moto_s3}",
+            *arguments,
             "--out",
             str(run_dir),
         ],
@@ -86,14 +142,11 @@ def test_ab_canary_seed_004_weights_in_s3(
     assert summary["verdict"]["status"] == "FAIL"
     assert "e2e_p50 FAIL" in summary["verdict"]["reason"]
     assert {w["deployment"] for w in summary["workers"]} == {"stable", "canary"}
-    for worker in summary["workers"]:
-        log = (run_dir / "workers" / worker["id"] / "server.log").read_text()
-        assert "/models/models/smollm2-135m" in log or "smollm2-135m" in log
-    assert leftovers(kube, "k8s-ab") == []
     # The keys went into the cluster's Secret, never into the run directory.
     for path in run_dir.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".yaml", ".log", ".jsonl", ".xml", ".html"):
             assert "seed-004-secret" not in path.read_text(errors="replace"), path
+    return run_dir
 
 
 def test_tgis_correctness_configs_run_as_separate_deployments(

@@ -241,6 +241,7 @@ def test_shipped_rbac_is_valid_and_grants_what_the_backend_uses() -> None:
         ("deployments", "update"),  # apply replaces on --resume
         ("pods", "watch"),
         ("pods/log", "get"),
+        ("events", "list"),
         ("pods/portforward", "create"),
         ("secrets", "create"),
         ("services", "delete"),

@@ -1,6 +1,7 @@
 """What a cluster cannot serve ends with a message that says why, and leaves nothing: a pod
 that is Ready but whose server port nothing answers (on the emulator: an image it runs no
-process for, as a TGI image), and Datashim mode on a cluster without Datashim's CRD."""
+process for, as a TGI image), Datashim mode on a cluster without Datashim's CRD, and a
+Dataset whose bucket cannot be mounted (the startup timeout names the FailedMount)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 from testbed.clients.kube import ConnectionSpec, Kube, connect
 from tests.backends.kubernetes.conftest import leftovers, run_cli
 from tests.backends.kubernetes.test_e2e import SIM_CAMPAIGN
+from tests.fixtures.cluster import emulated_cluster
 
 pytestmark = [pytest.mark.kubernetes]  # the emulator's behaviour: no `cluster` marker
 
@@ -39,11 +41,10 @@ def test_a_port_nothing_answers_is_an_error_that_says_so(
         api.close()
 
 
-def test_datashim_on_a_cluster_without_it_says_what_to_install(
-    tmp_path: Path, cluster_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _datashim_campaign(tmp_path: Path, **backend: object) -> Path:
+    """One hf worker whose weights are a Datashim Dataset over a bucket at a closed port."""
     data = json.loads(json.dumps(SIM_CAMPAIGN))
-    data["backend"]["datashim"] = True
+    data["backend"].update(datashim=True, **backend)
     data["deployments"] = [
         {
             "name": "ref",
@@ -54,6 +55,13 @@ def test_datashim_on_a_cluster_without_it_says_what_to_install(
     ]
     campaign = tmp_path / "campaign.yaml"
     campaign.write_text(yaml.safe_dump(data))
+    return campaign
+
+
+def test_datashim_on_a_cluster_without_it_says_what_to_install(
+    tmp_path: Path, cluster_kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    campaign = _datashim_campaign(tmp_path)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "key")
     run_dir = tmp_path / "k8s-no-datashim"
@@ -67,3 +75,25 @@ def test_datashim_on_a_cluster_without_it_says_what_to_install(
         assert leftovers(Kube(api), "k8s-no-datashim") == []
     finally:
         api.close()
+
+
+def test_a_dataset_that_cannot_mount_times_out_naming_the_failed_mount(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    campaign = _datashim_campaign(tmp_path, ready_timeout_s=20)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "key")
+    run_dir = tmp_path / "k8s-no-mount"
+    with emulated_cluster(tmp_path / "emulator", "--datashim") as kubeconfig:
+        result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
+        api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
+        try:
+            assert leftovers(Kube(api), "k8s-no-mount") == []
+        finally:
+            api.close()
+    assert result.returncode == 3, result.stdout + result.stderr
+    (summary_file,) = run_dir.glob("*/summary.json")
+    reason = json.loads(summary_file.read_text())["verdict"]["reason"]
+    assert "startup timeout — the pod was not ready within 20 s" in reason
+    assert "the cluster's last warnings: FailedMount: MountVolume.SetUp failed for volume" in reason
+    assert "copying s3://models from http://127.0.0.1:9 failed" in reason

@@ -4,7 +4,8 @@
 cluster reports a failure (see :mod:`podstate`), or a deadline passes: not scheduled within
 ``backend.scheduled_timeout_s``, not ready within ``backend.ready_timeout_s``. Failures
 become a :class:`ServerStartError` whose message is the cluster's reason, its message and,
-for crashes, the last lines of the container's log.
+for crashes, the last lines of the container's log; a timeout carries the pod's last
+Warning events (``FailedMount`` …).
 :func:`watch_death` resolves ``Handle.died`` when the serving pod restarts, fails or
 disappears.
 """
@@ -41,20 +42,23 @@ async def follow_until_ready(
     ready_by = started + float(backend.get("ready_timeout_s", 900.0))
     changes = Changes(kube, "Pod", namespace, worker_selector(run_id, worker_id))
     scheduled = False
+    last: Mapping[str, Any] | None = None
     try:
         while True:
             deadline = ready_by if scheduled else min(scheduled_by, ready_by)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 what = "scheduled" if not scheduled and scheduled_by <= ready_by else "ready"
+                seen = await asyncio.to_thread(_warnings, kube, namespace, last)
                 raise ServerStartError(
                     f"{name}: startup timeout — the pod was not {what} within"
-                    f" {deadline - started:.0f} s (backend.{what}_timeout_s)"
+                    f" {deadline - started:.0f} s (backend.{what}_timeout_s){seen}"
                 )
             event = await changes.next(remaining)
             if event is None:
                 continue
             kind, pod = event
+            last = pod
             if kind == "DELETED":
                 continue
             state = verdict_of(pod)
@@ -89,6 +93,18 @@ def explain(
         if log:
             text += f"; last {LOG_LINES} log lines of {state.container or 'server'}:\n{log}"
     return text
+
+
+def _warnings(kube: Kube, namespace: str, pod: Mapping[str, Any] | None) -> str:
+    """The pod's last Warning events (a volume that will not mount, a probe that fails), as
+    the end of a timeout message; empty when there are none or they cannot be read."""
+    if pod is None:
+        return ""
+    try:
+        notes = kube.warnings(namespace, str(pod["metadata"]["name"]))
+    except Exception:  # the events are evidence, not a requirement: the timeout stands
+        return ""
+    return f"; the cluster's last warnings: {'; '.join(notes)}" if notes else ""
 
 
 def _log_tail(kube: Kube, namespace: str, pod: Mapping[str, Any], container: str) -> str:

@@ -151,6 +151,22 @@ class Kube:
         except ClusterNotFound:
             return []
 
+    def warnings(self, namespace: str, name: str, limit: int = 3) -> list[str]:
+        """The last ``limit`` distinct Warning events about the object ``name``, oldest first
+        (``"FailedMount: MountVolume.SetUp failed …"``)."""
+        answer = self.call(
+            "GET",
+            KINDS["Event"].collection(namespace),
+            f"list the events of {name}",
+            query={"fieldSelector": f"involvedObject.name={name},type=Warning"},
+        )
+        items = sorted(
+            answer.get("items") or [],
+            key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
+        )
+        notes = list(dict.fromkeys(f"{e.get('reason')}: {e.get('message')}" for e in items))
+        return notes[-limit:]
+
     def list_collection(
         self, info: KindInfo, namespace: str | None, label_selector: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:
