@@ -93,6 +93,15 @@ def leftovers(kube: Kube, run_id: str) -> list[str]:
     return left
 
 
+def leftovers_at(kubeconfig: Path, run_id: str) -> list[str]:
+    """:func:`leftovers` on the cluster ``kubeconfig`` names, over a connection of its own."""
+    api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
+    try:
+        return leftovers(Kube(api), run_id)
+    finally:
+        api.close()
+
+
 def kubectl_get_all(kubeconfig: Path, run_id: str) -> str:
     result = subprocess.run(
         ["kubectl", "get", "all", "-A", "-l", f"testbed.io/run={run_id}"],

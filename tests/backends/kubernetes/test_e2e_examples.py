@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from testbed.clients.kube import ConnectionSpec, Kube, connect
+from testbed.clients.kube import Kube
 from tests.backends.kubernetes.conftest import (
     REAL_KUBECONFIG,
     kubectl_get_all,
     leftovers,
+    leftovers_at,
     run_cli,
 )
 from tests.fixtures.cluster import emulated_cluster
@@ -86,11 +87,7 @@ def test_ab_canary_seed_004_through_datashim(
     )
     for log in run_dir.glob("workers/*/server.log"):
         assert re.search(r"/tb-ds-models-[\w-]+/smollm2-135m as 'smollm2-135m'", log.read_text())
-    api = connect(ConnectionSpec(kubeconfig=str(datashim_kubeconfig)))
-    try:
-        assert leftovers(Kube(api), "k8s-ds") == []
-    finally:
-        api.close()
+    assert leftovers_at(datashim_kubeconfig, "k8s-ds") == []
 
 
 def _seed_004(

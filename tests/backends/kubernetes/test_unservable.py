@@ -6,13 +6,13 @@ Dataset whose bucket cannot be mounted (the startup timeout names the FailedMoun
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from testbed.clients.kube import ConnectionSpec, Kube, connect
-from tests.backends.kubernetes.conftest import leftovers, run_cli
+from tests.backends.kubernetes.conftest import leftovers_at, run_cli
 from tests.backends.kubernetes.test_e2e import SIM_CAMPAIGN
 from tests.fixtures.cluster import emulated_cluster
 
@@ -28,17 +28,20 @@ def test_a_port_nothing_answers_is_an_error_that_says_so(
     campaign.write_text(yaml.safe_dump(data))
     run_dir = tmp_path / "k8s-unanswered"
     result = run_cli(["run", str(campaign), "--out", str(run_dir)], cluster_kubeconfig, tmp_path)
-    assert result.returncode == 3, result.stdout + result.stderr
-    (summary_file,) = run_dir.glob("*/summary.json")
-    reason = json.loads(summary_file.read_text())["verdict"]["reason"]
+    reason = _error_reason(run_dir, result)
     assert "server lost during the probe: pod tb-sim-" in reason
     assert "does not answer on port 8000: error forwarding port 8000 to pod" in reason
     assert "image registry.example/not-testbed:1.0 is neither a testbed nor a vLLM image" in reason
-    api = connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
-    try:
-        assert leftovers(Kube(api), "k8s-unanswered") == []
-    finally:
-        api.close()
+    assert leftovers_at(cluster_kubeconfig, "k8s-unanswered") == []
+
+
+def _error_reason(run_dir: Path, result: subprocess.CompletedProcess[str]) -> str:
+    """The ERROR (exit 3) verdict's reason of the run's one treatment."""
+    assert result.returncode == 3, result.stdout + result.stderr
+    (summary_file,) = run_dir.glob("*/summary.json")
+    summary = json.loads(summary_file.read_text())
+    assert summary["verdict"]["status"] == "ERROR"
+    return str(summary["verdict"]["reason"])
 
 
 def _datashim_campaign(tmp_path: Path, **backend: object) -> Path:
@@ -70,11 +73,7 @@ def test_datashim_on_a_cluster_without_it_says_what_to_install(
     assert "this cluster does not serve Datasets (datashim.io/v1alpha1)" in result.stderr
     assert "set backend.datashim: false" in result.stderr
     assert "testbed cleanup" not in result.stderr  # its cleanup found nothing to leave
-    api = connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
-    try:
-        assert leftovers(Kube(api), "k8s-no-datashim") == []
-    finally:
-        api.close()
+    assert leftovers_at(cluster_kubeconfig, "k8s-no-datashim") == []
 
 
 def test_a_dataset_that_cannot_mount_times_out_naming_the_failed_mount(
@@ -86,14 +85,8 @@ def test_a_dataset_that_cannot_mount_times_out_naming_the_failed_mount(
     run_dir = tmp_path / "k8s-no-mount"
     with emulated_cluster(tmp_path / "emulator", "--datashim") as kubeconfig:
         result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
-        api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
-        try:
-            assert leftovers(Kube(api), "k8s-no-mount") == []
-        finally:
-            api.close()
-    assert result.returncode == 3, result.stdout + result.stderr
-    (summary_file,) = run_dir.glob("*/summary.json")
-    reason = json.loads(summary_file.read_text())["verdict"]["reason"]
+        assert leftovers_at(kubeconfig, "k8s-no-mount") == []
+    reason = _error_reason(run_dir, result)
     assert "startup timeout — the pod was not ready within 20 s" in reason
     assert "the cluster's last warnings: FailedMount: MountVolume.SetUp failed for volume" in reason
     assert "copying s3://models from http://127.0.0.1:9 failed" in reason
