@@ -17,9 +17,9 @@ from testbed.emulator.kubelet.images import ImageRules, NotRunnable, host_argv
 def test_testbed_images_run_with_this_interpreter() -> None:
     rules = ImageRules()
     sim = {"image": "ghcr.io/acme/testbed:0.1.0", "command": ["testbed"], "args": ["serve", "sim"]}
-    assert host_argv(sim, rules) == [sys.executable, "-m", "testbed", "serve", "sim"]
+    assert host_argv(sim, rules)[0] == [sys.executable, "-m", "testbed", "serve", "sim"]
     entry = {"image": "testbed@sha256:abc", "args": ["models", "fetch", "s3://b/m"]}
-    assert host_argv(entry, rules) == [
+    assert host_argv(entry, rules)[0] == [
         sys.executable,
         "-m",
         "testbed",
@@ -28,9 +28,9 @@ def test_testbed_images_run_with_this_interpreter() -> None:
         "s3://b/m",
     ]
     script = {"image": "testbed:1", "command": ["python3", "-c", "print(1)"]}
-    assert host_argv(script, rules) == [sys.executable, "-c", "print(1)"]
-    assert host_argv({"image": "not-testbed-really:1"}, rules) is None
-    assert host_argv({"image": "busybox:1.36", "command": ["sh"]}, rules) is None
+    assert host_argv(script, rules)[0] == [sys.executable, "-c", "print(1)"]
+    assert host_argv({"image": "not-testbed-really:1"}, rules)[0] is None
+    assert host_argv({"image": "busybox:1.36", "command": ["sh"]}, rules)[0] is None
 
 
 def test_vllm_images_run_with_the_vllm_venv(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_vllm_images_run_with_the_vllm_venv(tmp_path: Path) -> None:
         "image": "vllm/vllm-openai:v0.32.0",
         "args": ["--model", "/models/m", "--port", "8000"],
     }
-    assert host_argv(default, rules) == [
+    assert host_argv(default, rules)[0] == [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", "/models/m", "--port", "8000", "--host", "127.0.0.1",
     ]  # fmt: skip
@@ -50,13 +50,13 @@ def test_vllm_images_run_with_the_vllm_venv(tmp_path: Path) -> None:
         "command": ["vllm", "serve", "/models/m"],
         "args": ["--host=0.0.0.0"],
     }
-    assert host_argv(serve, rules) == [
+    assert host_argv(serve, rules)[0] == [
         str(python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", "/models/m", "--host=0.0.0.0",
     ]  # fmt: skip
     missing = ImageRules(vllm_python=tmp_path / "nope")
     with pytest.raises(NotRunnable, match="no vLLM interpreter"):
-        host_argv(default, missing)
+        host_argv(default, missing)[0]
 
 
 def test_env_resolution_and_relocation() -> None:
@@ -138,3 +138,31 @@ def test_fault_rules_and_annotations() -> None:
         )
     with pytest.raises(InputError, match="SELECTOR=GLOB:KIND"):
         FaultRule.parse("label=x:crash")
+
+
+def test_tgi_and_tgis_images_are_played_by_the_reference_server_when_asked() -> None:
+    """The launcher command lines testbed's own TGI and TGIS adapters write become
+    ``testbed serve hf`` with the protocols, ports and limits they name; without
+    ``--tgi-stand-in`` the images stay unknown."""
+    from testbed.servers.adapters import adapter_for
+
+    rules = ImageRules(tgi_stand_in=True)
+    deployment = {"server": "tgi", "params": {"max_batch_size": 4, "max_model_len": 512}}
+    tgi = adapter_for("tgi").container({**deployment, "model": "x"}, "/models/m")
+    argv, note = host_argv(tgi, rules)
+    assert argv == [
+        sys.executable, "-m", "testbed", "serve", "hf", "--protocols", "tgi,openai",
+        "--model", "/models/m", "--port", "8080",
+        "--set", "served_model_name=tgi", "--set", "max_batch_size=4", "--set", "max_model_len=512",
+    ]  # fmt: skip
+    assert "ghcr.io/huggingface/text-generation-inference" in note
+    assert "ignored" not in note
+    tgis_deployment = {"server": "tgis", "model": "x", "params": {"dtype": "bfloat16"}}
+    tgis = adapter_for("tgis").container(tgis_deployment, "/models/m")
+    argv, note = host_argv(tgis, rules)
+    assert argv == [
+        sys.executable, "-m", "testbed", "serve", "hf", "--protocols", "tgis",
+        "--model", "/models/m", "--port", "3000", "--grpc-port", "8033", "--dtype", "bfloat16",
+    ]  # fmt: skip
+    assert note.endswith("(TGIS gRPC); ignored: --deployment-framework hf_transformers")
+    assert host_argv(tgis, ImageRules())[0] is None

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from testbed.backends.base import Backend, Handle
 from testbed.backends.external import external_endpoint
@@ -21,16 +22,24 @@ from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
 
 
-def adapter_endpoint(deployment: Mapping[str, Any], base_url: str) -> Endpoint:
-    """The endpoint of a server of ``deployment``'s kind that answers at ``base_url``."""
+def adapter_endpoint(
+    deployment: Mapping[str, Any], base_url: str, grpc_target: str | None = None
+) -> Endpoint:
+    """The endpoint of a server of ``deployment``'s kind that answers at ``base_url``; its
+    TGIS gRPC at ``grpc_target``, by default the same host on the kind's gRPC port."""
     adapter = adapter_for(str(deployment["server"]))
+    params = deployment.get("params") or {}
+    grpc_port = adapter.container_grpc_port(params)
+    if grpc_target is None and grpc_port is not None:
+        grpc_target = f"{urlsplit(base_url).hostname}:{grpc_port}"
     return Endpoint(
         base_url=base_url.rstrip("/"),
-        protocols=tuple(adapter.protocols),
+        protocols=adapter.served_protocols(params),
         model=adapter.served_model_name(deployment),
         server_kind=str(deployment["server"]),
         tokenizer=None,
         metrics_path=adapter.metrics_path,
+        grpc_target=grpc_target,
     )
 
 

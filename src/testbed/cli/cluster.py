@@ -89,6 +89,12 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
         " claim holding a copy of its bucket, mounted into labelled pods (seed 004)",
     )
     plane.add_argument(
+        "--tgi-stand-in",
+        action="store_true",
+        help="play TGI and TGIS images with testbed's reference server speaking their"
+        " protocols (a rehearsal: the latency is the reference server's)",
+    )
+    plane.add_argument(
         "--crash-backoff",
         type=float,
         default=10.0,
@@ -192,6 +198,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
             testbed_pattern=args.testbed_image_pattern,
             vllm_pattern=args.vllm_image_pattern,
             vllm_python=args.vllm_python,
+            tgi_stand_in=args.tgi_stand_in,
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,

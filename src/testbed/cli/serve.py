@@ -42,6 +42,8 @@ SIM_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--slow-start-s", "faults.slow_start_s", float, "seconds before /health is ready"),
 )
 KINDS = ("sim", "hf", "vllm")
+#: servers.adapters.base.GRPC_PORT, TGIS's (not imported here: that loads every adapter, and
+#: this module is read at every start of the CLI).
 GRPC_PORT = 8033
 
 

@@ -168,4 +168,9 @@ def test_tgis_correctness_configs_run_as_separate_deployments(
     assert [s["verdict"]["status"] for s in summaries] == ["PASS"] * 3
     pods = {s["workers"][0]["pod"] for s in summaries}
     assert len(pods) == 3  # one Deployment per configuration
+    for records in sorted(run_dir.glob("*/records.jsonl")):  # TGIS's gRPC reached, not skipped
+        cases = [json.loads(line) for line in records.read_text().splitlines()]
+        over_grpc = [c for c in cases if c.get("protocol") == "tgis"]
+        assert sum(c["status"] == "PASS" for c in over_grpc) >= 5, records
+        assert not [c for c in over_grpc if "does not speak" in str(c.get("reason"))], records
     assert leftovers(kube, "k8s-tgis") == []

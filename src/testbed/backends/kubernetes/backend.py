@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,6 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
-from testbed.clients.endpoint import Endpoint
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
@@ -173,9 +172,12 @@ class KubernetesBackend(Backend):
             )
             # Set by the pod's death (watch_death) or by a port-forward nothing answers.
             died: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            async with self._reach(kube, pod_name, worker_id, deployment, died) as base_url:
+            async with self._reach(kube, pod_name, worker_id, deployment, died) as (
+                base_url,
+                grpc_target,
+            ):
                 handle = Handle(
-                    self._endpoint(deployment, base_url),
+                    adapter_endpoint(deployment, base_url, grpc_target),
                     died=died,
                     info={
                         "pod": pod_name,
@@ -206,21 +208,37 @@ class KubernetesBackend(Backend):
         worker_id: str,
         deployment: Mapping[str, Any],
         died: asyncio.Future[str],
-    ) -> AsyncIterator[str]:
-        port = adapter_for(str(deployment["server"])).container_port
+    ) -> AsyncIterator[tuple[str, str | None]]:
+        """``(base URL, TGIS gRPC target or None)`` of the worker's server: its Service in
+        the cluster, else port-forwards from here."""
+        adapter = adapter_for(str(deployment["server"]))
+        port, grpc = (
+            adapter.container_port,
+            adapter.container_grpc_port(deployment.get("params") or {}),
+        )
         if self.in_cluster():
-            yield f"http://{worker_name(worker_id)}.{self.namespace}.svc:{port}"
+            host = f"{worker_name(worker_id)}.{self.namespace}.svc"
+            yield f"http://{host}:{port}", f"{host}:{grpc}" if grpc else None
             return
 
-        def refused(message: str) -> None:
-            if not died.done():
-                died.set_result(f"pod {pod} does not answer on port {port}: {message}")
+        def refused(which: int) -> Callable[[str], None]:
+            def note(message: str) -> None:
+                if not died.done():
+                    died.set_result(f"pod {pod} does not answer on port {which}: {message}")
 
-        async with PortForward(kube.api, self.namespace, pod, port, refused) as local:
-            yield f"http://127.0.0.1:{local}"
+            return note
 
-    def _endpoint(self, deployment: Mapping[str, Any], base_url: str) -> Endpoint:
-        return adapter_endpoint(deployment, base_url)
+        async with contextlib.AsyncExitStack() as stack:
+            local = await stack.enter_async_context(
+                PortForward(kube.api, self.namespace, pod, port, refused(port))
+            )
+            target = None
+            if grpc:
+                grpc_local = await stack.enter_async_context(
+                    PortForward(kube.api, self.namespace, pod, grpc, refused(grpc))
+                )
+                target = f"127.0.0.1:{grpc_local}"
+            yield f"http://127.0.0.1:{local}", target
 
     async def _delete_worker(self, kube: Kube, objects: list[dict[str, Any]]) -> None:
         for obj in objects:

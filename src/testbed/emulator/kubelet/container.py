@@ -53,6 +53,7 @@ class Launch:
     cwd: Path | None
     ports: dict[int, int]
     start_error: str = ""
+    note: str = ""  # the first line of every run's log (what a stand-in plays)
 
 
 class ContainerRunner:
@@ -157,6 +158,8 @@ class ContainerRunner:
             return await self._run_stage(log, started_at)
         if self.stopping:
             raise asyncio.CancelledError
+        if self.launch.note:
+            log.write(self.launch.note + "\n", "stderr")
         try:
             self.host = await proc.spawn(self.launch.argv, self.launch.env, self.launch.cwd, log)
         except OSError as exc:

@@ -10,6 +10,9 @@ Two kinds of image are *known* and run as local processes:
   (``$TESTBED_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` of this checkout or of the current
   directory), followed by the container's args.
 
+With ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
+``tgi_pattern``) is a third kind: testbed's reference server plays it (``kubelet.stand_in``).
+
 Every other image is *unknown*: the kubelet runs no process for it and moves the container
 through KWOK-like stages instead (see ``kubelet.container``).
 """
@@ -24,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testbed.emulator.kubelet.stand_in import stand_in_argv
+
 VLLM_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 VLLM_PYTHON_ENV = "TESTBED_VLLM_PYTHON"
 _REPO = Path(__file__).resolve().parents[4]  # src/testbed/emulator/kubelet/images.py
@@ -35,16 +40,21 @@ class ImageRules:
 
     testbed_pattern: str = r"(^|/)testbed([:@]|$)"
     vllm_pattern: str = r"vllm"
+    tgi_pattern: str = r"text-generation-inference|text-gen-server"
+    #: Play TGI/TGIS images with testbed's reference server (else they are unknown).
+    tgi_stand_in: bool = False
     #: The vLLM interpreter; None: resolved as the module docstring says.
     vllm_python: Path | None = None
     python: str = field(default=sys.executable)
 
     def kind(self, image: str) -> str:
-        """``testbed``, ``vllm`` or ``unknown``."""
+        """``testbed``, ``vllm``, ``tgi`` (played by the stand-in) or ``unknown``."""
         if re.search(self.testbed_pattern, image):
             return "testbed"
         if re.search(self.vllm_pattern, image):
             return "vllm"
+        if self.tgi_stand_in and re.search(self.tgi_pattern, image):
+            return "tgi"
         return "unknown"
 
     def resolve_vllm_python(self, environ: Mapping[str, str] | None = None) -> Path | None:
@@ -69,17 +79,20 @@ class NotRunnable(Exception):
     """A known image whose command cannot run here (the container fails to start)."""
 
 
-def host_argv(container: Mapping[str, Any], rules: ImageRules) -> list[str] | None:
-    """The host argv for ``container``, or None when its image is unknown (no process)."""
+def host_argv(container: Mapping[str, Any], rules: ImageRules) -> tuple[list[str] | None, str]:
+    """The host argv for ``container`` (None when its image is unknown: no process) and a
+    note for the top of its log (what a stand-in plays; else empty)."""
     image = str(container.get("image") or "")
     command = [str(part) for part in container.get("command") or []]
     args = [str(part) for part in container.get("args") or []]
     kind = rules.kind(image)
     if kind == "testbed":
-        return _testbed_argv(command, args, rules)
+        return _testbed_argv(command, args, rules), ""
     if kind == "vllm":
-        return _vllm_argv(command, args, rules)
-    return None
+        return _vllm_argv(command, args, rules), ""
+    if kind == "tgi":
+        return stand_in_argv(rules.python, image, command, args)
+    return None, ""
 
 
 def _testbed_argv(command: Sequence[str], args: Sequence[str], rules: ImageRules) -> list[str]:

@@ -158,7 +158,7 @@ def launch_for(
         wanted = Path(relocate(str(container["workingDir"]), {}, mounts))
         cwd = wanted if wanted.is_dir() else cwd
     try:
-        argv = host_argv(relocated, rules)
+        argv, note = host_argv(relocated, rules)
     except NotRunnable as exc:
         return Launch(None, host_env, cwd, sandbox.ports, start_error=str(exc))
-    return Launch(argv, host_env, cwd, sandbox.ports)
+    return Launch(argv, host_env, cwd, sandbox.ports, note=note)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
@@ -141,6 +142,12 @@ def _notes(runtime: PodRuntime) -> dict[int, str]:
         int(port["containerPort"]): (
             f"container {runner.name} runs no process on the emulator: image"
             f" {runner.record.image} is neither a testbed nor a vLLM image"
+            + (
+                " (start the emulator with --tgi-stand-in to play it with testbed's reference"
+                " server)"
+                if re.search(runtime.host.rules.tgi_pattern, runner.record.image)
+                else ""
+            )
         )
         for runner in runtime.runners
         if runner.launch.argv is None

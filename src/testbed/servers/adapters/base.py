@@ -24,6 +24,8 @@ from testbed.servers.models import parse_source
 #: HTTP, tgis over gRPC.
 ServerProtocol = Literal["openai", "tgi", "tgis"]
 Params = Mapping[str, Any]
+#: The port TGIS serves gRPC on in its image; testbed's own servers use it in theirs too.
+GRPC_PORT = 8033
 
 
 class ServerAdapter(abc.ABC):
@@ -50,6 +52,10 @@ class ServerAdapter(abc.ABC):
     def grpc_args(self, grpc_port: int) -> list[str]:
         """Arguments of a local child process that serves tgis on ``grpc_port``."""
         raise NotImplementedError(f"{self.kind} servers speak no gRPC on this machine")
+
+    def container_grpc_port(self, params: Params) -> int | None:
+        """The port a container of this kind serves TGIS's gRPC on (None: it does not)."""
+        return GRPC_PORT if "tgis" in self.served_protocols(params) else None
 
     @abc.abstractmethod
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
@@ -78,7 +84,14 @@ class ServerAdapter(abc.ABC):
             "image": deployment.get("image") or self.default_image,
             "args": self.container_args(params, model, self.served_model_name(deployment)),
             "env": [{"name": k, "value": str(v)} for k, v in sorted(env.items())],
-            "ports": [{"name": "http", "containerPort": self.container_port}],
+            "ports": [
+                {"name": "http", "containerPort": self.container_port},
+                *(
+                    [{"name": "grpc", "containerPort": grpc}]
+                    if (grpc := self.container_grpc_port(params))
+                    else []
+                ),
+            ],
             "readinessProbe": {
                 "httpGet": {"path": self.readiness_path, "port": self.container_port},
                 "periodSeconds": 5,

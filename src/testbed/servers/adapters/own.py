@@ -31,4 +31,10 @@ class OwnServerAdapter(ServerAdapter):
         return ["testbed"]
 
     def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
-        return [*self.args(params, model, self.container_port, served_name), "--host", "0.0.0.0"]
+        grpc = self.container_grpc_port(params)
+        return [
+            *self.args(params, model, self.container_port, served_name),
+            *(self.grpc_args(grpc) if grpc else []),
+            "--host",
+            "0.0.0.0",
+        ]

@@ -15,11 +15,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol, extra, flag
+from testbed.servers.adapters.base import (
+    GRPC_PORT,
+    Params,
+    ServerAdapter,
+    ServerProtocol,
+    extra,
+    flag,
+)
 
 TGIS_IMAGE = "quay.io/opendatahub/text-generation-inference"
 TGIS_TAG = "stable"
-GRPC_PORT = 8033
 
 
 def _bool(value: Any) -> str:
@@ -30,7 +36,6 @@ class TgisAdapter(ServerAdapter):
     kind = "tgis"
     protocols: ClassVar[tuple[ServerProtocol, ...]] = ("tgis",)
     container_port = 3000
-    grpc_port: ClassVar[int] = GRPC_PORT
     default_image = f"{TGIS_IMAGE}:{TGIS_TAG}"
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
@@ -41,7 +46,7 @@ class TgisAdapter(ServerAdapter):
             "--port",
             str(port),
             "--grpc-port",
-            str(self.grpc_port),
+            str(GRPC_PORT),
             "--deployment-framework",
             str(params.get("deployment_framework") or "hf_transformers"),
             *flag("--dtype-str", params.get("dtype")),
@@ -62,7 +67,6 @@ class TgisAdapter(ServerAdapter):
 
     def container(self, deployment: Mapping[str, Any], model: str) -> dict[str, Any]:
         spec = super().container(deployment, model)
-        spec["ports"].append({"name": "grpc", "containerPort": self.grpc_port})
         resources = deployment.get("resources") or {}
         if not resources.get("gpu"):
             env = [e for e in spec["env"] if e["name"] not in ("CUDA_VISIBLE_DEVICES", "NUM_GPUS")]
