@@ -69,7 +69,12 @@ def datashim_kubeconfig(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_ab_canary_seed_004_weights_in_s3(
-    tmp_path: Path, kubeconfig: Path, kube: Kube, moto_s3: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    kubeconfig: Path,
+    kube: Kube,
+    moto_s3: str,
+    models_bucket: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The weights copied in by an init container (``testbed models fetch``)."""
     run_dir = _seed_004(tmp_path, kubeconfig, moto_s3, monkeypatch, "k8s-ab")
@@ -79,7 +84,11 @@ def test_ab_canary_seed_004_weights_in_s3(
 
 
 def test_ab_canary_seed_004_through_datashim(
-    tmp_path: Path, datashim_kubeconfig: Path, moto_s3: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    datashim_kubeconfig: Path,
+    moto_s3: str,
+    models_bucket: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Seed 004 as written: the bucket is a Datashim Dataset mounted into both pods."""
     run_dir = _seed_004(
@@ -98,23 +107,14 @@ def _seed_004(
     run_id: str,
     *sets: str,
 ) -> Path:
-    """Run ab-canary's seed-004 preset with smollm2 in moto's bucket ``models``; check the
-    verdict and that the keys stayed out of the run directory; the run directory."""
-    import boto3
-
-    from testbed.servers.models import prepare
-
+    """Run ab-canary's seed-004 preset with smollm2 in moto's bucket ``models``
+    (``models_bucket``); check the verdict and that the keys stayed out of the run
+    directory; the run directory."""
     for name in [n for n in os.environ if n.startswith("AWS_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "seed-004-key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "seed-004-secret")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    folder = prepare("smollm2-135m")
-    s3 = boto3.client("s3", endpoint_url=moto_s3)
-    if "models" not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
-        s3.create_bucket(Bucket="models")
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            s3.upload_file(str(path), "models", f"smollm2-135m/{path.relative_to(folder)}")
     run_dir = tmp_path / run_id
     arguments = ["--set", f"deployments.s3_endpoint_url={moto_s3}"]
     for item in sets:
