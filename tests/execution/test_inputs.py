@@ -98,15 +98,7 @@ def test_a_cluster_run_that_cannot_connect_is_refused_before_its_run_directory(
     flags: list[str],
     message: str,
 ) -> None:
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: here, context: {cluster: c, user: u}}]\n"
-        "current-context: here\n"
-    )
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    _kubeconfig(tmp_path, monkeypatch)
     monkeypatch.delenv("NO_TOKEN", raising=False)
     monkeypatch.chdir(tmp_path)
     file = tmp_path / "c.yaml"
@@ -116,3 +108,34 @@ def test_a_cluster_run_that_cannot_connect_is_refused_before_its_run_directory(
     assert code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_unset_keys_of_a_cluster_runs_secrets_are_refused_before_its_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Weights in S3 need the keys the run's Secret is made of: unset, nothing is written."""
+    _kubeconfig(tmp_path, monkeypatch)
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    file = tmp_path / "c.yaml"
+    file.write_text(
+        "name: s3\nbackend: {kind: kubernetes}\ndeployments:\n"
+        "  - {name: a, server: hf, model: 's3://models/m', s3_endpoint_url: 'http://s3:9000'}\n"
+        "load: {requests: 1}\n"
+    )
+    assert main(["run", str(file), "--out", str(tmp_path / "run")]) == 2
+    assert "environment variable AWS_ACCESS_KEY_ID is not set" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def _kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kubeconfig with one context, ``here``, as $KUBECONFIG (nothing listens there)."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: here, context: {cluster: c, user: u}}]\n"
+        "current-context: here\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))

@@ -65,19 +65,24 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     return plan
 
 
-def check_connection(loaded: LoadedCampaign, options: RunOptions) -> None:
-    """A cluster campaign's kubeconfig, context or ``${env:}`` token must be usable before a
-    run directory exists (InputError, exit 2). Reads files and variables; sends nothing."""
+def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) -> None:
+    """A cluster campaign's kubeconfig, context or ``${env:}`` token, and the ``${env:}``
+    keys of the Secrets its workers need (S3, hub token), must be usable before a run
+    directory exists (InputError, exit 2). Reads files and variables; sends nothing."""
     if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
+        from testbed.backends.kubernetes.weights import run_secrets
         from testbed.clients.kube.connection import ConnectionSpec, connect
+        from testbed.core.secrets import resolve
 
         connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
+        deployments = [w.config for w in plan.workers.values() if w.server != "external"]
+        run_secrets(deployments, loaded.campaign.backend.model_dump(mode="json"), resolve)
 
 
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
     """Step 1 of a new run: check and plan it, write the run directory's metadata."""
     plan = check_inputs(loaded)
-    check_connection(loaded, options)
+    check_connection(loaded, plan, options)
     if options.only is not None:
         plan = plan.only(options.only)
     parent = options.runs_dir or Path(loaded.campaign.results.dir)

@@ -13,7 +13,7 @@ the volumes, mounts, init containers, environment and pod labels that put it the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -122,7 +122,7 @@ def _s3_model(url: str, deployment: Mapping[str, Any], backend: Mapping[str, Any
 
 
 def run_secrets(
-    deployments: list[Mapping[str, Any]], backend: Mapping[str, Any], reveal: Any
+    deployments: Sequence[Mapping[str, Any]], backend: Mapping[str, Any], reveal: Any
 ) -> list[tuple[str, dict[str, str]]]:
     """``(name, stringData)`` of the Secrets a run needs. ``reveal`` turns a ``${env:NAME}``
     reference into its value (a run) or a mask (``plan --manifests``)."""
