@@ -212,10 +212,8 @@ class KubernetesBackend(Backend):
         """``(base URL, TGIS gRPC target or None)`` of the worker's server: its Service in
         the cluster, else port-forwards from here."""
         adapter = adapter_for(str(deployment["server"]))
-        port, grpc = (
-            adapter.container_port,
-            adapter.container_grpc_port(deployment.get("params") or {}),
-        )
+        port = adapter.container_port
+        grpc = adapter.container_grpc_port(deployment.get("params") or {})
         if self.in_cluster():
             host = f"{worker_name(worker_id)}.{self.namespace}.svc"
             yield f"http://{host}:{port}", f"{host}:{grpc}" if grpc else None

@@ -1,5 +1,8 @@
 """One pod on the process-kubelet: init containers in order, then the app containers together.
 
+Before any container, the claims a Datashim Dataset backs get their bucket copied in
+(``kubelet.buckets``); one that cannot is a Warning ``FailedMount``, retried.
+
 The runtime owns its containers' tasks and processes. Whenever a container's state changes
 it calls ``publish`` with the pod's new status (``kubelet.status``); the kubelet writes it.
 An init container that fails under ``restartPolicy: Never`` fails the pod; a bad
