@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from tests.emulator.plane_harness import Harness, running_plane, wait_for
+from tests.fixtures.s3 import moto_client
 
 pytestmark = [pytest.mark.kubernetes]
 
@@ -80,15 +81,7 @@ def phase(h: Harness, name: str) -> str | None:
 
 
 def bucket(moto_s3: str, name: str, objects: dict[str, bytes]) -> None:
-    import boto3
-
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=moto_s3,
-        aws_access_key_id="seed-key",
-        aws_secret_access_key="seed-secret",
-        region_name="us-east-1",
-    )
+    s3 = moto_client(moto_s3)
     s3.create_bucket(Bucket=name)
     for key, body in objects.items():
         s3.put_object(Bucket=name, Key=key, Body=body)

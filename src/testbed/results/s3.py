@@ -116,13 +116,13 @@ def download_prefix(url: str, cache: Path, endpoint_url: str | None = None) -> P
     bucket, prefix = split_url(url)
     dest = cache.joinpath(bucket, *PurePosixPath(prefix).parts)
     with _translated(f"downloading {url}"):
-        count = copy_objects(client(endpoint_url), bucket, prefix, dest)
+        count = _copy_objects(client(endpoint_url), bucket, prefix, dest)
     if count == 0:
         raise InputError(f"no objects under {url}; check the bucket and prefix")
     return dest
 
 
-def copy_objects(s3: Any, bucket: str, prefix: str, dest: Path) -> int:
+def _copy_objects(s3: Any, bucket: str, prefix: str, dest: Path) -> int:
     """Copy every object under ``prefix`` of ``bucket`` into ``dest`` (keys relative to the
     prefix); the number of objects. Files whose size matches their object are kept."""
     count = 0
@@ -149,7 +149,7 @@ def copy_objects(s3: Any, bucket: str, prefix: str, dest: Path) -> int:
 def copy_bucket(bucket: str, dest: Path, endpoint_url: str | None, keys: tuple[str, str]) -> int:
     """Every object of ``bucket`` into ``dest`` with the given keys; the number of objects."""
     with _translated(f"copying s3://{bucket} from {endpoint_url or 'AWS'}"):
-        return copy_objects(client(endpoint_url, keys), bucket, "", dest)
+        return _copy_objects(client(endpoint_url, keys), bucket, "", dest)
 
 
 @contextmanager

@@ -136,10 +136,14 @@ class Kube:
             return None
 
     def list_objects(
-        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """``(items, resourceVersion)`` of a kind testbed knows by name."""
-        return self.list_collection(kind_info(kind), namespace, label_selector)
+        return self.list_collection(kind_info(kind), namespace, label_selector, field_selector)
 
     def list_served(
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
@@ -154,27 +158,28 @@ class Kube:
     def warnings(self, namespace: str, name: str, limit: int = 3) -> list[str]:
         """The last ``limit`` distinct Warning events about the object ``name``, oldest first
         (``"FailedMount: MountVolume.SetUp failed …"``)."""
-        answer = self.call(
-            "GET",
-            KINDS["Event"].collection(namespace),
-            f"list the events of {name}",
-            query={"fieldSelector": f"involvedObject.name={name},type=Warning"},
+        items, _ = self.list_objects(
+            "Event", namespace, field_selector=f"involvedObject.name={name},type=Warning"
         )
-        items = sorted(
-            answer.get("items") or [],
-            key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
-        )
+        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
         notes = list(dict.fromkeys(f"{e.get('reason')}: {e.get('message')}" for e in items))
         return notes[-limit:]
 
     def list_collection(
-        self, info: KindInfo, namespace: str | None, label_selector: str | None = None
+        self,
+        info: KindInfo,
+        namespace: str | None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """``(items, resourceVersion)``; each item gets its ``kind`` and ``apiVersion`` back
         (a list's items carry neither)."""
         path = info.collection(namespace if info.namespaced else None)
         answer = self.call(
-            "GET", path, f"list {info.plural}", query={"labelSelector": label_selector}
+            "GET",
+            path,
+            f"list {info.plural}",
+            query={"labelSelector": label_selector, "fieldSelector": field_selector},
         )
         items = answer.get("items") or []
         kind = str(answer.get("kind", "")).removesuffix("List")
