@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from testbed.emulator.controllers import datashim
 from testbed.emulator.controllers.deployments import DeploymentController
@@ -32,6 +32,10 @@ from testbed.emulator.kubelet.pod import Host
 if TYPE_CHECKING:
     from testbed.emulator.server import Emulator
     from testbed.emulator.store import Store
+
+
+class Controller(Protocol):
+    async def run(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ class ControlPlane:
         )
         self.kubelet = Kubelet(store, host)
         self.scheduler = Scheduler(store, settings.faults)
-        self.controllers: tuple[Any, ...] = (
+        self.controllers: tuple[Controller, ...] = (
             DeploymentController(store),
             ReplicaSetController(store),
             JobController(store),
