@@ -15,6 +15,7 @@ from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
+from testbed.config.steps import COMMAND_KEY, Steps
 from testbed.core.secrets import is_reference
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -323,6 +324,14 @@ class Campaign(Strict):
     execution: Execution = Field(default_factory=Execution)
     results: Results = Field(default_factory=Results)
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    vars: dict[str, Any] = Field(
+        default_factory=dict, description="free-form values for templates ({{ vars.NAME }})"
+    )
+    steps: Steps = Field(default_factory=Steps, description="user steps by phase (TOPSAIL)")
+    commands: dict[COMMAND_KEY, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="named commands' arguments, by [prefix/]group.command[/suffix]",
+    )
 
     @field_validator("backend", mode="before")
     @classmethod

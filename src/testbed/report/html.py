@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.secrets import redact
-from testbed.report import load_view, scale_view
+from testbed.report import load_view, scale_view, steps_view
 from testbed.report.differential_view import differentials
 from testbed.report.run_summary import read_summary
 from testbed.report.server_metrics_view import section as server_section
@@ -49,6 +49,7 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
     summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
     sections = [
         ("verdicts", "Verdicts", _verdicts(rows)),
+        ("steps", "Steps", steps_view.section(document.get("steps") or [])),
         ("correctness", "Correctness", _correctness(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),
         ("ab", "A/B", _ab(run_path, rows, summaries)),
