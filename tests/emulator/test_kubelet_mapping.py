@@ -10,8 +10,8 @@ import pytest
 
 from testbed.core.errors import InputError
 from testbed.emulator.kubelet.environment import ConfigError, expand, relocate, resolve_env
-from testbed.emulator.kubelet.faults import FaultRule, fault_of
 from testbed.emulator.kubelet.images import ImageRules, NotRunnable, host_argv
+from testbed.emulator.machinery.faults import FaultRule, fault_of
 
 
 def test_testbed_images_run_with_this_interpreter() -> None:

@@ -133,7 +133,7 @@ def shape_from_args(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from testbed.core.errors import InputError
-    from testbed.emulator.nodes import ClusterShape
+    from testbed.emulator import ClusterShape
 
     mig: dict[str, int] = {}
     for item in args.mig:
@@ -170,10 +170,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
     import re
 
     from testbed.core.errors import InputError
-    from testbed.emulator.controllers.plane import PlaneSettings
-    from testbed.emulator.kubelet.container import KubeletSettings
-    from testbed.emulator.kubelet.faults import FaultRule
-    from testbed.emulator.kubelet.images import ImageRules
+    from testbed.emulator import FaultRule, ImageRules, KubeletSettings, PlaneSettings
 
     for flag, pattern in (
         ("--testbed-image-pattern", args.testbed_image_pattern),
@@ -215,8 +212,7 @@ def handle_emulate(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: must be between 0 and 65535")
     try:
-        from testbed.emulator.serve import serve_until_stopped
-        from testbed.emulator.server import Emulator
+        from testbed.emulator import Emulator, serve_until_stopped
     except ModuleNotFoundError as exc:
         if exc.name in ("aiohttp", "orjson"):
             from testbed.core.errors import MissingDependency
@@ -225,7 +221,7 @@ def handle_emulate(args: argparse.Namespace) -> int:
         raise
     emulator = Emulator(shape, host=args.host, port=args.port)
     try:
-        asyncio.run(serve_until_stopped(emulator, args.kubeconfig, controller_settings=plane))
+        asyncio.run(serve_until_stopped(emulator, args.kubeconfig, plane=plane))
     except OSError as exc:
         from testbed.core.errors import InfrastructureError
 

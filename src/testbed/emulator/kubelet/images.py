@@ -11,7 +11,7 @@ Two kinds of image are *known* and run as local processes:
   directory), followed by the container's args.
 
 With ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
-``tgi_pattern``) is a third kind: testbed's reference server plays it (``kubelet.stand_in``).
+``tgi_pattern``) is a third kind: testbed's reference server plays it (``standins.tgi``).
 
 Every other image is *unknown*: the kubelet runs no process for it and moves the container
 through KWOK-like stages instead (see ``kubelet.container``).
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.emulator.kubelet.stand_in import stand_in_argv
+from testbed.emulator.standins.tgi import stand_in_argv
 
 VLLM_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 VLLM_PYTHON_ENV = "TESTBED_VLLM_PYTHON"

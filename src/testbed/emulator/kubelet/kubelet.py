@@ -18,14 +18,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.controllers import datashim, events
-from testbed.emulator.errors import ApiError
 from testbed.emulator.kubelet.pod import Host, PodRuntime
 from testbed.emulator.kubelet.services import service_env
-from testbed.emulator.watchers import DELETED
+from testbed.emulator.machinery import events
+from testbed.emulator.standins import datashim
+from testbed.emulator.storage.errors import ApiError
+from testbed.emulator.storage.watchers import DELETED
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 _log = logging.getLogger(__name__)
 _LOOKUP_KEYS = {

@@ -1,7 +1,7 @@
 """One pod on the process-kubelet: init containers in order, then the app containers together.
 
 Before any container, the claims a Datashim Dataset backs get their bucket copied in
-(``kubelet.buckets``); one that cannot is a Warning ``FailedMount``, retried.
+(``standins.datashim_mounts``); one that cannot is a Warning ``FailedMount``, retried.
 
 The runtime owns its containers' tasks and processes. Whenever a container's state changes
 it calls ``publish`` with the pod's new status (``kubelet.status``); the kubelet writes it.
@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InputError
-from testbed.emulator.kubelet.buckets import MountError, fill
 from testbed.emulator.kubelet.container import ContainerRunner, KubeletSettings
 from testbed.emulator.kubelet.environment import ConfigError, Lookup
-from testbed.emulator.kubelet.faults import Fault, FaultRule, fault_of, run_seconds
 from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.kubelet.logs import LogBook
 from testbed.emulator.kubelet.sandbox import Sandbox, launch_for, make_sandbox
 from testbed.emulator.kubelet.status import ContainerRecord, phase, pod_status
-from testbed.emulator.meta import now
+from testbed.emulator.machinery.faults import Fault, FaultRule, fault_of, run_seconds
+from testbed.emulator.standins.datashim_mounts import MountError, fill
+from testbed.emulator.storage.meta import now
 
 MOUNT_RETRY_S = 5.0
 Emit = Callable[[str, str, str, str], None]  # (type, reason, note, fieldPath)
@@ -177,7 +177,7 @@ class PodRuntime:
         return runner
 
     async def _mount_buckets(self, sandbox: Sandbox) -> None:
-        """Copy the buckets of Dataset claims in (``kubelet.buckets``); a failure is a
+        """Copy the buckets of Dataset claims in (``standins.datashim_mounts``); a failure is a
         Warning ``FailedMount`` and a retry every :data:`MOUNT_RETRY_S`, as the kubelet
         retries a volume that would not mount."""
         while not self.stopping:

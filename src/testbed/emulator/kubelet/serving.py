@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from testbed.emulator.errors import ApiError, bad_request
 from testbed.emulator.kubelet import tunnel
 from testbed.emulator.kubelet.exec_session import serve_exec
 from testbed.emulator.kubelet.logs import follow, render
+from testbed.emulator.storage.errors import ApiError, bad_request
 
 if TYPE_CHECKING:
+    from testbed.emulator.apiserver.server import Emulator
     from testbed.emulator.kubelet.kubelet import Kubelet
     from testbed.emulator.kubelet.pod import PodRuntime
-    from testbed.emulator.server import Emulator
 
 PROTOCOLS = ("v4.channel.k8s.io",)
 

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator import meta as _meta
-from testbed.emulator.errors import ApiError, bad_request, conflict, method_not_allowed
-from testbed.emulator.patch import apply_patch
-from testbed.emulator.routes import Target
+from testbed.emulator.apiserver.routes import Target
+from testbed.emulator.storage import meta as _meta
+from testbed.emulator.storage.errors import ApiError, bad_request, conflict, method_not_allowed
+from testbed.emulator.storage.patch import apply_patch
 
 if TYPE_CHECKING:
-    from testbed.emulator.api import Api
+    from testbed.emulator.apiserver.api import Api
 
 Obj = dict[str, Any]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.emulator.resources import ResourceType
+from testbed.emulator.storage.resources import ResourceType
 
 Obj = dict[str, Any]
 

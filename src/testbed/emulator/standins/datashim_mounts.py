@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InfrastructureError, InputError, MissingDependency
-from testbed.emulator.controllers.datashim import SOURCE
 from testbed.emulator.kubelet.environment import Lookup
+from testbed.emulator.standins.datashim import SOURCE
 from testbed.results.s3 import copy_bucket
 
 

@@ -12,8 +12,8 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
-from testbed.emulator.resources import ResourceType
-from testbed.emulator.selectors import field_value
+from testbed.emulator.storage.resources import ResourceType
+from testbed.emulator.storage.selectors import field_value
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int]  # name, type, priority (1: only with -o wide)

@@ -17,7 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from testbed.emulator.errors import ApiError, bad_request, unsupported_media
+from testbed.emulator.storage.errors import ApiError, bad_request, unsupported_media
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -28,7 +28,9 @@ Field = list[str]
 
 @cache
 def _schema() -> dict[str, Any]:
-    text = resources.files("testbed.emulator").joinpath("protobuf_schema.json").read_text()
+    text = (
+        resources.files("testbed.emulator.apiserver").joinpath("protobuf_schema.json").read_text()
+    )
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 

@@ -7,7 +7,7 @@ and runs scheduling passes over the pods waiting to be placed. A pod that fits n
 a pod deleted or finished); then every parked pod is tried again. A burst of events wakes
 one pass, and a pass costs O(pods × kinds of node), not O(pods × nodes).
 
-The ``slow-schedule`` fault (``kubelet.faults``) holds a pod back for its delay first.
+The ``slow-schedule`` fault (``machinery.faults``) holds a pod back for its delay first.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InputError
-from testbed.emulator.controllers import events
-from testbed.emulator.controllers.capacity import CapacityIndex
 from testbed.emulator.controllers.fit import HOSTNAME, NodeFacts, PodFacts
-from testbed.emulator.errors import ApiError
-from testbed.emulator.kubelet.faults import FaultRule, fault_of
-from testbed.emulator.meta import now
-from testbed.emulator.watchers import DELETED
+from testbed.emulator.machinery import events
+from testbed.emulator.machinery.faults import FaultRule, fault_of
+from testbed.emulator.scheduler.capacity import CapacityIndex
+from testbed.emulator.storage.errors import ApiError
+from testbed.emulator.storage.meta import now
+from testbed.emulator.storage.watchers import DELETED
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 SCHEDULER = "default-scheduler"
 _TERMINAL = ("Succeeded", "Failed")

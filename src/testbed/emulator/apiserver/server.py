@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from testbed.emulator.api import Api, SubresourceHandler
-from testbed.emulator.nodes import ClusterShape, node_lease, node_manifest
-from testbed.emulator.store import Store
+from testbed.emulator.apiserver.api import Api, SubresourceHandler
+from testbed.emulator.apiserver.nodes import ClusterShape, node_lease, node_manifest
+from testbed.emulator.storage.store import Store
 
 ShutdownHook = Callable[[], Awaitable[None]]
 #: Largest request body accepted (a ConfigMap may carry up to 1 MiB of data, plus framing).
@@ -73,7 +73,7 @@ class Emulator:
         app.router.add_route("*", "/{tail:.*}", self.api.handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
-        from testbed.emulator.tls import self_signed, server_context
+        from testbed.emulator.apiserver.tls import self_signed, server_context
 
         self.ca_pem, key_pem = self_signed([self.host, "127.0.0.1", "localhost"])
         site = web.TCPSite(

@@ -5,7 +5,7 @@ awaits), so each call is atomic with respect to the others and to watch registra
 Stored dicts are immutable snapshots: a write stores a new dict, never edits one that was
 handed out, so readers may keep what ``get``/``list`` return but must not modify it
 (change objects with :meth:`Store.mutate`, :meth:`Store.replace` or :meth:`Store.patch`).
-Deletion, owner references and namespaces live in :mod:`testbed.emulator.collector`.
+Deletion, owner references and namespaces live in :mod:`testbed.emulator.storage.collector`.
 """
 
 from __future__ import annotations
@@ -13,31 +13,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
-from testbed.emulator import crds
-from testbed.emulator import meta as _meta
-from testbed.emulator.admission import admit_new
-from testbed.emulator.collector import Collector
-from testbed.emulator.defaults import validate_update
-from testbed.emulator.errors import (
+from testbed.emulator.storage import crds
+from testbed.emulator.storage import meta as _meta
+from testbed.emulator.storage.admission import admit_new
+from testbed.emulator.storage.collector import Collector
+from testbed.emulator.storage.defaults import validate_update
+from testbed.emulator.storage.errors import (
     ApiError,
     bad_request,
     conflict,
     invalid,
     not_found,
 )
-from testbed.emulator.patch import apply_patch
-from testbed.emulator.resources import Registry, ResourceType
-from testbed.emulator.selectors import both, field_matcher, label_matcher
-from testbed.emulator.watchers import ADDED, DELETED, MODIFIED, Event, EventLog, Watch
-
-Obj = dict[str, Any]
-
-
-def clone(obj: Any) -> Any:
-    """A deep copy of a JSON value (faster than ``copy.deepcopy`` for dicts of JSON)."""
-    return orjson.loads(orjson.dumps(obj))
+from testbed.emulator.storage.objects import Obj, clone
+from testbed.emulator.storage.patch import apply_patch
+from testbed.emulator.storage.resources import Registry, ResourceType
+from testbed.emulator.storage.selectors import both, field_matcher, label_matcher
+from testbed.emulator.storage.watchers import ADDED, DELETED, MODIFIED, Event, EventLog, Watch
 
 
 class Bucket:

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator import meta as _meta
-from testbed.emulator.defaults import prepare_create
-from testbed.emulator.errors import already_exists, bad_request, forbidden, invalid, not_found
-from testbed.emulator.resources import ResourceType
+from testbed.emulator.storage import meta as _meta
+from testbed.emulator.storage.defaults import prepare_create
+from testbed.emulator.storage.errors import (
+    already_exists,
+    bad_request,
+    forbidden,
+    invalid,
+    not_found,
+)
+from testbed.emulator.storage.resources import ResourceType
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 Obj = dict[str, Any]
 #: Kinds whose status a create keeps (the real server keeps node status and resets others').

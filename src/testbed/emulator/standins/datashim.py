@@ -13,7 +13,7 @@ What Datashim's dataset operator and its admission webhook do for an S3 Dataset
   are refused at admission: the emulator does not make their ConfigMaps.
 
 Datashim's CSI driver mounts the bucket live (FUSE); the process-kubelet copies it into the
-claim's directory instead, before the pod's containers start (``kubelet.buckets``). The
+claim's directory instead, before the pod's containers start (``standins.datashim_mounts``). The
 claim names its Dataset in the :data:`SOURCE` annotation, so the kubelet can find the
 bucket, the endpoint and the Secret with the keys.
 """
@@ -24,17 +24,17 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.controllers.loop import ControllerLoop, itself
-from testbed.emulator.errors import ApiError, forbidden
+from testbed.emulator.machinery.loop import ControllerLoop, itself
+from testbed.emulator.storage.errors import ApiError, forbidden
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 GROUP = "datashim.io"
 KEY = f"datasets.{GROUP}"
 NAMESPACE_LABEL = "monitor-pods-datasets"
 MOUNT_ROOT = "/mnt/datasets"
-#: The claim's annotation naming the Dataset it serves (read by ``kubelet.buckets``).
+#: The claim's annotation naming the Dataset it serves (read by ``standins.datashim_mounts``).
 SOURCE = "emulator.testbed.io/dataset"
 _LABEL = re.compile(r"^dataset\.(\d+)\.(id|useas)$")
 

@@ -17,13 +17,18 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator import discovery, openapi, protobuf, tables, views
-from testbed.emulator.errors import ApiError, bad_request, method_not_allowed, unsupported_media
-from testbed.emulator.resources import ResourceType
-from testbed.emulator.routes import Target, parse
-from testbed.emulator.store import Store
-from testbed.emulator.streaming import stream_error, stream_events
-from testbed.emulator.watchers import Event
+from testbed.emulator.apiserver import discovery, openapi, protobuf, tables, views
+from testbed.emulator.apiserver.routes import Target, parse
+from testbed.emulator.apiserver.streaming import stream_error, stream_events
+from testbed.emulator.storage.errors import (
+    ApiError,
+    bad_request,
+    method_not_allowed,
+    unsupported_media,
+)
+from testbed.emulator.storage.resources import ResourceType
+from testbed.emulator.storage.store import Store
+from testbed.emulator.storage.watchers import Event
 
 Obj = dict[str, Any]
 #: A subresource handler: (request, namespace, name) → response.
@@ -121,7 +126,7 @@ class Api:
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if t.subresource in (None, "status"):
             return await self._object(request, t)
-        from testbed.emulator import subresources
+        from testbed.emulator.apiserver import subresources
 
         return await subresources.serve(self, request, t)
 
@@ -248,7 +253,7 @@ class Api:
             return self.store.patch(
                 t.rt.key, t.namespace, t.name, content_type, body, t.subresource
             )
-        from testbed.emulator.patch import apply_patch
+        from testbed.emulator.storage.patch import apply_patch
 
         current = views.to_view(t.rt, self.store.get(t.rt.key, t.namespace, t.name))
         patched = views.from_view(

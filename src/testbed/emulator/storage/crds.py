@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator import meta as _meta
-from testbed.emulator.resources import BUILTIN_GROUPS, ResourceType
+from testbed.emulator.storage import meta as _meta
+from testbed.emulator.storage.resources import BUILTIN_GROUPS, ResourceType
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
-    from testbed.emulator.watchers import Event
+    from testbed.emulator.storage.store import Store
+    from testbed.emulator.storage.watchers import Event
 
 KEY = "customresourcedefinitions.apiextensions.k8s.io"
 Errors = list[tuple[str, str]]

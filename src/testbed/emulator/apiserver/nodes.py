@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from testbed.emulator import meta as _meta
-from testbed.emulator.discovery import KUBE_VERSION
+from testbed.emulator.apiserver.discovery import KUBE_VERSION
+from testbed.emulator.storage import meta as _meta
 
 _MIG_PROFILE = re.compile(r"^[1-9]\d*g\.[1-9]\d*gb$")
 

@@ -17,21 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from testbed.emulator.controllers import datashim
 from testbed.emulator.controllers.deployments import DeploymentController
 from testbed.emulator.controllers.jobs import JobController
 from testbed.emulator.controllers.replicasets import ReplicaSetController
-from testbed.emulator.controllers.scheduler import Scheduler
 from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.kubelet.faults import FaultRule
 from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.kubelet.kubelet import Kubelet
 from testbed.emulator.kubelet.logs import LogBook
 from testbed.emulator.kubelet.pod import Host
+from testbed.emulator.machinery.faults import FaultRule
+from testbed.emulator.scheduler.scheduler import Scheduler
+from testbed.emulator.standins import datashim
 
 if TYPE_CHECKING:
-    from testbed.emulator.server import Emulator
-    from testbed.emulator.store import Store
+    from testbed.emulator.apiserver.server import Emulator
+    from testbed.emulator.storage.store import Store
 
 
 class Controller(Protocol):
@@ -47,7 +47,7 @@ class PlaneSettings:
     state_dir: Path | None = None
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
     images: ImageRules = field(default_factory=ImageRules)
-    #: Faults for every pod a rule matches (``--fault``), see ``kubelet.faults``.
+    #: Faults for every pod a rule matches (``--fault``), see ``machinery.faults``.
     faults: tuple[FaultRule, ...] = ()
     #: Serve Datashim's Dataset kind and act as its operator and webhook (``--datashim``).
     datashim: bool = False

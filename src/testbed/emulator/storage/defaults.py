@@ -14,8 +14,8 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from testbed.emulator import crds
-from testbed.emulator.meta import normalized_time
+from testbed.emulator.storage import crds
+from testbed.emulator.storage.meta import normalized_time
 
 Errors = list[tuple[str, str]]
 

@@ -18,15 +18,15 @@ synchronously at the moment of the write that makes it due:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from testbed.emulator import meta as _meta
-from testbed.emulator.errors import forbidden
+from testbed.emulator.storage import meta as _meta
+from testbed.emulator.storage.errors import forbidden
+from testbed.emulator.storage.objects import Obj, clone
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
-Obj = dict[str, Any]
 Ref = tuple[str, str, str]  # store key, namespace, name
 _PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 FOREGROUND = "foregroundDeletion"
@@ -103,7 +103,7 @@ class Collector:
         graceful = key == "pods" and grace_s != 0 and self._kubelet_must_stop(obj)
         if not finalizers and not graceful:
             return self._remove(key, obj)
-        new = _clone(obj)
+        new = clone(obj)
         new["metadata"]["deletionTimestamp"] = _meta.now()
         new["metadata"]["finalizers"] = finalizers
         if not finalizers:
@@ -195,7 +195,7 @@ class Collector:
             self._drop_finalizer(key, owner, FOREGROUND)
 
     def _drop_finalizer(self, key: str, obj: Obj, finalizer: str) -> Obj:
-        new = _clone(obj)
+        new = clone(obj)
         new["metadata"]["finalizers"] = [
             f for f in obj["metadata"].get("finalizers") or [] if f != finalizer
         ]
@@ -203,7 +203,7 @@ class Collector:
 
     def _orphan(self, owner_uid: str) -> None:
         for dep_key, dep in self.dependents(owner_uid):
-            new = _clone(dep)
+            new = clone(dep)
             refs = [
                 r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != owner_uid
             ]
@@ -222,7 +222,7 @@ class Collector:
                 f'namespaces "{name}" is forbidden: this namespace may not be deleted',
             )
         if not ns["metadata"].get("deletionTimestamp"):
-            new = _clone(ns)
+            new = clone(ns)
             new["metadata"]["deletionTimestamp"] = _meta.now()
             new["status"] = {"phase": "Terminating"}
             ns = self._store.commit("namespaces", ns, new)
@@ -237,10 +237,3 @@ class Collector:
         if self._store.namespace_is_empty(name):
             return self._store.remove("namespaces", ns)
         return ns
-
-
-def _clone(obj: Obj) -> Obj:
-    from testbed.emulator.store import clone
-
-    result: Obj = clone(obj)
-    return result
