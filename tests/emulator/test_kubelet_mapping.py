@@ -144,9 +144,10 @@ def test_tgi_and_tgis_images_are_played_by_the_reference_server_when_asked() -> 
     """The launcher command lines testbed's own TGI and TGIS adapters write become
     ``testbed serve hf`` with the protocols, ports and limits they name; without
     ``--tgi-stand-in`` the images stay unknown."""
+    from testbed.emulator.standins.tgi import stand_in_argv
     from testbed.servers.adapters import adapter_for
 
-    rules = ImageRules(tgi_stand_in=True)
+    rules = ImageRules(tgi_stand_in=stand_in_argv)
     deployment = {"server": "tgi", "params": {"max_batch_size": 4, "max_model_len": 512}}
     tgi = adapter_for("tgi").container({**deployment, "model": "x"}, "/models/m")
     argv, note = host_argv(tgi, rules)

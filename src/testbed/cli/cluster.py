@@ -171,6 +171,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
 
     from testbed.core.errors import InputError
     from testbed.emulator import FaultRule, ImageRules, KubeletSettings, PlaneSettings
+    from testbed.emulator.standins.tgi import stand_in_argv
 
     for flag, pattern in (
         ("--testbed-image-pattern", args.testbed_image_pattern),
@@ -195,7 +196,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
             testbed_pattern=args.testbed_image_pattern,
             vllm_pattern=args.vllm_image_pattern,
             vllm_python=args.vllm_python,
-            tgi_stand_in=args.tgi_stand_in,
+            tgi_stand_in=stand_in_argv if args.tgi_stand_in else None,
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,

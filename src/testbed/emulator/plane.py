@@ -1,9 +1,11 @@
 """The emulated control plane beside the API server: controllers, scheduler and kubelet.
 
 :class:`ControlPlane` owns one task per component and runs them until cancelled; on the
-way out the kubelet kills every container process it started. The API server starts it
-next to its store (``async with``-free: ``await plane.run()`` in its task group) and asks
-it for pod logs and port maps (:attr:`kubelet`).
+way out the kubelet kills every container process it started. :func:`attach`
+starts it beside an :class:`~testbed.emulator.Emulator` and wires it in: the kubelet's
+``pods/log``, ``exec`` and ``portforward`` handlers into the API server, Datashim's
+operator, webhook and volume driver (``standins``) into the kubelet and the store. Every
+part is named here, so the import contract sees the whole plane.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.kubelet.kubelet import Kubelet
 from testbed.emulator.kubelet.logs import LogBook
 from testbed.emulator.kubelet.pod import Host
+from testbed.emulator.kubelet.serving import register
 from testbed.emulator.machinery.faults import FaultRule
 from testbed.emulator.scheduler.scheduler import Scheduler
-from testbed.emulator.standins import datashim
+from testbed.emulator.standins import datashim, datashim_mounts
 
 if TYPE_CHECKING:
     from testbed.emulator.apiserver.server import Emulator
@@ -70,7 +73,10 @@ class ControlPlane:
             settings.faults,
             logbook,
             settings.state_dir,
-            Kubelet.lookup_in(store),
+            Kubelet.lookup_in(store, datashim_mounts.LOOKUP_KINDS),
+            # A claim that names a Dataset gets its bucket copied in, as it always has (a
+            # Dataset only exists with --datashim; other claims are left alone).
+            drivers=(datashim_mounts.fill,),
         )
         self.kubelet = Kubelet(store, host)
         self.scheduler = Scheduler(store, settings.faults)
@@ -113,8 +119,6 @@ def attach(
     Without ``settings`` the state (pod scratch dirs, PVC data, logs) lives in a temporary
     directory removed at shutdown.
     """
-    from testbed.emulator.kubelet.serving import register
-
     scratch: Path | None = None
     settings = settings or PlaneSettings()
     if settings.state_dir is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hmac
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -20,6 +19,7 @@ from aiohttp import web
 from testbed.emulator.apiserver import discovery, openapi, protobuf, tables, views
 from testbed.emulator.apiserver.routes import Target, parse
 from testbed.emulator.apiserver.streaming import stream_error, stream_events
+from testbed.emulator.machinery.handlers import SubresourceHandler, query_flag
 from testbed.emulator.storage.errors import (
     ApiError,
     bad_request,
@@ -31,19 +31,12 @@ from testbed.emulator.storage.store import Store
 from testbed.emulator.storage.watchers import Event
 
 Obj = dict[str, Any]
-#: A subresource handler: (request, namespace, name) → response.
-SubresourceHandler = Callable[[web.Request, str | None, str], Awaitable[web.StreamResponse]]
 _NOT_FOUND = ApiError(404, "NotFound", "the server could not find the requested resource")
 _HEALTH = frozenset({"/healthz", "/livez", "/readyz"})
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
-
-
-def query_flag(value: str | None) -> bool:
-    """A boolean query parameter, as the API server reads one."""
-    return value in ("1", "true", "True")
 
 
 class Api:

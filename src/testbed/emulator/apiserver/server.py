@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from testbed.emulator.apiserver.api import Api, SubresourceHandler
+from testbed.emulator.apiserver.api import Api
 from testbed.emulator.apiserver.nodes import ClusterShape, node_lease, node_manifest
+from testbed.emulator.machinery.handlers import SubresourceHandler
 from testbed.emulator.storage.store import Store
 
 ShutdownHook = Callable[[], Awaitable[None]]

@@ -32,8 +32,8 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from testbed.core.process_group import die_with_parent, signal_group
-from testbed.emulator.apiserver.api import query_flag
 from testbed.emulator.kubelet.process import exit_code, on_path, under_shim
+from testbed.emulator.machinery.handlers import query_flag
 from testbed.emulator.storage.errors import bad_request
 
 if TYPE_CHECKING:

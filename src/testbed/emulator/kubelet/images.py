@@ -10,8 +10,9 @@ Two kinds of image are *known* and run as local processes:
   (``$TESTBED_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` of this checkout or of the current
   directory), followed by the container's args.
 
-With ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
-``tgi_pattern``) is a third kind: testbed's reference server plays it (``standins.tgi``).
+Handed a ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
+``tgi_pattern``) is a third kind: the stand-in plays it (``standins.tgi``, testbed's
+reference server).
 
 Every other image is *unknown*: the kubelet runs no process for it and moves the container
 through KWOK-like stages instead (see ``kubelet.container``).
@@ -25,13 +26,19 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from testbed.emulator.standins.tgi import stand_in_argv
+from typing import Any, Protocol
 
 VLLM_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 VLLM_PYTHON_ENV = "TESTBED_VLLM_PYTHON"
 _REPO = Path(__file__).resolve().parents[4]  # src/testbed/emulator/kubelet/images.py
+
+
+class StandIn(Protocol):
+    """Plays an image that has no process of its own here: ``(host argv, log note)``."""
+
+    def __call__(
+        self, python: str, image: str, command: Sequence[str], args: Sequence[str]
+    ) -> tuple[list[str], str]: ...
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,9 @@ class ImageRules:
     testbed_pattern: str = r"(^|/)testbed([:@]|$)"
     vllm_pattern: str = r"vllm"
     tgi_pattern: str = r"text-generation-inference|text-gen-server"
-    #: Play TGI/TGIS images with testbed's reference server (else they are unknown).
-    tgi_stand_in: bool = False
+    #: What plays TGI/TGIS images (``standins.tgi``, handed in for ``--tgi-stand-in``);
+    #: None: they are unknown.
+    tgi_stand_in: StandIn | None = None
     #: The vLLM interpreter; None: resolved as the module docstring says.
     vllm_python: Path | None = None
     python: str = field(default=sys.executable)
@@ -53,7 +61,7 @@ class ImageRules:
             return "testbed"
         if re.search(self.vllm_pattern, image):
             return "vllm"
-        if self.tgi_stand_in and re.search(self.tgi_pattern, image):
+        if self.tgi_stand_in is not None and re.search(self.tgi_pattern, image):
             return "tgi"
         return "unknown"
 
@@ -90,8 +98,8 @@ def host_argv(container: Mapping[str, Any], rules: ImageRules) -> tuple[list[str
         return _testbed_argv(command, args, rules), ""
     if kind == "vllm":
         return _vllm_argv(command, args, rules), ""
-    if kind == "tgi":
-        return stand_in_argv(rules.python, image, command, args)
+    if kind == "tgi" and rules.tgi_stand_in is not None:
+        return rules.tgi_stand_in(rules.python, image, command, args)
     return None, ""
 
 

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from testbed.emulator.kubelet.pod import Host, PodRuntime
 from testbed.emulator.kubelet.services import service_env
 from testbed.emulator.machinery import events
-from testbed.emulator.standins import datashim
 from testbed.emulator.storage.errors import ApiError
 from testbed.emulator.storage.watchers import DELETED
 
@@ -33,7 +32,6 @@ _LOOKUP_KEYS = {
     "Secret": "secrets",
     "ConfigMap": "configmaps",
     "PersistentVolumeClaim": "persistentvolumeclaims",
-    "Dataset": datashim.KEY,
 }
 Key = tuple[str, str]
 
@@ -52,12 +50,14 @@ class Kubelet:
         self._group: asyncio.TaskGroup | None = None
 
     @staticmethod
-    def lookup_in(store: Store) -> Any:
-        """A ``Lookup`` over ``store`` for Secrets, ConfigMaps, claims and Datasets."""
+    def lookup_in(store: Store, kinds: Mapping[str, str] | None = None) -> Any:
+        """A ``Lookup`` over ``store`` for Secrets, ConfigMaps and claims, and ``kinds``
+        (kind → store key) a volume driver reads (Datashim's Datasets)."""
+        keys = {**_LOOKUP_KEYS, **(kinds or {})}
 
         def lookup(kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
             try:
-                return store.try_get(_LOOKUP_KEYS[kind], namespace, name)
+                return store.try_get(keys[kind], namespace, name)
             except (ApiError, KeyError):
                 return None
 

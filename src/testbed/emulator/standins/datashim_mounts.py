@@ -18,12 +18,12 @@ from typing import Any
 
 from testbed.core.errors import InfrastructureError, InputError, MissingDependency
 from testbed.emulator.kubelet.environment import Lookup
-from testbed.emulator.standins.datashim import SOURCE
+from testbed.emulator.kubelet.sandbox import MountError
+from testbed.emulator.standins.datashim import KEY, SOURCE
 from testbed.results.s3 import copy_bucket
 
-
-class MountError(Exception):
-    """A bucket could not be copied in; the message is the kubelet's FailedMount note."""
+#: The kinds :func:`fill` looks up besides the kubelet's own (kind → store key).
+LOOKUP_KINDS = {"Dataset": KEY}
 
 
 def bucket_claims(
