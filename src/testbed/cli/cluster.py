@@ -8,8 +8,13 @@ kubeconfig, and serves until SIGINT or SIGTERM (exit 0). docs/emulator.md descri
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from testbed.emulator import TgiStandIn
 
 
 def register(subparsers: Any) -> None:
@@ -171,7 +176,6 @@ def plane_from_args(args: argparse.Namespace) -> Any:
 
     from testbed.core.errors import InputError
     from testbed.emulator import FaultRule, ImageRules, KubeletSettings, PlaneSettings
-    from testbed.emulator.standins.tgi import stand_in_argv
 
     for flag, pattern in (
         ("--testbed-image-pattern", args.testbed_image_pattern),
@@ -195,11 +199,31 @@ def plane_from_args(args: argparse.Namespace) -> Any:
         images=ImageRules(
             testbed_pattern=args.testbed_image_pattern,
             vllm_pattern=args.vllm_image_pattern,
-            vllm_python=args.vllm_python,
-            tgi_stand_in=stand_in_argv if args.tgi_stand_in else None,
+            vllm_python=vllm_lookup(args.vllm_python),
+            tgi_stand_in=tgi_stand_in() if args.tgi_stand_in else None,
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,
+    )
+
+
+def vllm_lookup(explicit: Path | None) -> Callable[[], Path]:
+    """The vLLM adapter's interpreter lookup, for the emulator's kubelet (``--vllm-python``
+    first): one rule for where vLLM lives, whether testbed or the emulator starts it."""
+    from testbed.servers.adapters.vllm import vllm_python
+
+    params = {"python": str(explicit)} if explicit is not None else {}
+    return functools.partial(vllm_python, params, option="--vllm-python")
+
+
+def tgi_stand_in() -> TgiStandIn:
+    """The emulator's TGI/TGIS stand-in, handed the launcher flags testbed's adapters write."""
+    from testbed.emulator import Launcher, TgiStandIn
+    from testbed.servers.adapters import tgi, tgis
+
+    return TgiStandIn(
+        tgi=Launcher(tgi.LAUNCHER_FLAGS, tgi.LAUNCHER_SWITCHES),
+        tgis=Launcher(tgis.LAUNCHER_FLAGS),
     )
 
 

@@ -25,6 +25,7 @@ from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.machinery.faults import FaultRule
 from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
 from testbed.emulator.serve import serve_until_stopped
+from testbed.emulator.standins.tgi import Launcher, TgiStandIn
 from testbed.emulator.storage.errors import ApiError
 from testbed.emulator.storage.objects import clone
 from testbed.emulator.storage.store import Store
@@ -39,8 +40,10 @@ __all__ = [
     "FaultRule",
     "ImageRules",
     "KubeletSettings",
+    "Launcher",
     "PlaneSettings",
     "Store",
+    "TgiStandIn",
     "Watch",
     "attach",
     "clone",
