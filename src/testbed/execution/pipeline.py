@@ -18,6 +18,7 @@ from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
+from testbed.execution.captures import Captures
 from testbed.execution.cluster_probes import check_shippable, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
@@ -199,6 +200,8 @@ async def _phases(
         loaded.campaign.execution.fail_fast,
         asyncio.Event(),
     )
+    captures = Captures(backend, loaded.campaign.execution.capture)
+    runner.captures = captures if captures.active and options.endpoints is None else None
     # a worker given --endpoint is the probe Job of a run whose steps run at its controller
     steps = StepSession.open(loaded, run_dir, backend, observer, skip, options.endpoints is None)
     if "cleanup" not in skip:

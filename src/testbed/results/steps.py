@@ -26,6 +26,10 @@ STEPS_PLAN = "plan.json"
 STDOUT = "stdout.log"
 STDERR = "stderr.log"
 OK = "ok"
+#: Captures around a treatment, in its folder (execution.capture): the Prometheus series,
+#: and notes on every capture (warnings included); state dumps go to state-before/-after.
+PROMETHEUS_FILE = "prometheus.json"
+CAPTURES_FILE = "captures.json"
 #: Outcomes of a step that ended (``--resume`` skips the steps that finished ``ok``).
 FAILED_STATES = ("failed", "timed out", "interrupted", "running")
 
