@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Collection
+import contextlib
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,13 @@ class Backend(abc.ABC):
         with the numbers), and notes on the check itself. Their treatments are skipped."""
         del workers
         return {}, []
+
+    def exclusive(
+        self, wait: bool, say: Callable[[str], None]
+    ) -> AbstractAsyncContextManager[None]:
+        """Held for the whole run: on a shared cluster, its turn (``backend.lease``)."""
+        del wait, say
+        return contextlib.nullcontext()
 
     def step_env(self) -> dict[str, str]:
         """Variables the user's steps get from this backend (a cluster's KUBECONFIG and

@@ -210,3 +210,18 @@ COMMAND_KEY = Annotated[
         r"(/[A-Za-z0-9_-]+)?$"
     ),
 ]
+
+
+class LeaseSettings(Strict):
+    """A coordination.k8s.io Lease that makes runs on a shared cluster take turns."""
+
+    namespace: str = Field(
+        pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+        description="namespace of the Lease (created when missing), shared by every run",
+    )
+    name: str = Field(
+        "testbed", pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$", description="Lease name"
+    )
+    duration_s: int = Field(
+        60, ge=5, le=3600, description="seconds without renewal after which the Lease expires"
+    )

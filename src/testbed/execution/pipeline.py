@@ -23,7 +23,7 @@ from testbed.execution.cluster_probes import check_shippable, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.inputs import check_files
-from testbed.execution.steps import planned_steps
+from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
 from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting, write_summary
@@ -49,6 +49,7 @@ class RunOptions:
     # deployment name -> URL: provision nothing, probe these (``testbed worker --endpoint``)
     endpoints: Mapping[str, str] | None = None
     record_tee: Callable[[dict[str, Any]], None] | None = None  # ``testbed worker --stream``
+    no_wait: bool = False  # a shared cluster's Lease held by another run: exit 3, not wait
 
 
 @dataclass
@@ -65,7 +66,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     plan = expand(loaded)
     check_files(loaded, plan)
     check_shippable(loaded, plan)
-    planned_steps(loaded)  # templates, named commands, toolbox scripts
+    check_steps(loaded)  # templates, named commands, toolbox scripts, keep
     return plan
 
 
@@ -202,6 +203,26 @@ async def _phases(
     )
     captures = Captures(backend, loaded.campaign.execution.capture)
     runner.captures = captures if captures.active and options.endpoints is None else None
+
+    def say(message: str) -> None:
+        observer.phase("lease", message)
+
+    async with backend.exclusive(not options.no_wait, say):
+        return await _held(loaded, run_dir, plan, options, ledger, skip, backend, runner)
+
+
+async def _held(
+    loaded: LoadedCampaign,
+    run_dir: RunDir,
+    plan: Plan,
+    options: RunOptions,
+    ledger: Ledger,
+    skip: set[str],
+    backend: Backend,
+    runner: WorkerSetRunner,
+) -> RunOutcome:
+    """The phases, with the cluster's turn held (a shared cluster's Lease)."""
+    observer = options.observer
     # a worker given --endpoint is the probe Job of a run whose steps run at its controller
     steps = StepSession.open(loaded, run_dir, backend, observer, skip, options.endpoints is None)
     if "cleanup" not in skip:
@@ -314,5 +335,8 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     from testbed.backends.kubernetes import KubernetesBackend
 
     return KubernetesBackend(
-        run_dir.path, loaded.campaign.backend.model_dump(mode="json"), loaded.base_dir
+        run_dir.path,
+        loaded.campaign.backend.model_dump(mode="json"),
+        loaded.base_dir,
+        keep=loaded.campaign.execution.keep,
     )

@@ -36,25 +36,15 @@ class StepSession:
         skip: set[str],
         enabled: bool = True,
     ) -> StepSession:
-        env = backend.step_env()
-        run = {
-            "id": run_dir.run_id,
-            "dir": str(run_dir.path.resolve()),
-            "namespace": env.get("NAMESPACE", ""),
-        }
-        steps = planned_steps(loaded, run) if enabled else []
-        resume = (steps_dir(run_dir.path) / STEPS_PLAN).is_file() and not any(
+        planned = steps_dir(run_dir.path) / STEPS_PLAN
+        steps, runner = make_runner(loaded, run_dir, backend, observer, resume=planned.is_file())
+        if not enabled:
+            steps = []
+        # after a final cleanup (it undid prepare) nothing earlier can be trusted: all again
+        runner.resume = runner.resume and not any(
             read_step(steps_dir(run_dir.path) / s.dirname)
             for s in steps
             if s.stage == "final_cleanup"
-        )
-        runner = StepRunner(
-            run_dir.path,
-            loaded.base_dir,
-            observer,
-            env={**env, "TESTBED_RUN_ID": run_dir.run_id, "TESTBED_RUN_DIR": run["dir"]},
-            capture=backend.capture_state,
-            resume=resume,
         )
         if steps:
             runner.write_plan(steps, skip)
@@ -67,3 +57,25 @@ class StepSession:
     @property
     def failure(self) -> str:
         return self.runner.failure
+
+
+def make_runner(
+    loaded: LoadedCampaign, run_dir: RunDir, backend: Backend, observer: Observer, resume: bool
+) -> tuple[list[PlannedStep], StepRunner]:
+    """The run's steps rendered with its own values, and a runner with the children's
+    environment (the run's, the backend's)."""
+    env = backend.step_env()
+    run = {
+        "id": run_dir.run_id,
+        "dir": str(run_dir.path.resolve()),
+        "namespace": env.get("NAMESPACE", ""),
+    }
+    runner = StepRunner(
+        run_dir.path,
+        loaded.base_dir,
+        observer,
+        env={**env, "TESTBED_RUN_ID": run_dir.run_id, "TESTBED_RUN_DIR": run["dir"]},
+        capture=backend.capture_state,
+        resume=resume,
+    )
+    return planned_steps(loaded, run), runner
