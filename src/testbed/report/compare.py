@@ -38,13 +38,13 @@ from typing import Any
 
 from testbed.core.errors import InputError
 from testbed.core.ids import short_hash
-from testbed.report.run_summary import campaign_results, read_summary, run_document
+from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
 from testbed.results import stats
 from testbed.results.files import read_records
 from testbed.results.index import Point, ResultsIndex, resolve_url
 from testbed.results.machine import IDENTITY
-from testbed.results.rundir import RECORDS, RunDir
+from testbed.results.rundir import RECORDS, RunDir, read_summary
 from testbed.results.summaries import NEUTRAL, Samples, direction
 from testbed.results.verdict import Status
 
