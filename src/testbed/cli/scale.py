@@ -144,13 +144,11 @@ def _connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="kubeconfig context")
 
 
-def _dynamic(args: argparse.Namespace) -> Any:
-    from testbed.clients.kube.connection import ConnectionSpec, connect
-    from testbed.clients.kube.dynamic import Dynamic
+def _kube(args: argparse.Namespace) -> Any:
+    from testbed.clients.kube.connection import ConnectionSpec
     from testbed.clients.kube.rest import Kube
 
-    spec = ConnectionSpec(context=args.context, kubeconfig=args.kubeconfig)
-    return Dynamic(Kube(connect(spec)))
+    return Kube.connect(ConnectionSpec(context=args.context, kubeconfig=args.kubeconfig))
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -188,9 +186,9 @@ def handle_submit(args: argparse.Namespace) -> int:
     out = Path(args.output_dir)
     template = template_for(config, Path.cwd())
     header, existing = open_header(out, config, template, args.namespace, args.prefix)
-    dynamic = _dynamic(args)
-    dynamic.ensure_namespace(args.namespace, labels(header))
-    submitter = Submitter(dynamic, out, config, template, header, progress=print)
+    kube = _kube(args)
+    kube.ensure_namespace(args.namespace, labels(header))
+    submitter = Submitter(kube, out, config, template, header, progress=print)
     submitter.check()
     done = {i for i, s in existing.workloads.items() if s.status != "error"}
     outcome = submitter.run(done)
@@ -222,7 +220,7 @@ def handle_sample(args: argparse.Namespace) -> int:
     timer.daemon = True  # a Ctrl-C must not wait for it
     if args.timeout:
         timer.start()
-    sampler = Sampler(_dynamic(args), out, header)
+    sampler = Sampler(_kube(args), out, header)
     try:
         stats = sampler.run(args.follow, stop)
     finally:
@@ -289,7 +287,7 @@ def handle_plot(args: argparse.Namespace) -> int:
 def handle_nodes(args: argparse.Namespace) -> int:
     from testbed.probes.scale.nodes import create_nodes, delete_nodes
 
-    kube = _dynamic(args).kube
+    kube = _kube(args)
     if args.delete:
         print(f"{delete_nodes(kube)} node(s) deleted")
         return 0
@@ -306,7 +304,7 @@ def handle_clean(args: argparse.Namespace) -> int:
     from testbed.probes.scale import submitted
     from testbed.probes.scale.submit import delete_all
 
-    gone, failed = delete_all(_dynamic(args), submitted.load(Path(args.output_dir)))
+    gone, failed = delete_all(_kube(args), submitted.load(Path(args.output_dir)))
     print(f"{gone} object(s) deleted")
     for line in failed:
         print(f"could not delete {line}")

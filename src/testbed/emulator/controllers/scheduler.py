@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InputError
+from testbed.core.kube.fit import HOSTNAME, NodeFacts, PodFacts
 from testbed.emulator.controllers import events
 from testbed.emulator.controllers.capacity import CapacityIndex
-from testbed.emulator.controllers.fit import HOSTNAME, NodeFacts, PodFacts
 from testbed.emulator.errors import ApiError
 from testbed.emulator.kubelet.faults import FaultRule, fault_of
 from testbed.emulator.meta import now

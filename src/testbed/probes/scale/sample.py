@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.clients.kube.dynamic import Dynamic
-from testbed.clients.kube.rest import KindInfo
+from testbed.clients.kube.rest import KindInfo, Kube
 from testbed.clients.kube.watch import Failed, Seen, Synced, Watcher
 from testbed.core.errors import InputError
 from testbed.probes.scale import sampled
@@ -52,8 +51,8 @@ class Stats:
 class Sampler:
     """Samples the objects of the run ``header`` describes into ``out_dir``."""
 
-    def __init__(self, dynamic: Dynamic, out_dir: Path, header: Header) -> None:
-        self.dynamic, self.out_dir, self.header = dynamic, out_dir, header
+    def __init__(self, kube: Kube, out_dir: Path, header: Header) -> None:
+        self.kube, self.out_dir, self.header = kube, out_dir, header
         self.facts = Facts()
         self._saver = sampled.Saver(out_dir, self.facts)
         self.queue: queue.SimpleQueue[Seen | Failed | Synced] = queue.SimpleQueue()
@@ -66,15 +65,14 @@ class Sampler:
         ]
         for api_version, kind in dict.fromkeys(map(tuple, self.header.kinds)):
             if kind != "Pod":
-                specs.append((kind, self.dynamic.info(api_version, kind), chosen))
+                specs.append((kind, self.kube.info(api_version, kind), chosen))
         return [
-            Watcher(self.dynamic.kube, info, namespace, sel, self.queue, tag)
-            for tag, info, sel in specs
+            Watcher(self.kube, info, namespace, sel, self.queue, tag) for tag, info, sel in specs
         ]
 
     def _events_info(self) -> KindInfo:
         try:
-            return self.dynamic.info("events.k8s.io/v1", "Event")
+            return self.kube.info("events.k8s.io/v1", "Event")
         except InputError:  # an old or minimal API: the core events carry the same facts
             return KindInfo("v1", "events")
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.clients.kube.dynamic import Dynamic
+from testbed.clients.kube.rest import Kube
 from testbed.clients.kube.watch import now_ms
 from testbed.config.scale import ScaleProbe
 from testbed.core.errors import InputError, TestbedError
@@ -137,7 +137,7 @@ class Submitter:
 
     def __init__(
         self,
-        dynamic: Dynamic,
+        kube: Kube,
         out_dir: Path,
         config: ScaleProbe,
         template: Template,
@@ -145,7 +145,7 @@ class Submitter:
         stop: threading.Event | None = None,
         progress: Callable[[str], None] = lambda _m: None,
     ) -> None:
-        self.dynamic, self.out_dir, self.config = dynamic, out_dir, config
+        self.kube, self.out_dir, self.config = kube, out_dir, config
         self.template, self.header = template, header
         self.stop = stop or threading.Event()
         self.progress = progress
@@ -156,7 +156,7 @@ class Submitter:
         """Render workload 0 and discover its kinds: a bad template fails before anything
         is created (exit 2, naming the template and the fix)."""
         for obj in self.template.render(values(self.config, self.header, 0)):
-            self.dynamic.info(obj["apiVersion"], obj["kind"])
+            self.kube.info(obj["apiVersion"], obj["kind"])
 
     def run(self, done: set[int]) -> Outcome:
         outcome = Outcome(self.header, skipped=len(done))
@@ -216,7 +216,7 @@ class Submitter:
         status, error = "created", None
         try:
             for obj in objects:
-                _, existed = self.dynamic.create(obj, self.header.namespace)
+                _, existed = self.kube.create_once(obj, self.header.namespace)
                 if obj is main and existed:
                     status = "existed"
         except TestbedError as exc:  # the API refused it: recorded, shown, not retried
@@ -270,14 +270,14 @@ def selector(header: records.Header) -> str:
     return f"{RUN_LABEL}={header.run}"
 
 
-def delete_all(dynamic: Dynamic, sub: records.Submitted) -> tuple[int, list[str]]:
+def delete_all(kube: Kube, sub: records.Submitted) -> tuple[int, list[str]]:
     """Delete every object the submissions name (dependents in the background); how many
     went, and what could not be deleted and why (shown, never swallowed)."""
     gone, failed = 0, []
     for workload in sub.ordered():
         for ref in reversed(workload.objects):
             try:
-                gone += dynamic.delete(ref.api_version, ref.kind, ref.name, workload.namespace)
+                gone += kube.delete(ref.kind, ref.name, workload.namespace, ref.api_version)
             except TestbedError as exc:
                 failed.append(f"{ref.kind}/{ref.name}: {exc}")
     return gone, failed
