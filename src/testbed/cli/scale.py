@@ -180,18 +180,15 @@ def _config(args: argparse.Namespace) -> Any:
 def handle_submit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from testbed.probes.scale.submit import Submitter, labels, open_header, template_for
+    from testbed.probes.scale.submit import Submitter, template_for
 
     config = _config(args)
     out = Path(args.output_dir)
     template = template_for(config, Path.cwd())
-    header, existing = open_header(out, config, template, args.namespace, args.prefix)
-    kube = _kube(args)
-    kube.ensure_namespace(args.namespace, labels(header))
-    submitter = Submitter(kube, out, config, template, header, progress=print)
-    submitter.check()
-    done = {i for i, s in existing.workloads.items() if s.status != "error"}
-    outcome = submitter.run(done)
+    submitter = Submitter.open(
+        _kube(args), out, config, template, args.namespace, args.prefix, progress=print
+    )
+    outcome = submitter.run()
     print(
         f"{outcome.created} created, {outcome.existed} existed, {outcome.errors} error(s),"
         f" {outcome.skipped} recorded before; {outcome.rate:.1f} workloads/s"
@@ -258,7 +255,7 @@ def handle_plot(args: argparse.Namespace) -> int:
     from testbed.config.scale import StageThreshold
     from testbed.core.errors import InputError
     from testbed.probes.scale.analysis import analyze, lines
-    from testbed.results.verdict import Status
+    from testbed.results.verdict import exit_code
 
     try:
         thresholds = [StageThreshold.model_validate(t) for t in args.threshold]
@@ -281,7 +278,7 @@ def handle_plot(args: argparse.Namespace) -> int:
         return 0
     assert result.verdict is not None
     print(f"{result.verdict.status.value}: {result.verdict.reason}")
-    return 1 if result.verdict.status == Status.FAIL else 0
+    return exit_code(result.verdict.status)
 
 
 def handle_nodes(args: argparse.Namespace) -> int:
@@ -303,9 +300,10 @@ def handle_clean(args: argparse.Namespace) -> int:
 
     from testbed.probes.scale import submitted
     from testbed.probes.scale.submit import delete_all
+    from testbed.results.verdict import Status, exit_code
 
     gone, failed = delete_all(_kube(args), submitted.load(Path(args.output_dir)))
     print(f"{gone} object(s) deleted")
     for line in failed:
         print(f"could not delete {line}")
-    return 3 if failed else 0
+    return exit_code(Status.ERROR if failed else Status.PASS)

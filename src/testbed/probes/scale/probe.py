@@ -29,8 +29,6 @@ from testbed.probes.scale.submit import (
     Outcome,
     Submitter,
     delete_all,
-    labels,
-    open_header,
     template_for,
 )
 
@@ -63,19 +61,25 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     template = template_for(config, ctx.base_dir)
     prefix = f"tb-{short_hash(str(ctx.out_dir.resolve()), 8)}"
     stop_submit, stop_sample, submitting = threading.Event(), threading.Event(), threading.Event()
-    header, existing = open_header(ctx.out_dir, config, template, namespace, prefix)
-    made_namespace = await asyncio.to_thread(kube.ensure_namespace, namespace, labels(header))
-    submitter = Submitter(kube, ctx.out_dir, config, template, header, stop_submit, ctx.progress)
-    await asyncio.to_thread(submitter.check)
-    sampler = Sampler(kube, ctx.out_dir, header)
+    submitter = await asyncio.to_thread(
+        Submitter.open,
+        kube,
+        ctx.out_dir,
+        config,
+        template,
+        namespace,
+        prefix,
+        stop_submit,
+        ctx.progress,
+    )
+    sampler = Sampler(kube, ctx.out_dir, submitter.header)
     submitting.set()
     sampling = asyncio.ensure_future(
         asyncio.to_thread(
             sampler.run, True, stop_sample, finished(ctx.out_dir, config.wait_for, submitting)
         )
     )
-    done = {i for i, s in existing.workloads.items() if s.status != "error"}
-    submitting_task = asyncio.ensure_future(asyncio.to_thread(submitter.run, done))
+    submitting_task = asyncio.ensure_future(asyncio.to_thread(submitter.run))
     finished_ok = False
     try:
         outcome = await asyncio.shield(submitting_task)
@@ -99,7 +103,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             _, failed = await asyncio.to_thread(delete_all, kube, submitted.load(ctx.out_dir))
             for line in failed[:20]:
                 ctx.progress(f"cleanup: could not delete {line}")
-            if made_namespace:  # ours alone: nothing else lives in it
+            if submitter.made_namespace:  # ours alone: nothing else lives in it
                 await asyncio.to_thread(kube.delete, "Namespace", namespace)
         if not finished_ok:  # interrupted or failed: the table of what was seen is still kept
             with contextlib.suppress(TestbedError, OSError):

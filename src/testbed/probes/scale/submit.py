@@ -151,6 +151,32 @@ class Submitter:
         self.progress = progress
         self._lock = threading.Lock()
         self._file: Any = None  # submitted.json, open while run() runs
+        #: Workloads an earlier submitter of this directory recorded (see :meth:`open`).
+        self.done: set[int] = set()
+        self.made_namespace = False
+
+    @classmethod
+    def open(
+        cls,
+        kube: Kube,
+        out_dir: Path,
+        config: ScaleProbe,
+        template: Template,
+        namespace: str,
+        prefix: str | None,
+        stop: threading.Event | None = None,
+        progress: Callable[[str], None] = lambda _m: None,
+    ) -> Submitter:
+        """The one way a scale test starts (``testbed scale submit`` and the campaign probe):
+        the directory's header (resumed when it has one), the namespace, the template
+        checked against the cluster, and what an earlier submitter already recorded."""
+        header, existing = open_header(out_dir, config, template, namespace, prefix)
+        made = kube.ensure_namespace(namespace, labels(header))
+        submitter = cls(kube, out_dir, config, template, header, stop, progress)
+        submitter.made_namespace = made
+        submitter.check()
+        submitter.done = {i for i, s in existing.workloads.items() if s.status != "error"}
+        return submitter
 
     def check(self) -> None:
         """Render workload 0 and discover its kinds: a bad template fails before anything
@@ -158,7 +184,9 @@ class Submitter:
         for obj in self.template.render(values(self.config, self.header, 0)):
             self.kube.info(obj["apiVersion"], obj["kind"])
 
-    def run(self, done: set[int]) -> Outcome:
+    def run(self, done: set[int] | None = None) -> Outcome:
+        """Submit every workload not in ``done`` (default: what :meth:`open` found)."""
+        done = self.done if done is None else done
         outcome = Outcome(self.header, skipped=len(done))
         todo = [i for i in range(self.config.workloads) if i not in done]
         started = time.perf_counter()
