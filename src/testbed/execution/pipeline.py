@@ -71,10 +71,11 @@ def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) ->
     directory exists (InputError, exit 2). Reads files and variables; sends nothing."""
     if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
         from testbed.backends.kubernetes.weights import run_secrets
-        from testbed.clients.kube.connection import ConnectionSpec, connect
+        from testbed.clients.kube.connection import ConnectionSpec
+        from testbed.clients.kube.rest import Kube
         from testbed.core.secrets import resolve
 
-        connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
+        Kube.connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
         deployments = [w.config for w in plan.workers.values() if w.server != "external"]
         run_secrets(deployments, loaded.campaign.backend.model_dump(mode="json"), resolve)
 
