@@ -122,6 +122,23 @@ def section(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+#: Fields of the load section the capacity check may name, and their flags.
+_FIELD_FLAGS = {
+    **{key: flag for flag, key in _FLAT.items()},
+    "sweep.max_concurrency": "sweep_max_concurrency",
+    "sweep.rates": "sweep_rates",
+    "ramp.end_rate": "ramp_end",
+    "dataset.input_tokens": "input_tokens",
+    "dataset.prefix_groups": "prefix_groups",
+}
+
+
+def flag_of(field: str) -> str:
+    """The flag that sets a dotted field of the ``load:`` section (for messages)."""
+    flag = _FIELD_FLAGS.get(field)
+    return "--" + flag.replace("_", "-") if flag else f"load.{field}"
+
+
 def handle(args: argparse.Namespace) -> int:
     import json
     import sys
@@ -135,6 +152,7 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.core.errors import InputError
     from testbed.probes.base import ProbeContext
     from testbed.probes.load import run
+    from testbed.probes.load.capacity import Limits, excess
     from testbed.probes.load.loops import run_fast
     from testbed.results.files import RecordWriter, write_json
     from testbed.results.verdict import exit_code
@@ -144,6 +162,9 @@ def handle(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise InputError(f"bad load options: {problems}") from exc
+    found = excess(config, Limits.here())
+    if found is not None:
+        raise InputError(f"{flag_of(found.field)}: {found.message}")
     out = Path(args.out or f"runs/load-{run_stamp()}")
     endpoint = Endpoint(
         base_url=args.url.rstrip("/"),

@@ -14,6 +14,8 @@ their own to feed scripted bytes (STYLE.md habit 9).
 from __future__ import annotations
 
 import asyncio
+import errno
+import resource
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -56,6 +58,10 @@ class BodySink(Protocol):
     def on_end(self, t_ns: int) -> None: ...
 
 
+def _open_files_limit() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Connector:
     """The real connector: a TCP connection to ``host:port`` (asyncio turns Nagle off),
     wrapped in TLS when ``tls`` is given."""
@@ -75,6 +81,12 @@ def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Co
                 " with tls.verify: false (--insecure)"
             ) from exc
         except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # ours, not the server's
+                raise HttpClientError(
+                    f"cannot connect to {host}:{port}: this process has no file descriptor"
+                    f" left ({exc.strerror}; ulimit -n is {_open_files_limit()}) — fewer"
+                    " requests in flight, or more load processes"
+                ) from exc
             raise HttpClientError(
                 f"cannot connect to {host}:{port}: {exc.strerror or exc};"
                 " is the server running and the URL right?"

@@ -21,7 +21,7 @@ Dtype = Literal["float32", "float16", "bfloat16", "auto"]
 class Strict(BaseModel):
     """Base of every campaign model: unknown fields are errors, not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 MIG_PROFILE = re.compile(r"^mig_(\d+)g_(\d+)gb$")
@@ -57,7 +57,9 @@ class Resources(Strict):
     )
     gpu_memory_gb: float = Field(80.0, gt=0, description="memory of one GPU, GiB")
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_default=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     @field_validator("gpu")
     @classmethod
