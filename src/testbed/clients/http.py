@@ -24,14 +24,14 @@ from urllib.parse import urlsplit
 from testbed.clients.endpoint import Endpoint, Tls
 from testbed.clients.tls import ssl_context
 from testbed.core.clock import monotonic_ns
-from testbed.core.errors import InfrastructureError, InputError
+from testbed.core.errors import InfrastructureError
 from testbed.core.secrets import resolve
+from testbed.core.urls import DEFAULT_PORTS, check_base_url
 
 Connector = Callable[
     [Callable[[], asyncio.Protocol]], Awaitable[tuple[asyncio.BaseTransport, asyncio.Protocol]]
 ]
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: How long :meth:`ConnectionPool.aclose` waits for connections to end (TLS shutdown).
 _CLOSE_WAIT_S = 2.0
 
@@ -281,13 +281,10 @@ class ConnectionPool:
         max_connections: int = 1024,
         tls: Tls | None = None,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-            raise InputError(
-                f"unsupported URL {base_url!r}: give http://host:port or https://host:port"
-            )
+        parts = urlsplit(check_base_url(base_url))  # InputError if it is none
+        assert parts.hostname is not None
         self.base_path = parts.path.rstrip("/")
-        default = _DEFAULT_PORTS[parts.scheme]
+        default = DEFAULT_PORTS[parts.scheme]
         port = parts.port or default
         host_header = parts.hostname if port == default else f"{parts.hostname}:{port}"
         context = ssl_context(tls or Tls()) if parts.scheme == "https" else None

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from testbed.config.sim import SimParams
+from testbed.core.urls import url_problem
 
 Dtype = Literal["float32", "float16", "bfloat16", "auto"]
 
@@ -329,6 +330,9 @@ class ExternalDeployment(_Deployment):
 
     def problems(self) -> list[str]:
         found = super().problems()
+        problem = url_problem(self.url)
+        if problem:
+            found.append(f"url {self.url!r}: {problem} — give http://host:port")
         if self.protocol == "tgis" and self.grpc is None:
             found.append("protocol tgis speaks gRPC — add grpc: HOST:PORT (TGIS listens on 8033)")
         if self.tls != Tls() and not self.url.startswith("https://"):

@@ -45,6 +45,24 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
                 load_case_files([loaded.base_dir / path for path in config["cases"]])
 
 
+def check_api_keys(loaded: LoadedCampaign) -> None:
+    """An external deployment's ``api_key: ${env:NAME}`` must be set before a run starts
+    (CampaignError at its line), not found unset by the first request."""
+    import os
+
+    from testbed.core.secrets import names
+
+    for i, deployment in enumerate(loaded.campaign.deployments):
+        key = getattr(deployment, "api_key", None)
+        unset = [name for name in names(key or "") if name not in os.environ]
+        if unset:
+            at: DocPath = ("deployments", i, "api_key")
+            raise CampaignError(
+                f"{_where(loaded, at)}: deployments[{i}].api_key: environment variable"
+                f" {unset[0]} is not set — export {unset[0]}=… before running"
+            )
+
+
 def check_load_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
     """Each load section (matrix levels included) must fit this machine's open files and
     memory, when its load generator runs here (CampaignError at the field's line)."""
