@@ -39,8 +39,22 @@ class RunDir:
     @classmethod
     def create(cls, parent: Path, campaign: str, explicit: Path | None = None) -> RunDir:
         """A new run directory: ``explicit`` if given (must be empty), else a fresh one."""
+        try:
+            return cls._create(parent, campaign, explicit)
+        except OSError as exc:  # a file in the way, no permission, a read-only disk
+            where = explicit if explicit is not None else parent
+            raise InputError(
+                f"cannot create the run directory {where}: {exc.strerror or exc}"
+                f"{f' ({exc.filename})' if exc.filename else ''} — choose another"
+                f" {'--out' if explicit is not None else 'results.dir'}"
+            ) from None
+
+    @classmethod
+    def _create(cls, parent: Path, campaign: str, explicit: Path | None) -> RunDir:
         if explicit is not None:
-            if explicit.exists() and any(explicit.iterdir()):
+            if explicit.exists() and not explicit.is_dir():
+                raise InputError(f"--out {explicit} is a file, not a directory — choose another")
+            if explicit.is_dir() and any(explicit.iterdir()):
                 raise InputError(
                     f"{explicit} is not empty — use --resume {explicit} to continue that run,"
                     " or choose another --out"
