@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from testbed.config.sim import SimParams
+from testbed.config.stacks import StackDeployment
 
 Dtype = Literal["float32", "float16", "bfloat16", "auto"]
 
@@ -342,8 +343,9 @@ Deployment = Annotated[
     | VllmDeployment
     | TgiDeployment
     | TgisDeployment
-    | ExternalDeployment,
+    | ExternalDeployment
+    | StackDeployment,
     Field(discriminator="server"),
 ]
 
-SERVER_KINDS = ("sim", "hf", "vllm", "tgi", "tgis", "external")
+SERVER_KINDS = ("sim", "hf", "vllm", "tgi", "tgis", "external", "manifests")

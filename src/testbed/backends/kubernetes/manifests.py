@@ -28,6 +28,8 @@ DATASET_API = "datashim.io/v1alpha1"
 DATASHIM_LABEL = "monitor-pods-datasets"
 GPU = "nvidia.com/gpu"
 PROBE_PERIOD_S = 1  # the kubelet probes this often until ready (s)
+#: Server kinds that are no pod of testbed's: a URL, or a stack (backends.kubernetes.stack).
+NOT_PODS = ("external", "manifests")
 
 
 def quantity(value: float, unit: str = "") -> str:
@@ -217,7 +219,7 @@ def run_objects(
     reveal: Callable[[str], str],
 ) -> list[dict[str, Any]]:
     """Every object of a run, in creation order: namespace, Secrets, Datasets, workers."""
-    deployments = [d for d in workers.values() if d.get("server") != "external"]
+    deployments = [d for d in workers.values() if d.get("server") not in NOT_PODS]
     objects: list[dict[str, Any]] = []
     if own_namespace:
         objects.append(namespace(ns, run_id, bool(backend.get("datashim"))))
@@ -226,6 +228,6 @@ def run_objects(
     s3_secret = next((name for name, _ in secrets if name == "testbed-s3"), "testbed-s3")
     objects += [dataset(spec, ns, run_id, s3_secret) for spec in datasets(deployments, backend)]
     for worker_id, deployment in workers.items():
-        if deployment.get("server") != "external":
+        if deployment.get("server") not in NOT_PODS:
             objects += worker(run_id, worker_id, deployment, backend, ns)
     return objects
