@@ -28,6 +28,7 @@ from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.kubelet.kubelet import Kubelet
 from testbed.emulator.kubelet.logs import LogBook
 from testbed.emulator.kubelet.pod import Host
+from testbed.emulator.standins import kserve
 
 if TYPE_CHECKING:
     from testbed.emulator.server import Emulator
@@ -51,6 +52,8 @@ class PlaneSettings:
     faults: tuple[FaultRule, ...] = ()
     #: Serve Datashim's Dataset kind and act as its operator and webhook (``--datashim``).
     datashim: bool = False
+    #: Serve KServe's InferenceService kind and play its controller (``--kserve-stand-in``).
+    kserve_stand_in: bool = False
 
 
 class ControlPlane:
@@ -81,6 +84,8 @@ class ControlPlane:
         )
         if settings.datashim:
             self.controllers += (datashim.install(store),)
+        if settings.kserve_stand_in:
+            self.controllers += (kserve.install(store),)
 
     @property
     def logbook(self) -> LogBook:
