@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from testbed import __version__
-from testbed.emulator import meta as _meta
-from testbed.emulator.controllers.loop import ControllerLoop, itself, owned_by
+from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by
+from testbed.emulator.storage import meta as _meta
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 GROUP = "serving.kserve.io"
 KEY = f"inferenceservices.{GROUP}"
