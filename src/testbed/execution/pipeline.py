@@ -80,7 +80,9 @@ def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) ->
         from testbed.core.secrets import resolve
 
         Kube.connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
-        deployments = [w.config for w in plan.workers.values() if w.server != "external"]
+        deployments = [
+            w.config for w in plan.workers.values() if w.server not in ("external", "manifests")
+        ]
         run_secrets(deployments, loaded.campaign.backend.model_dump(mode="json"), resolve)
 
 
