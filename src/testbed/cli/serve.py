@@ -31,6 +31,8 @@ SIM_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--itl-jitter-ms", "jitter.itl_scale_ms", float, "ITL jitter scale (ms)"),
     ("--max-concurrency", "max_concurrency", int, "requests served at once"),
     ("--max-waiting", "max_waiting", int, "requests queued beyond that (then 503)"),
+    ("--kv-cache-tokens", "kv_cache_tokens", int, "KV-cache capacity (tokens)"),
+    ("--block-size", "block_size", int, "tokens per KV-cache block"),
     ("--output-tokens", "default_output_tokens", int, "tokens when a request sets no max"),
     ("--eos-rate", "eos_rate", float, "fraction of prompts that stop early (no ignore_eos)"),
     ("--seed", "seed", int, "seed of text, jitter and faults"),
