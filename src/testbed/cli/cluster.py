@@ -95,6 +95,19 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
         " protocols (a rehearsal: the latency is the reference server's)",
     )
     plane.add_argument(
+        "--gateway-stand-in",
+        action="store_true",
+        help="play a Gateway API + inference extension implementation: program Gateways of"
+        " class controller testbed.io/gateway-stand-in, route HTTPRoutes to InferencePools"
+        " and pick endpoints with the stack's EPP configuration; implies --vllm-stand-in",
+    )
+    plane.add_argument(
+        "--vllm-stand-in",
+        action="store_true",
+        help="play vLLM images (vLLM's and llm-d's) with testbed's simulator, translating"
+        " their flags (prefix caching, block size, KV blocks, max sequences)",
+    )
+    plane.add_argument(
         "--crash-backoff",
         type=float,
         default=10.0,
@@ -199,9 +212,11 @@ def plane_from_args(args: argparse.Namespace) -> Any:
             vllm_pattern=args.vllm_image_pattern,
             vllm_python=args.vllm_python,
             tgi_stand_in=args.tgi_stand_in,
+            sim_stand_in=args.vllm_stand_in or args.gateway_stand_in,
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,
+        gateway_stand_in=args.gateway_stand_in,
     )
 
 

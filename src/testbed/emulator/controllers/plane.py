@@ -51,6 +51,9 @@ class PlaneSettings:
     faults: tuple[FaultRule, ...] = ()
     #: Serve Datashim's Dataset kind and act as its operator and webhook (``--datashim``).
     datashim: bool = False
+    #: Program Gateways of the class testbed owns and route to InferencePools with the EPP
+    #: configuration the stack gives (``--gateway-stand-in``, ``standins.gateway``).
+    gateway_stand_in: bool = False
 
 
 class ControlPlane:
@@ -81,6 +84,14 @@ class ControlPlane:
         )
         if settings.datashim:
             self.controllers += (datashim.install(store),)
+        if settings.gateway_stand_in:
+            from testbed.emulator.standins.gateway import GatewayStandIn
+
+            self.controllers += (GatewayStandIn(store, self._host_ports),)
+
+    def _host_ports(self, namespace: str, name: str) -> dict[int, int]:
+        runtime = self.kubelet.runtime(namespace, name)
+        return runtime.ports if runtime is not None else {}
 
     @property
     def logbook(self) -> LogBook:

@@ -12,6 +12,9 @@ Two kinds of image are *known* and run as local processes:
 
 With ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
 ``tgi_pattern``) is a third kind: testbed's reference server plays it (``kubelet.stand_in``).
+With ``sim_stand_in`` (``--gateway-stand-in``, ``--vllm-stand-in``), a vLLM image (name
+matching ``sim_pattern``: vLLM's and llm-d's) is played by testbed's simulator instead
+(``kubelet.sim_stand_in``).
 
 Every other image is *unknown*: the kubelet runs no process for it and moves the container
 through KWOK-like stages instead (see ``kubelet.container``).
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from testbed.emulator.kubelet.sim_stand_in import SimStandInError, sim_argv
 from testbed.emulator.kubelet.stand_in import stand_in_argv
 
 VLLM_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
@@ -43,14 +47,20 @@ class ImageRules:
     tgi_pattern: str = r"text-generation-inference|text-gen-server"
     #: Play TGI/TGIS images with testbed's reference server (else they are unknown).
     tgi_stand_in: bool = False
+    #: vLLM images played by the simulator with ``sim_stand_in`` (vLLM's and llm-d's).
+    sim_pattern: str = r"vllm|(^|/)llm-d(-cuda|-cpu|-xpu|-rocm|-aws|-gke)?([:@]|$)"
+    #: Play vLLM images with testbed's simulator (else they run the vLLM venv).
+    sim_stand_in: bool = False
     #: The vLLM interpreter; None: resolved as the module docstring says.
     vllm_python: Path | None = None
     python: str = field(default=sys.executable)
 
     def kind(self, image: str) -> str:
-        """``testbed``, ``vllm``, ``tgi`` (played by the stand-in) or ``unknown``."""
+        """``testbed``, ``sim`` or ``tgi`` (played by a stand-in), ``vllm`` or ``unknown``."""
         if re.search(self.testbed_pattern, image):
             return "testbed"
+        if self.sim_stand_in and re.search(self.sim_pattern, image):
+            return "sim"
         if re.search(self.vllm_pattern, image):
             return "vllm"
         if self.tgi_stand_in and re.search(self.tgi_pattern, image):
@@ -92,6 +102,11 @@ def host_argv(container: Mapping[str, Any], rules: ImageRules) -> tuple[list[str
         return _vllm_argv(command, args, rules), ""
     if kind == "tgi":
         return stand_in_argv(rules.python, image, command, args)
+    if kind == "sim":
+        try:
+            return sim_argv(rules.python, container)
+        except (SimStandInError, ValueError) as exc:
+            raise NotRunnable(f"{image} played by the simulator: {exc}") from None
     return None, ""
 
 

@@ -34,13 +34,13 @@ _TGIS = {
 _SWITCHES = frozenset({"--trust-remote-code", "--disable-custom-kernels", "--json-output"})
 
 
-def _pairs(words: Sequence[str]) -> list[tuple[str, str]]:
+def flag_pairs(words: Sequence[str], switches: frozenset[str] = _SWITCHES) -> list[tuple[str, str]]:
     """``--flag value`` / ``--flag=value`` / ``--switch`` as (flag, value) pairs."""
     pairs, i = [], 0
     while i < len(words):
         name, has_value, value = words[i].partition("=")
         i += 1
-        takes_next = not has_value and name not in _SWITCHES and i < len(words)
+        takes_next = not has_value and name not in switches and i < len(words)
         if takes_next and not words[i].startswith("--"):
             value, i = words[i], i + 1
         pairs.append((name, value))
@@ -53,7 +53,7 @@ def stand_in_argv(
     """``(argv of testbed serve hf, the note for the container's log)`` for a TGI or TGIS
     container, from its launcher command line."""
     words = [*command[1:], *args] if command else [*args]
-    pairs = _pairs(words)
+    pairs = flag_pairs(words)
     tgis = any(name in ("--model-name", "--grpc-port") for name, _ in pairs)
     table = _TGIS if tgis else _TGI
     argv = [python, "-m", "testbed", "serve", "hf", "--protocols", "tgis" if tgis else "tgi,openai"]
