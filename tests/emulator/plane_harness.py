@@ -20,10 +20,10 @@ from typing import Any
 from kubernetes import client, config
 
 from testbed.emulator import ClusterShape, Emulator
-from testbed.emulator.controllers.plane import ControlPlane, PlaneSettings, attach
 from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.kubelet.faults import FaultRule
 from testbed.emulator.kubelet.images import ImageRules
+from testbed.emulator.machinery.faults import FaultRule
+from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
 
 
 @dataclass

@@ -20,8 +20,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from kubernetes import client, utils
 from tests.emulator.plane_harness import Harness, running_plane, wait_for
 
-from testbed.emulator import ClusterShape
-from testbed.emulator.kubelet.images import ImageRules
+from testbed.emulator import ClusterShape, ImageRules, vllm_sim_stand_in
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 
@@ -118,7 +117,7 @@ def test_gateway_routes_through_the_pool_with_the_epp_configuration(tmp_path: Pa
     with running_plane(
         tmp_path,
         shape=ClusterShape(nodes=1, gpus_per_node=4),
-        images=ImageRules(sim_stand_in=True),
+        images=ImageRules(sim_stand_in=vllm_sim_stand_in),
         gateway_stand_in=True,
     ) as h:
         h.core.create_namespace({"metadata": {"name": NS}})
@@ -141,6 +140,7 @@ def test_gateway_routes_through_the_pool_with_the_epp_configuration(tmp_path: Pa
         log = h.core.read_namespaced_pod_log(pods[0], NS)
         assert "played by testbed's simulator" in log
         assert "kv_cache_tokens=4096" in log  # 256 blocks x 16
+        assert "ignored" not in log.splitlines()[0]
 
         group_a = " ".join(f"a{i}" for i in range(200))
         wait_for("the pool to answer", lambda: complete(port, group_a)[0] == 200, timeout_s=30)

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from testbed.emulator.errors import ApiError
 from testbed.emulator.standins.gateway import objects as ob
 from testbed.emulator.standins.gateway.pools import (
     PoolBackend,
@@ -41,9 +40,10 @@ from testbed.emulator.standins.gateway.pools import (
 )
 from testbed.emulator.standins.gateway.proxy import Backend, GatewayProxy, Rule
 from testbed.emulator.standins.gateway.scrape import scrape_forever
+from testbed.emulator.storage.errors import ApiError
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 _log = logging.getLogger(__name__)
 _WATCHED = (*ob.KEYS.values(), "pods", "services", "configmaps")

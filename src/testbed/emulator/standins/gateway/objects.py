@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from testbed.emulator.meta import now
+from testbed.emulator.storage.meta import now
 
 CONTROLLER_NAME = "testbed.io/gateway-stand-in"
 #: The GatewayClass the stand-in installs once the Gateway API CRDs are served, as a

@@ -24,7 +24,7 @@ from testbed.emulator.standins.gateway.epp import (
 from testbed.emulator.standins.gateway.scrape import DEFAULT_INTERVAL_S, interval_from_args
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 #: ``ports(namespace, pod)``: the pod's container port → host port map (the kubelet's).
 Ports = Callable[[str, str], Mapping[int, int]]
