@@ -103,3 +103,25 @@ def test_criteria_that_choose_nothing_are_refused_at_validation(
 ) -> None:
     with pytest.raises(InputError, match=message):
         load_campaign_text(CAMPAIGN % (key, level), "c.yaml")
+
+
+def test_compare_of_two_treatments_says_which_is_better(tmp_path: Path) -> None:
+    from testbed.report.compare import CompareOptions, compare_runs
+    from testbed.report.compare_view import which_is_better
+
+    run = make_run(tmp_path, "r", levels=(1, 8), n=400)
+    slow, fast = sorted(p for p in run.iterdir() if p.is_dir())[::-1]  # 002 (c8), 001 (c1)
+    latency = CompareOptions(metrics=["ttft_ms.*"])  # c1 has less throughput: only TTFT here
+    comparison = compare_runs(slow, fast, latency)
+    assert comparison.treatments
+    assert {r.metric for r in comparison.improvements} >= {"ttft_ms.p90", "ttft_ms.p50"}
+    assert not comparison.regressions
+    line = which_is_better(comparison)
+    assert line.startswith(f"better: {fast.name} (candidate) beats {slow.name}")
+    assert "ttft_ms.p90 -" in line
+    reverse = compare_runs(fast, slow, latency)
+    assert reverse.failed  # the slower picker as candidate is a regression: exit 1
+    assert which_is_better(reverse).startswith(f"better: {fast.name} (base)")
+    mixed = which_is_better(compare_runs(slow, fast, CompareOptions()))
+    assert mixed.startswith(f"mixed: {fast.name} is better on")
+    assert "throughput.requests_per_s" in mixed.split("worse on")[1]
