@@ -137,9 +137,12 @@ def _record(path: Path, document: dict[str, Any], url: str | None, console: Cons
 
 def run_document(run_dir: RunDir) -> dict[str, Any]:
     """The run summary (summary.json) from the run directory's files."""
+    from testbed.report.criteria import judge_all
+
     meta = run_dir.metadata()
     rows = treatment_rows(run_dir.path)
-    status = run_status(rows)
+    criteria = judge_all(run_dir.path, rows)
+    status = worst([run_status(rows), *(c["status"] for c in criteria)])
     return {
         "schema_version": RUN_SUMMARY_VERSION,
         "kind": "testbed.run",
@@ -153,6 +156,7 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
         "status": status.value,
         "counts": dict(Counter(row["status"] for row in rows)),
         "treatments": rows,
+        "criteria": criteria,
     }
 
 
