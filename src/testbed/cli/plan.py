@@ -46,7 +46,9 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.config.loader import load_campaign
     from testbed.core.secrets import redact
     from testbed.execution.pipeline import check_inputs
+    from testbed.execution.steps import planned_steps
     from testbed.report.plan_table import render_plan
+    from testbed.report.steps_view import render_steps
 
     loaded = load_campaign(args.file, args.preset, args.sets)
     if args.explain:
@@ -69,9 +71,11 @@ def handle(args: argparse.Namespace) -> int:
         written = write_manifests(objects, Path(args.manifests))
         print(f"{len(written)} objects written to {args.manifests}")
         return 0
+    steps = [step.to_json() for step in planned_steps(loaded)]
     if args.json:
-        json.dump(plan.to_json(), sys.stdout, indent=2)
+        json.dump({**plan.to_json(), "steps": steps}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         render_plan(plan, Console())
+        render_steps(steps, Console())
     return 0

@@ -16,6 +16,7 @@ from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
+from testbed.config.steps import COMMAND_KEY, LeaseSettings, Steps
 from testbed.core.secrets import is_reference
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -143,6 +144,9 @@ class KubernetesBackend(_BackendBase):
         "controller",
         description="where probes run: here (controller), or as a Job per treatment next to"
         " the servers (cluster; testbed's image runs `testbed worker --stream`)",
+    )
+    lease: LeaseSettings | None = Field(
+        None, description="take turns with other runs on this cluster (a Lease); --no-wait"
     )
     scheduled_timeout_s: float = Field(300.0, gt=0, description="seconds to be scheduled")
     ready_timeout_s: float = Field(900.0, gt=0, description="seconds to become ready")
@@ -341,6 +345,14 @@ class Campaign(Strict):
         " candidates chosen by factor values, a margin",
     )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    vars: dict[str, Any] = Field(
+        default_factory=dict, description="free-form values for templates ({{ vars.NAME }})"
+    )
+    steps: Steps = Field(default_factory=Steps, description="user steps by phase (TOPSAIL)")
+    commands: dict[COMMAND_KEY, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="named commands' arguments, by [prefix/]group.command[/suffix]",
+    )
 
     @field_validator("backend", mode="before")
     @classmethod
