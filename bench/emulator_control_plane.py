@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed.emulator import ClusterShape, Store
-from testbed.emulator.controllers.plane import ControlPlane, PlaneSettings
-from testbed.emulator.nodes import node_manifest
+from testbed.emulator.apiserver.nodes import node_manifest
+from testbed.emulator.plane import ControlPlane, PlaneSettings
 
 
 def gpu_pod(index: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Write src/testbed/emulator/protobuf_schema.json from Kubernetes' generated.proto files.
+"""Write src/testbed/emulator/apiserver/protobuf_schema.json from Kubernetes' generated.proto files.
 
 kubectl's imperative commands (``create namespace``, ``create deployment``, ``run`` …)
 send protobuf bodies. The emulator decodes them with a table of field numbers, names and
@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src/testbed/emulator/protobuf_schema.json"
+OUT = Path(__file__).resolve().parents[1] / "src/testbed/emulator/apiserver/protobuf_schema.json"
 API_PACKAGES = ("core/v1", "apps/v1", "batch/v1", "events/v1", "policy/v1", "autoscaling/v1")
 MACHINERY = ("pkg/api/resource", "pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr")
 #: apiVersion → proto package of the kinds the emulator serves.

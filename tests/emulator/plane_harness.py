@@ -20,9 +20,9 @@ from typing import Any
 from kubernetes import client, config
 
 from testbed.emulator import ClusterShape, Emulator
-from testbed.emulator.controllers.plane import ControlPlane, PlaneSettings, attach
 from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.kubelet.faults import FaultRule
+from testbed.emulator.machinery.faults import FaultRule
+from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
 
 
 @dataclass

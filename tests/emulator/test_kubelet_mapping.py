@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from testbed.cli.cluster import vllm_lookup
 from testbed.core.errors import InputError
 from testbed.emulator.kubelet.environment import ConfigError, expand, relocate, resolve_env
-from testbed.emulator.kubelet.faults import FaultRule, fault_of
 from testbed.emulator.kubelet.images import ImageRules, NotRunnable, host_argv
+from testbed.emulator.machinery.faults import FaultRule, fault_of
 
 
 def test_testbed_images_run_with_this_interpreter() -> None:
@@ -36,7 +37,7 @@ def test_testbed_images_run_with_this_interpreter() -> None:
 def test_vllm_images_run_with_the_vllm_venv(tmp_path: Path) -> None:
     python = tmp_path / "python"
     python.touch()
-    rules = ImageRules(vllm_python=python)
+    rules = ImageRules(vllm_python=vllm_lookup(python))
     default = {
         "image": "vllm/vllm-openai:v0.32.0",
         "args": ["--model", "/models/m", "--port", "8000"],
@@ -54,7 +55,7 @@ def test_vllm_images_run_with_the_vllm_venv(tmp_path: Path) -> None:
         str(python), "-m", "vllm.entrypoints.openai.api_server",
         "--model", "/models/m", "--host=0.0.0.0",
     ]  # fmt: skip
-    missing = ImageRules(vllm_python=tmp_path / "nope")
+    missing = ImageRules(vllm_python=vllm_lookup(tmp_path / "nope"))
     with pytest.raises(NotRunnable, match="no vLLM interpreter"):
         host_argv(default, missing)[0]
 
@@ -144,9 +145,10 @@ def test_tgi_and_tgis_images_are_played_by_the_reference_server_when_asked() -> 
     """The launcher command lines testbed's own TGI and TGIS adapters write become
     ``testbed serve hf`` with the protocols, ports and limits they name; without
     ``--tgi-stand-in`` the images stay unknown."""
+    from testbed.cli.cluster import tgi_stand_in
     from testbed.servers.adapters import adapter_for
 
-    rules = ImageRules(tgi_stand_in=True)
+    rules = ImageRules(tgi_stand_in=tgi_stand_in())
     deployment = {"server": "tgi", "params": {"max_batch_size": 4, "max_model_len": 512}}
     tgi = adapter_for("tgi").container({**deployment, "model": "x"}, "/models/m")
     argv, note = host_argv(tgi, rules)

@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from testbed.core.errors import InputError
-from testbed.emulator.controllers.capacity import CapacityIndex
 from testbed.emulator.controllers.fit import NodeFacts, PodFacts, fit_message, static_reason
 from testbed.emulator.controllers.quantity import amount, pod_requests
+from testbed.emulator.scheduler.capacity import CapacityIndex
 
 
 def node(name: str, gpus: int = 8, cpu: str = "32", memory: str = "256Gi", **spec: object) -> dict:

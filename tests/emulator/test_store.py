@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from testbed.emulator import ApiError, Store
-from testbed.emulator.patch import MERGE, STRATEGIC, apply_patch, json_patch
+from testbed.emulator.storage.patch import MERGE, STRATEGIC, apply_patch, json_patch
 
 pytestmark = pytest.mark.kubernetes
 

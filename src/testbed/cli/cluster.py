@@ -8,8 +8,13 @@ kubeconfig, and serves until SIGINT or SIGTERM (exit 0). docs/emulator.md descri
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from testbed.emulator import TgiStandIn
 
 
 def register(subparsers: Any) -> None:
@@ -133,7 +138,7 @@ def shape_from_args(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from testbed.core.errors import InputError
-    from testbed.emulator.nodes import ClusterShape
+    from testbed.emulator import ClusterShape
 
     mig: dict[str, int] = {}
     for item in args.mig:
@@ -170,10 +175,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
     import re
 
     from testbed.core.errors import InputError
-    from testbed.emulator.controllers.plane import PlaneSettings
-    from testbed.emulator.kubelet.container import KubeletSettings
-    from testbed.emulator.kubelet.faults import FaultRule
-    from testbed.emulator.kubelet.images import ImageRules
+    from testbed.emulator import FaultRule, ImageRules, KubeletSettings, PlaneSettings
 
     for flag, pattern in (
         ("--testbed-image-pattern", args.testbed_image_pattern),
@@ -197,11 +199,31 @@ def plane_from_args(args: argparse.Namespace) -> Any:
         images=ImageRules(
             testbed_pattern=args.testbed_image_pattern,
             vllm_pattern=args.vllm_image_pattern,
-            vllm_python=args.vllm_python,
-            tgi_stand_in=args.tgi_stand_in,
+            vllm_python=vllm_lookup(args.vllm_python),
+            tgi_stand_in=tgi_stand_in() if args.tgi_stand_in else None,
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,
+    )
+
+
+def vllm_lookup(explicit: Path | None) -> Callable[[], Path]:
+    """The vLLM adapter's interpreter lookup, for the emulator's kubelet (``--vllm-python``
+    first): one rule for where vLLM lives, whether testbed or the emulator starts it."""
+    from testbed.servers.adapters.vllm import vllm_python
+
+    params = {"python": str(explicit)} if explicit is not None else {}
+    return functools.partial(vllm_python, params, option="--vllm-python")
+
+
+def tgi_stand_in() -> TgiStandIn:
+    """The emulator's TGI/TGIS stand-in, handed the launcher flags testbed's adapters write."""
+    from testbed.emulator import Launcher, TgiStandIn
+    from testbed.servers.adapters import tgi, tgis
+
+    return TgiStandIn(
+        tgi=Launcher(tgi.LAUNCHER_FLAGS, tgi.LAUNCHER_SWITCHES),
+        tgis=Launcher(tgis.LAUNCHER_FLAGS),
     )
 
 
@@ -215,8 +237,7 @@ def handle_emulate(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: must be between 0 and 65535")
     try:
-        from testbed.emulator.serve import serve_until_stopped
-        from testbed.emulator.server import Emulator
+        from testbed.emulator import Emulator, serve_until_stopped
     except ModuleNotFoundError as exc:
         if exc.name in ("aiohttp", "orjson"):
             from testbed.core.errors import MissingDependency
@@ -225,7 +246,7 @@ def handle_emulate(args: argparse.Namespace) -> int:
         raise
     emulator = Emulator(shape, host=args.host, port=args.port)
     try:
-        asyncio.run(serve_until_stopped(emulator, args.kubeconfig, controller_settings=plane))
+        asyncio.run(serve_until_stopped(emulator, args.kubeconfig, plane=plane))
     except OSError as exc:
         from testbed.core.errors import InfrastructureError
 

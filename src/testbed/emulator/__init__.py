@@ -1,18 +1,51 @@
-"""A Kubernetes API server emulated in-process: ``testbed cluster emulate``.
+"""A Kubernetes cluster emulated in-process: ``testbed cluster emulate``.
 
 It speaks the real REST API (CRUD, watch, selectors, status subresources, owner-reference
 garbage collection, namespaces, CRDs, discovery and Table output) well enough for the
-official client and kubectl. Objects live as dicts in a :class:`Store`; controllers
-(scheduler, kubelet, workload controllers) run beside it in the same event loop and use
-the store directly. docs/emulator.md says what is and is not emulated.
+official client and kubectl, and runs a control plane beside it: scheduler, workload
+controllers and a kubelet that runs known images as local processes. docs/emulator.md says
+what is and is not emulated, and where each part lives:
+
+- ``apiserver/``: the HTTP side (:class:`Emulator` owns the store and the HTTPS site);
+- ``storage/``: the :class:`Store`, watches, admission, CRDs, garbage collection;
+- ``controllers/``, ``scheduler/``, ``kubelet/``: the control plane's components;
+- ``machinery/``: what those share (controller loop, events, injected faults);
+- ``standins/``: software a real cluster runs that testbed plays (TGI/TGIS, Datashim);
+- ``plane`` wires the components to an emulator; ``serve`` runs it in the foreground.
+
+This module is the emulator's public face: the CLI and tests use these names.
 """
 
 from __future__ import annotations
 
-from testbed.emulator.errors import ApiError
-from testbed.emulator.nodes import ClusterShape
-from testbed.emulator.server import Emulator
-from testbed.emulator.store import Store, clone
-from testbed.emulator.watchers import Event, Watch
+from testbed.emulator.apiserver.nodes import ClusterShape
+from testbed.emulator.apiserver.server import Emulator
+from testbed.emulator.kubelet.container import KubeletSettings
+from testbed.emulator.kubelet.images import ImageRules
+from testbed.emulator.machinery.faults import FaultRule
+from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
+from testbed.emulator.serve import serve_until_stopped
+from testbed.emulator.standins.tgi import Launcher, TgiStandIn
+from testbed.emulator.storage.errors import ApiError
+from testbed.emulator.storage.objects import clone
+from testbed.emulator.storage.store import Store
+from testbed.emulator.storage.watchers import Event, Watch
 
-__all__ = ["ApiError", "ClusterShape", "Emulator", "Event", "Store", "Watch", "clone"]
+__all__ = [
+    "ApiError",
+    "ClusterShape",
+    "ControlPlane",
+    "Emulator",
+    "Event",
+    "FaultRule",
+    "ImageRules",
+    "KubeletSettings",
+    "Launcher",
+    "PlaneSettings",
+    "Store",
+    "TgiStandIn",
+    "Watch",
+    "attach",
+    "clone",
+    "serve_until_stopped",
+]

@@ -1,62 +1,37 @@
 """Run the emulator in the foreground until SIGINT or SIGTERM (``testbed cluster emulate``).
 
-Controllers (scheduler, kubelet, workload controllers) attach through
-``testbed.emulator.controllers.attach(emulator)`` when that module exists: it registers
-its tasks and shutdown hooks on the :class:`Emulator` before the server starts.
+The control plane (scheduler, kubelet, workload controllers, the stand-ins asked for) is
+attached to the :class:`Emulator` (:func:`testbed.emulator.plane.attach`) before the
+server starts: it registers its tasks and shutdown hooks there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import importlib
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from testbed.emulator.server import Emulator
-
-CONTROLLERS = "testbed.emulator.controllers"
-
-
-def attach_controllers(emulator: Emulator, settings: Any = None) -> bool:
-    """Let the controllers package attach to ``emulator``; False when it is not there.
-
-    ``settings`` (a ``controllers.plane.PlaneSettings``) is passed on when given.
-    """
-    try:
-        module = importlib.import_module(CONTROLLERS)
-    except ModuleNotFoundError as exc:
-        if exc.name != CONTROLLERS:
-            raise
-        return False
-    attach = getattr(module, "attach", None)
-    if attach is None:
-        return False
-    if settings is None:
-        attach(emulator)
-    else:
-        attach(emulator, settings)
-    return True
+from testbed.emulator.apiserver.server import Emulator
+from testbed.emulator.plane import PlaneSettings, attach
 
 
 async def serve_until_stopped(
     emulator: Emulator,
     kubeconfig: Path,
     *,
-    controllers: bool = True,
-    controller_settings: Any = None,
+    plane: PlaneSettings | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Start, write ``kubeconfig``, announce, serve until a signal, then stop cleanly."""
+    """Attach the control plane (``plane`` settings, else the defaults), start, write
+    ``kubeconfig``, announce, serve until a signal, then stop cleanly."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    if controllers:
-        attach_controllers(emulator, controller_settings)
+    attach(emulator, plane)
     try:
         await emulator.start()  # inside the try: a port in use still stops the controllers
         _tune_gc()

@@ -292,6 +292,30 @@ def test_whole_second_times_never_make_a_delta_negative() -> None:
     assert row.stages["initialized"] == row.stages["scheduled"]
 
 
+def test_a_stage_only_a_relist_saw_is_raised_to_the_live_stage_before_it() -> None:
+    """After a watch ends in 410 Gone, a stage reached in the gap is known only from the
+    relist's whole-second field; the stage before it was seen live later in that second."""
+    sent = T0 + 100.0
+    sub = Submitted(
+        header=Header(run="r", prefix="w", namespace="ns", template="t", fingerprint="f")
+    )
+    sub.workloads[0] = submission(0, sent)
+    facts = Facts()
+    facts.observe_pod(pod("w-0-a", "w-0", created=T0), sent + 5, live=True)
+    scheduled = pod("w-0-a", "w-0", created=T0, node="n", conditions={"PodScheduled": T0})
+    facts.observe_pod(scheduled, T0 + 700, live=True)  # seen live at .700, its field says T0
+    relisted = pod(
+        "w-0-a", "w-0", created=T0, node="n", conditions={"PodScheduled": T0, "Initialized": T0}
+    )
+    facts.observe_pod(relisted, T0 + 1500, live=False)  # only the relist knows Initialized
+    (row,) = times.rows(sub, facts)
+    assert row.sources["scheduled"] == "watch"
+    assert row.stages["initialized"] == row.stages["scheduled"] == pytest.approx(T0 + 700)
+    assert row.sources["initialized"] == "field_s>prev"
+    reached = [row.stages[s] for s in times.STAGES if s in row.stages]
+    assert reached == sorted(reached)
+
+
 def test_a_late_observation_is_lowered_to_the_event_after_it() -> None:
     sent = T0 + 700.0
     sub = Submitted(

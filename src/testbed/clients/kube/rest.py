@@ -60,6 +60,17 @@ def kind_info(kind: str) -> KindInfo:
         ) from None
 
 
+def list_items(answer: Mapping[str, Any], info: KindInfo) -> list[dict[str, Any]]:
+    """A LIST answer's items, each with its ``kind`` and ``apiVersion`` back (a list's items
+    carry neither)."""
+    items: list[dict[str, Any]] = answer.get("items") or []
+    kind = str(answer.get("kind", "")).removesuffix("List")
+    for item in items:
+        item.setdefault("kind", kind)
+        item.setdefault("apiVersion", info.api_version)
+    return items
+
+
 class Kube:
     """One API connection (an ``ApiClient`` from :func:`~testbed.clients.kube.connect`)."""
 
@@ -181,12 +192,8 @@ class Kube:
             f"list {info.plural}",
             query={"labelSelector": label_selector, "fieldSelector": field_selector},
         )
-        items = answer.get("items") or []
-        kind = str(answer.get("kind", "")).removesuffix("List")
-        for item in items:
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", info.api_version)
-        return items, str((answer.get("metadata") or {}).get("resourceVersion", ""))
+        version = str((answer.get("metadata") or {}).get("resourceVersion", ""))
+        return list_items(answer, info), version
 
     def patch(
         self, kind: str, name: str, namespace: str | None, patch: Mapping[str, Any]

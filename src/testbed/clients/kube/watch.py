@@ -159,7 +159,7 @@ class Watcher(threading.Thread):
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        version = self._one(orjson.loads(line), received, version)
+                        version = self._line(line, received, version)
         except ClusterError as exc:
             if exc.status == 410:
                 return ""
@@ -169,6 +169,9 @@ class Watcher(threading.Thread):
                 return version
             time.sleep(0.2)  # do not spin on a server that drops every connection
         return version
+
+    def _line(self, line: bytes, received: float, version: str) -> str:
+        return self._one(orjson.loads(line), received, version)
 
     def _one(self, event: dict[str, Any], received: float, version: str) -> str:
         kind, obj = event.get("type"), event.get("object") or {}

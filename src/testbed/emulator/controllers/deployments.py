@@ -17,13 +17,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from testbed.core.ids import short_hash
-from testbed.emulator.controllers import events
-from testbed.emulator.controllers.loop import ControllerLoop, itself, owned_by, owner_of
 from testbed.emulator.controllers.replicasets import active_pods
-from testbed.emulator.meta import now
+from testbed.emulator.machinery import events
+from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by, owner_of
+from testbed.emulator.storage.meta import now
+from testbed.emulator.storage.objects import clone
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 COMPONENT = "deployment-controller"
 HASH = "pod-template-hash"
@@ -85,10 +86,10 @@ class DeploymentController:
         self, deploy: Mapping[str, Any], pod_hash: str, owned: list[Any], replicas: int
     ) -> dict[str, Any]:
         meta, spec = deploy["metadata"], deploy["spec"]
-        template = _clone_json(spec.get("template") or {})
+        template = clone(spec.get("template") or {})
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {**(tmeta.get("labels") or {}), HASH: pod_hash}
-        selector = _clone_json(spec.get("selector") or {})
+        selector = clone(spec.get("selector") or {})
         selector["matchLabels"] = {**(selector.get("matchLabels") or {}), HASH: pod_hash}
         revision = 1 + max(
             (int((rs["metadata"].get("annotations") or {}).get(REVISION, 0)) for rs in owned),
@@ -259,9 +260,3 @@ def _max_unavailable(deploy: Mapping[str, Any], wanted: int) -> int:
     if isinstance(value, str) and value.endswith("%"):
         return math.floor(wanted * float(value[:-1]) / 100)
     return int(value)
-
-
-def _clone_json(value: Any) -> Any:
-    from testbed.emulator.store import clone
-
-    return clone(value)

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.controllers import events
-from testbed.emulator.controllers.loop import ControllerLoop, itself, owner_of
-from testbed.emulator.errors import ApiError
+from testbed.emulator.machinery import events
+from testbed.emulator.machinery.loop import ControllerLoop, itself, owner_of
+from testbed.emulator.storage.errors import ApiError
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 COMPONENT = "replicaset-controller"
 

@@ -3,7 +3,7 @@
 A container of a known image runs as a host process (``kubelet.process``); an unknown
 image runs no process and moves through KWOK-like stages: Running (and Ready) at once, and
 ``Completed`` after the pod's ``emulator.testbed.io/run-seconds`` if it has one. Injected
-faults (``kubelet.faults``) replace the pull, or end the run as a crash or an OOM kill.
+faults (``machinery.faults``) replace the pull, or end the run as a crash or an OOM kill.
 After an exit the ``restartPolicy`` decides; restarts wait the kubelet's back-off (none for
 the first, then ``backoff_s`` doubling up to ``backoff_max_s``), shown as CrashLoopBackOff.
 """
@@ -21,11 +21,11 @@ from typing import Any
 from testbed.core.process_group import group_rss_bytes
 from testbed.emulator.controllers.quantity import amount
 from testbed.emulator.kubelet import process as proc
-from testbed.emulator.kubelet.faults import Fault
 from testbed.emulator.kubelet.logs import LogBook, RunLog
 from testbed.emulator.kubelet.probing import supervise
 from testbed.emulator.kubelet.status import ContainerRecord
-from testbed.emulator.meta import now
+from testbed.emulator.machinery.faults import Fault
+from testbed.emulator.storage.meta import now
 
 
 @dataclass(frozen=True)

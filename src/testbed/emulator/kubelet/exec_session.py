@@ -32,9 +32,9 @@ import orjson
 from aiohttp import WSMsgType, web
 
 from testbed.core.process_group import die_with_parent, signal_group
-from testbed.emulator.api import query_flag
-from testbed.emulator.errors import bad_request
 from testbed.emulator.kubelet.process import exit_code, on_path, under_shim
+from testbed.emulator.machinery.handlers import query_flag
+from testbed.emulator.storage.errors import bad_request
 
 if TYPE_CHECKING:
     from testbed.emulator.kubelet.container import ContainerRunner

@@ -6,12 +6,14 @@ Two kinds of image are *known* and run as local processes:
   ``sys.executable -m testbed …`` of the emulator's own interpreter, ``python …`` with that
   interpreter, anything else as written;
 - a vLLM image (name matching ``vllm_pattern``): the image's entry point
-  ``python3 -m vllm.entrypoints.openai.api_server`` runs with the vLLM venv's interpreter
-  (``$TESTBED_VLLM_PYTHON``, else ``.venv-vllm/bin/python`` of this checkout or of the current
-  directory), followed by the container's args.
+  ``python3 -m vllm.entrypoints.openai.api_server`` runs with the vLLM venv's interpreter,
+  followed by the container's args. Which interpreter is not the emulator's to decide: it
+  is handed the lookup testbed's vLLM adapter uses (``vllm_python``; ``--vllm-python``,
+  ``$TESTBED_VLLM_PYTHON``, ``.venv-vllm`` of the checkout or of the current directory).
 
-With ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
-``tgi_pattern``) is a third kind: testbed's reference server plays it (``kubelet.stand_in``).
+Handed a ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
+``tgi_pattern``) is a third kind: the stand-in plays it (``standins.tgi``, testbed's
+reference server).
 
 Every other image is *unknown*: the kubelet runs no process for it and moves the container
 through KWOK-like stages instead (see ``kubelet.container``).
@@ -19,19 +21,24 @@ through KWOK-like stages instead (see ``kubelet.container``).
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from testbed.emulator.kubelet.stand_in import stand_in_argv
+from testbed.core.errors import TestbedError
 
 VLLM_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
-VLLM_PYTHON_ENV = "TESTBED_VLLM_PYTHON"
-_REPO = Path(__file__).resolve().parents[4]  # src/testbed/emulator/kubelet/images.py
+
+
+class StandIn(Protocol):
+    """Plays an image that has no process of its own here: ``(host argv, log note)``."""
+
+    def __call__(
+        self, python: str, image: str, command: Sequence[str], args: Sequence[str]
+    ) -> tuple[list[str], str]: ...
 
 
 @dataclass(frozen=True)
@@ -41,10 +48,12 @@ class ImageRules:
     testbed_pattern: str = r"(^|/)testbed([:@]|$)"
     vllm_pattern: str = r"vllm"
     tgi_pattern: str = r"text-generation-inference|text-gen-server"
-    #: Play TGI/TGIS images with testbed's reference server (else they are unknown).
-    tgi_stand_in: bool = False
-    #: The vLLM interpreter; None: resolved as the module docstring says.
-    vllm_python: Path | None = None
+    #: What plays TGI/TGIS images (``standins.tgi``, handed in for ``--tgi-stand-in``);
+    #: None: they are unknown.
+    tgi_stand_in: StandIn | None = None
+    #: The vLLM interpreter lookup, handed in (the vLLM adapter's): the interpreter, or a
+    #: TestbedError saying why there is none. None: vLLM images cannot start here.
+    vllm_python: Callable[[], Path] | None = None
     python: str = field(default=sys.executable)
 
     def kind(self, image: str) -> str:
@@ -53,26 +62,9 @@ class ImageRules:
             return "testbed"
         if re.search(self.vllm_pattern, image):
             return "vllm"
-        if self.tgi_stand_in and re.search(self.tgi_pattern, image):
+        if self.tgi_stand_in is not None and re.search(self.tgi_pattern, image):
             return "tgi"
         return "unknown"
-
-    def resolve_vllm_python(self, environ: Mapping[str, str] | None = None) -> Path | None:
-        """The interpreter that has vLLM, or None when none is installed.
-
-        An explicit choice (``vllm_python``, else ``$TESTBED_VLLM_PYTHON``) is the only
-        candidate: a wrong path is reported, never silently replaced by another venv.
-        """
-        env = os.environ if environ is None else environ
-        explicit = self.vllm_python or (
-            Path(env[VLLM_PYTHON_ENV]).expanduser() if env.get(VLLM_PYTHON_ENV) else None
-        )
-        candidates = (
-            [explicit]
-            if explicit
-            else [_REPO / ".venv-vllm/bin/python", Path.cwd() / ".venv-vllm/bin/python"]
-        )
-        return next((path for path in candidates if path.exists()), None)
 
 
 class NotRunnable(Exception):
@@ -90,8 +82,8 @@ def host_argv(container: Mapping[str, Any], rules: ImageRules) -> tuple[list[str
         return _testbed_argv(command, args, rules), ""
     if kind == "vllm":
         return _vllm_argv(command, args, rules), ""
-    if kind == "tgi":
-        return stand_in_argv(rules.python, image, command, args)
+    if kind == "tgi" and rules.tgi_stand_in is not None:
+        return rules.tgi_stand_in(rules.python, image, command, args)
     return None, ""
 
 
@@ -107,12 +99,12 @@ def _testbed_argv(command: Sequence[str], args: Sequence[str], rules: ImageRules
 
 
 def _vllm_argv(command: Sequence[str], args: Sequence[str], rules: ImageRules) -> list[str]:
-    python = rules.resolve_vllm_python()
-    if python is None:
-        raise NotRunnable(
-            f"no vLLM interpreter: run `make vllm` or set {VLLM_PYTHON_ENV} to the python of a"
-            " virtual environment with vLLM installed"
-        )
+    if rules.vllm_python is None:
+        raise NotRunnable("no vLLM interpreter: the emulator was given no way to find one")
+    try:
+        python = rules.vllm_python()
+    except TestbedError as exc:
+        raise NotRunnable(f"no vLLM interpreter: {exc}") from exc
     entry = list(command)
     if not entry:
         argv = [str(python), *VLLM_ENTRY, *args]

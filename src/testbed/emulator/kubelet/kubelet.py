@@ -18,21 +18,20 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.controllers import datashim, events
-from testbed.emulator.errors import ApiError
 from testbed.emulator.kubelet.pod import Host, PodRuntime
 from testbed.emulator.kubelet.services import service_env
-from testbed.emulator.watchers import DELETED
+from testbed.emulator.machinery import events
+from testbed.emulator.storage.errors import ApiError
+from testbed.emulator.storage.watchers import DELETED
 
 if TYPE_CHECKING:
-    from testbed.emulator.store import Store
+    from testbed.emulator.storage.store import Store
 
 _log = logging.getLogger(__name__)
 _LOOKUP_KEYS = {
     "Secret": "secrets",
     "ConfigMap": "configmaps",
     "PersistentVolumeClaim": "persistentvolumeclaims",
-    "Dataset": datashim.KEY,
 }
 Key = tuple[str, str]
 
@@ -51,12 +50,14 @@ class Kubelet:
         self._group: asyncio.TaskGroup | None = None
 
     @staticmethod
-    def lookup_in(store: Store) -> Any:
-        """A ``Lookup`` over ``store`` for Secrets, ConfigMaps, claims and Datasets."""
+    def lookup_in(store: Store, kinds: Mapping[str, str] | None = None) -> Any:
+        """A ``Lookup`` over ``store`` for Secrets, ConfigMaps and claims, and ``kinds``
+        (kind → store key) a volume driver reads (Datashim's Datasets)."""
+        keys = {**_LOOKUP_KEYS, **(kinds or {})}
 
         def lookup(kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
             try:
-                return store.try_get(_LOOKUP_KEYS[kind], namespace, name)
+                return store.try_get(keys[kind], namespace, name)
             except (ApiError, KeyError):
                 return None
 

@@ -1,7 +1,8 @@
 """One pod on the process-kubelet: init containers in order, then the app containers together.
 
-Before any container, the claims a Datashim Dataset backs get their bucket copied in
-(``kubelet.buckets``); one that cannot is a Warning ``FailedMount``, retried.
+Before any container, the volume drivers plugged in (``Host.drivers``: Datashim's copies
+a Dataset's bucket into its claim, ``standins.datashim_mounts``) fill the pod's volumes; one
+that cannot is a Warning ``FailedMount``, retried.
 
 The runtime owns its containers' tasks and processes. Whenever a container's state changes
 it calls ``publish`` with the pod's new status (``kubelet.status``); the kubelet writes it.
@@ -20,15 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InputError
-from testbed.emulator.kubelet.buckets import MountError, fill
 from testbed.emulator.kubelet.container import ContainerRunner, KubeletSettings
 from testbed.emulator.kubelet.environment import ConfigError, Lookup
-from testbed.emulator.kubelet.faults import Fault, FaultRule, fault_of, run_seconds
 from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.kubelet.logs import LogBook
-from testbed.emulator.kubelet.sandbox import Sandbox, launch_for, make_sandbox
+from testbed.emulator.kubelet.sandbox import (
+    MountError,
+    Sandbox,
+    VolumeDriver,
+    launch_for,
+    make_sandbox,
+)
 from testbed.emulator.kubelet.status import ContainerRecord, phase, pod_status
-from testbed.emulator.meta import now
+from testbed.emulator.machinery.faults import Fault, FaultRule, fault_of, run_seconds
+from testbed.emulator.storage.meta import now
 
 MOUNT_RETRY_S = 5.0
 Emit = Callable[[str, str, str, str], None]  # (type, reason, note, fieldPath)
@@ -46,6 +52,8 @@ class Host:
     lookup: Lookup
     #: The Service variables a pod's containers get (``kubelet.services``; the kubelet sets it).
     services: Callable[[Mapping[str, Any]], Mapping[str, str]] = lambda _pod: {}
+    #: Volume drivers that fill a pod's volumes before its containers start (the plane's).
+    drivers: tuple[VolumeDriver, ...] = ()
 
 
 class PodRuntime:
@@ -108,7 +116,7 @@ class PodRuntime:
         except (ConfigError, InputError) as exc:
             self._config_error(str(exc))
             return
-        await self._mount_buckets(self.sandbox)
+        await self._fill_volumes(self.sandbox)
         if self.stopping:
             return
         seconds = run_seconds(self.pod)
@@ -176,13 +184,14 @@ class PodRuntime:
         self.runners.append(runner)
         return runner
 
-    async def _mount_buckets(self, sandbox: Sandbox) -> None:
-        """Copy the buckets of Dataset claims in (``kubelet.buckets``); a failure is a
-        Warning ``FailedMount`` and a retry every :data:`MOUNT_RETRY_S`, as the kubelet
-        retries a volume that would not mount."""
+    async def _fill_volumes(self, sandbox: Sandbox) -> None:
+        """Let each volume driver fill the pod's volumes (Datashim's copies the buckets of
+        Dataset claims in); a failure is a Warning ``FailedMount`` and a retry every
+        :data:`MOUNT_RETRY_S`, as the kubelet retries a volume that would not mount."""
         while not self.stopping:
             try:
-                await fill(self.pod, sandbox.volumes, self.host.lookup)
+                for fill in self.host.drivers:
+                    await fill(self.pod, sandbox.volumes, self.host.lookup)
                 return
             except MountError as exc:
                 self.emit("Warning", "FailedMount", str(exc), "")

@@ -15,7 +15,7 @@ import base64
 import os
 import shutil
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,17 @@ from testbed.emulator.kubelet.environment import (
 )
 from testbed.emulator.kubelet.images import ImageRules, NotRunnable, host_argv
 
+#: A volume driver plugged into the kubelet (Datashim's is ``standins.datashim_mounts.fill``):
+#: ``fill(pod, volumes, lookup)`` fills the host directories of the pod's volumes it serves
+#: (``volumes``: volume name → directory) before the containers start, raising
+#: :class:`MountError` when it cannot.
+VolumeDriver = Callable[[Mapping[str, Any], Mapping[str, Path], Lookup], Awaitable[object]]
 #: Host variables a container process inherits (it needs an interpreter and its imports).
 PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+class MountError(Exception):
+    """A volume could not be filled; the message is the kubelet's FailedMount note."""
 
 
 def free_port() -> int:

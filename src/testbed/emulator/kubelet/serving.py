@@ -22,21 +22,21 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from testbed.emulator.errors import ApiError, bad_request
 from testbed.emulator.kubelet import tunnel
 from testbed.emulator.kubelet.exec_session import serve_exec
 from testbed.emulator.kubelet.logs import follow, render
+from testbed.emulator.machinery.handlers import SubresourceHost
+from testbed.emulator.storage.errors import ApiError, bad_request
 
 if TYPE_CHECKING:
     from testbed.emulator.kubelet.kubelet import Kubelet
     from testbed.emulator.kubelet.pod import PodRuntime
-    from testbed.emulator.server import Emulator
 
 PROTOCOLS = ("v4.channel.k8s.io",)
 
 
-def register(emulator: Emulator, kubelet: Kubelet) -> None:
-    """Serve the three subresources on ``emulator`` from ``kubelet``."""
+def register(server: SubresourceHost, kubelet: Kubelet) -> None:
+    """Serve the three subresources on ``server`` (the API server) from ``kubelet``."""
 
     async def log(request: web.Request, namespace: str | None, name: str) -> web.StreamResponse:
         return await serve_log(kubelet, request, namespace or "default", name)
@@ -49,9 +49,9 @@ def register(emulator: Emulator, kubelet: Kubelet) -> None:
     async def exec_(request: web.Request, namespace: str | None, name: str) -> web.StreamResponse:
         return await serve_exec(kubelet, request, namespace or "default", name)
 
-    emulator.add_subresource("pods", "log", log)
-    emulator.add_subresource("pods", "portforward", portforward)
-    emulator.add_subresource("pods", "exec", exec_)
+    server.add_subresource("pods", "log", log)
+    server.add_subresource("pods", "portforward", portforward)
+    server.add_subresource("pods", "exec", exec_)
 
 
 def _container_name(pod: dict[str, Any], wanted: str | None) -> str:

@@ -1,9 +1,11 @@
 """The sampler: watches pods, events and the workload objects of one output directory, and
 merges what it sees into ``sampled.json``.
 
-One watcher thread per resource lists, then watches (never polls); this thread consumes
-their queue, turns each object into facts (:mod:`~testbed.probes.scale.sampled`) and saves
-the merged facts every second while anything changed. Without ``follow`` it stops once every
+A child process lists, then watches each resource (never polls), stamping every change as
+its bytes arrive (:mod:`~testbed.clients.kube.stamped`: a busy consumer never ages a
+receive time); this thread consumes their queue, turns each object into facts
+(:mod:`~testbed.probes.scale.sampled`) and saves the merged facts every second while anything
+changed. Without ``follow`` it stops once every
 list has been delivered (a snapshot, as the seed's sampler takes); with ``follow`` it keeps
 watching until stopped or until ``until(facts)`` says the test is over. It can run before,
 during or after the submitter, as often as wanted: the facts merge idempotently.
@@ -20,7 +22,8 @@ from pathlib import Path
 
 from testbed.clients.kube.dynamic import Dynamic
 from testbed.clients.kube.rest import KindInfo
-from testbed.clients.kube.watch import Failed, Seen, Synced, Watcher
+from testbed.clients.kube.stamped import StampedWatches, WatchSpec
+from testbed.clients.kube.watch import Failed, Seen, Synced
 from testbed.core.errors import InputError
 from testbed.probes.scale import sampled
 from testbed.probes.scale.sampled import Facts
@@ -58,19 +61,18 @@ class Sampler:
         self._saver = sampled.Saver(out_dir, self.facts)
         self.queue: queue.SimpleQueue[Seen | Failed | Synced] = queue.SimpleQueue()
 
-    def _watchers(self) -> list[Watcher]:
+    def _specs(self) -> list[WatchSpec]:
         namespace, chosen = self.header.namespace, f"{RUN_LABEL}={self.header.run}"
-        specs: list[tuple[str, KindInfo, str | None]] = [
-            ("pods", KindInfo("v1", "pods"), chosen),
-            ("events", self._events_info(), None),
+        specs = [
+            WatchSpec("pods", KindInfo("v1", "pods"), namespace, chosen),
+            WatchSpec("events", self._events_info(), namespace, None),
         ]
         for api_version, kind in dict.fromkeys(map(tuple, self.header.kinds)):
             if kind != "Pod":
-                specs.append((kind, self.dynamic.info(api_version, kind), chosen))
-        return [
-            Watcher(self.dynamic.kube, info, namespace, sel, self.queue, tag)
-            for tag, info, sel in specs
-        ]
+                specs.append(
+                    WatchSpec(kind, self.dynamic.info(api_version, kind), namespace, chosen)
+                )
+        return specs
 
     def _events_info(self) -> KindInfo:
         try:
@@ -88,27 +90,26 @@ class Sampler:
         """Sample until the lists are in (``follow`` False), or until ``stop``/``until``;
         ``synced`` is set once every watch has listed and is live."""
         stop = stop or threading.Event()
-        watchers = self._watchers()
+        specs = self._specs()
+        watches = StampedWatches(self.dynamic.kube, specs, self.queue)
         stats = Stats()
         started, cpu0 = time.perf_counter(), time.thread_time()
-        for watcher in watchers:
-            watcher.start()
+        watches.start()
         try:
-            self._loop(len(watchers), follow, stop, until, stats, synced or threading.Event())
+            self._loop(len(specs), follow, stop, until, stats, synced or threading.Event())
         except KeyboardInterrupt:
             if not follow:
                 raise
             stats.interrupted = True  # Ctrl-C is how a follower is meant to end
         finally:
-            for watcher in watchers:
-                watcher.stop()
-            for watcher in watchers:
-                watcher.join(timeout=5)
+            watches.stop()
+            watches.join()
             self._drain(stats)
             stats.facts = self._save(stats)
             stats.duration_s = time.perf_counter() - started
-            # the sampler's own threads only: in a campaign the submitter shares the process
-            stats.cpu_s = time.thread_time() - cpu0 + sum(w.cpu_s for w in watchers)
+            # the sampler's own threads and child only: in a campaign the submitter shares
+            # the process
+            stats.cpu_s = time.thread_time() - cpu0 + watches.cpu_s
         return stats
 
     def _loop(

@@ -182,7 +182,10 @@ class Submitter:
         for first in range(0, len(todo), step):
             if self.stop.is_set():
                 return
-            batch = [pool.submit(self._one, i, outcome) for i in todo[first : first + step]]
+            # rendered before the batch is sent: rendering is Python work that would keep
+            # the first submissions' threads from stamping their acks for tens of ms
+            rendered = [self._render(i) for i in todo[first : first + step]]
+            batch = [pool.submit(self._one, i, objs, outcome) for i, objs in rendered]
             wait(batch)
             _raise_bug(batch)
             self.progress(f"submitted {first + len(batch)}/{len(todo)}")
@@ -201,29 +204,32 @@ class Submitter:
             running = [f for f in running if not f.done()]
             if len(running) >= self.config.parallel:  # never more than `parallel` in flight
                 wait(running, return_when="FIRST_COMPLETED")
-            running.append(pool.submit(self._one, index, outcome))
+            running.append(pool.submit(self._one, *self._render(index), outcome))
         wait(running)
         _raise_bug(running)
 
-    def _one(self, index: int, outcome: Outcome) -> None:
+    def _render(self, index: int) -> tuple[int, list[dict[str, Any]]]:
+        return index, self.template.render(values(self.config, self.header, index))
+
+    def _one(self, index: int, objects: list[dict[str, Any]], outcome: Outcome) -> None:
         if self.stop.is_set():
             return
-        vals = values(self.config, self.header, index)
-        objects = self.template.render(vals)
-        main = _main_object(objects, vals["name"])
+        name = workload_name(self.header.prefix, index)
+        main = _main_object(objects, name)
         expected = expected_pods(self.config)
-        sent = now_ms()
+        sent = acked = now_ms()
         status, error = "created", None
         try:
             for obj in objects:
                 _, existed = self.dynamic.create(obj, self.header.namespace)
-                if obj is main and existed:
-                    status = "existed"
+                if obj is main:  # the workload's own ack, not its helpers' (a Service after it)
+                    acked = now_ms()
+                    status = "existed" if existed else status
         except TestbedError as exc:  # the API refused it: recorded, shown, not retried
-            status, error = "error", str(exc)
+            status, error, acked = "error", str(exc), now_ms()
         line = records.Submission(
             index=index,
-            name=vals["name"],
+            name=name,
             namespace=self.header.namespace,
             kind=main["kind"],
             api_version=main["apiVersion"],
@@ -235,7 +241,7 @@ class Submitter:
             ],
             expected_pods=expected,
             sent_ms=sent,
-            acked_ms=now_ms(),
+            acked_ms=acked,
             status=status,  # type: ignore[arg-type]
             error=error,
         )

@@ -75,8 +75,8 @@ def rows(submitted: Submitted, facts: Facts) -> list[Row]:
         row.pods = len(pods)
         _pod_stages(row, pods, pod_events, sub.expected_pods)
         _object_stages(row, facts, sub.namespace, sub.kind, sub.name, pods, sub.acked_ms)
-        _raise_floored(row)
-        _lower_late(row)
+        _lower_late(row)  # first: ceilings settle among exact times and each other…
+        _raise_floored(row)  # …then floors rise to whatever is known before them
         for (kind, name), times in object_events.items():
             if name == sub.name:
                 row.extra.update({f"event.{kind}.{reason}": t for reason, t in times.items()})
@@ -148,9 +148,11 @@ def _pod_stages(
 
 
 def _raise_floored(row: Row) -> None:
-    """A whole-second time is a floor: the true time is in [t, t + 1 s). When the stage
-    before it is known more precisely and later, that is a tighter floor — so a delta is
-    never negative merely because the API rounded down. Such times are marked ``>prev``."""
+    """A whole-second time is a floor: the true time is in [t, t + 1 s). When a stage
+    before it has a later time — exact, a floor, or a receive time (a stage seen live just
+    before a relist, whose next stage only the relist's whole-second field knows) — the stage
+    cannot have happened before it, so a delta is never negative merely because the API
+    rounded down. Such times are raised to it and marked ``>prev``."""
     floor: float | None = None
     for stage in STAGES:
         here, source = row.stages.get(stage), row.sources.get(stage, "")
@@ -159,8 +161,7 @@ def _raise_floored(row: Row) -> None:
         if floor is not None and here < floor and source in stages.COARSE:
             row.stages[stage] = here = floor
             row.sources[stage] = f"{source}>prev"
-        if source not in _CEILINGS:  # exact times and floors bound what follows from below
-            floor = here if floor is None else max(floor, here)
+        floor = here if floor is None else max(floor, here)
 
 
 def _lower_late(row: Row) -> None:

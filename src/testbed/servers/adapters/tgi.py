@@ -20,6 +20,22 @@ TGI_TAG = "3.3.4"
 _TGI_DTYPES = ("float16", "bfloat16")
 
 
+#: Generic parameter (or ``model``/``port``) → ``text-generation-launcher`` flag: the one
+#: statement of the launcher's flags, written by :meth:`TgiAdapter.args` and read backwards
+#: by the emulator's TGI stand-in (handed it by ``testbed cluster emulate``).
+LAUNCHER_FLAGS: Mapping[str, str] = {
+    "model": "--model-id",
+    "port": "--port",
+    "tensor_parallel": "--num-shard",
+    "dtype": "--dtype",
+    "max_batch_size": "--max-batch-size",
+    "max_input_length": "--max-input-tokens",
+    "max_model_len": "--max-total-tokens",
+}
+#: Launcher flags that take no value.
+LAUNCHER_SWITCHES = frozenset({"--trust-remote-code", "--disable-custom-kernels", "--json-output"})
+
+
 class TgiAdapter(ServerAdapter):
     kind = "tgi"
     protocols: ClassVar[tuple[ServerProtocol, ...]] = ("tgi", "openai")
@@ -30,16 +46,17 @@ class TgiAdapter(ServerAdapter):
         del served_name  # TGI serves one model and accepts any name ("tgi")
         dtype = params.get("dtype")
         shards = params.get("tensor_parallel")
+        to = LAUNCHER_FLAGS
         return [
-            "--model-id",
+            to["model"],
             model,
-            "--port",
+            to["port"],
             str(port),
-            *flag("--num-shard", shards if shards and shards > 1 else None),
-            *flag("--dtype", dtype if dtype in _TGI_DTYPES else None),
-            *flag("--max-batch-size", params.get("max_batch_size")),
-            *flag("--max-input-tokens", params.get("max_input_length")),
-            *flag("--max-total-tokens", params.get("max_model_len")),
+            *flag(to["tensor_parallel"], shards if shards and shards > 1 else None),
+            *flag(to["dtype"], dtype if dtype in _TGI_DTYPES else None),
+            *flag(to["max_batch_size"], params.get("max_batch_size")),
+            *flag(to["max_input_length"], params.get("max_input_length")),
+            *flag(to["max_model_len"], params.get("max_model_len")),
             *extra(params),
         ]
 

@@ -32,6 +32,20 @@ def _bool(value: Any) -> str:
     return "true" if value else "false"
 
 
+#: Generic parameter (or ``model``/``port``/``grpc_port``) → TGIS launcher flag: the one
+#: statement of the launcher's flags, written by :meth:`TgisAdapter.args` and read backwards
+#: by the emulator's TGIS stand-in (handed it by ``testbed cluster emulate``).
+LAUNCHER_FLAGS: Mapping[str, str] = {
+    "model": "--model-name",
+    "port": "--port",
+    "grpc_port": "--grpc-port",
+    "deployment_framework": "--deployment-framework",
+    "dtype": "--dtype-str",
+    "max_batch_size": "--max-batch-size",
+    "max_model_len": "--max-sequence-length",
+}
+
+
 class TgisAdapter(ServerAdapter):
     kind = "tgis"
     protocols: ClassVar[tuple[ServerProtocol, ...]] = ("tgis",)
@@ -40,18 +54,19 @@ class TgisAdapter(ServerAdapter):
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
         del served_name
+        to = LAUNCHER_FLAGS
         return [
-            "--model-name",
+            to["model"],
             model,
-            "--port",
+            to["port"],
             str(port),
-            "--grpc-port",
+            to["grpc_port"],
             str(GRPC_PORT),
-            "--deployment-framework",
+            to["deployment_framework"],
             str(params.get("deployment_framework") or "hf_transformers"),
-            *flag("--dtype-str", params.get("dtype")),
-            *flag("--max-batch-size", params.get("max_batch_size")),
-            *flag("--max-sequence-length", params.get("max_model_len")),
+            *flag(to["dtype"], params.get("dtype")),
+            *flag(to["max_batch_size"], params.get("max_batch_size")),
+            *flag(to["max_model_len"], params.get("max_model_len")),
             *extra(params),
         ]
 

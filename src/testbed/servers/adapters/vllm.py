@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -37,14 +38,19 @@ PYTHON_ENV = "TESTBED_VLLM_PYTHON"
 _REPO = Path(__file__).resolve().parents[4]  # src/testbed/servers/adapters/vllm.py
 
 
-def vllm_python(params: Params, environ: dict[str, str] | None = None) -> Path:
-    """The interpreter that has vLLM installed (see the module docstring for the order)."""
+def vllm_python(
+    params: Params, environ: Mapping[str, str] | None = None, option: str = "params.python"
+) -> Path:
+    """The interpreter that has vLLM installed (see the module docstring for the order).
+
+    ``option`` is what the user sets to choose it, for the messages (the emulator is handed
+    this lookup with ``--vllm-python``)."""
     env = os.environ if environ is None else environ
     explicit = params.get("python") or env.get(PYTHON_ENV)
     if explicit:
         path = Path(str(explicit)).expanduser()
         if not path.exists():
-            source = "params.python" if params.get("python") else PYTHON_ENV
+            source = option if params.get("python") else PYTHON_ENV
             raise InputError(
                 f"{source} is {path}, which does not exist; point it at the python of a"
                 " virtual environment with vLLM installed"
@@ -55,7 +61,7 @@ def vllm_python(params: Params, environ: dict[str, str] | None = None) -> Path:
         if candidate.exists():
             return candidate
     raise InfrastructureError(
-        f"vLLM is not installed: no {candidates[0]}; run `make vllm`, or set params.python"
+        f"vLLM is not installed: no {candidates[0]}; run `make vllm`, or set {option}"
         f" or {PYTHON_ENV} to the python of an environment with vLLM"
     )
 

@@ -1,0 +1,238 @@
+"""What the real API server fills in and checks per kind when an object is created.
+
+Defaulting follows the fields controllers and kubectl read (a pod's ``restartPolicy``,
+``schedulerName``; a Deployment's strategy; a Job's generated selector; a Service's
+cluster IP; a PVC bound at once). Validation covers the mistakes a manifest generator can
+make and the server answers with 422: no containers, a selector that does not select its
+template, a missing image.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from testbed.emulator.storage import crds
+from testbed.emulator.storage.meta import normalized_time
+
+Errors = list[tuple[str, str]]
+
+_cluster_ips = itertools.count(10)
+
+
+def _pod_spec(spec: dict[str, Any], where: str) -> Errors:
+    errors: Errors = []
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        return [(f"{where}.containers", "Required value")]
+    for group in ("initContainers", "containers"):
+        for i, container in enumerate(spec.get(group) or []):
+            path = f"{where}.{group}[{i}]"
+            if not isinstance(container, dict) or not container.get("name"):
+                errors.append((f"{path}.name", "Required value"))
+                continue
+            if not container.get("image"):
+                errors.append((f"{path}.image", "Required value"))
+                continue
+            image = str(container["image"])
+            tagged = ":" in image.rsplit("/", 1)[-1] or "@" in image
+            latest = image.endswith(":latest") or not tagged
+            container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("terminationMessagePolicy", "File")
+            container.setdefault("resources", {})
+            for port in container.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+    return errors
+
+
+def _pod(obj: dict[str, Any]) -> Errors:
+    errors = _pod_spec(obj.setdefault("spec", {}), "spec")
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos(obj["spec"]))
+    return errors
+
+
+def _qos(spec: dict[str, Any]) -> str:
+    containers = spec.get("containers") or []
+    resources = [c.get("resources") or {} for c in containers if isinstance(c, dict)]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        r.get("limits", {}).get(k) is not None
+        and r.get("requests", {}).get(k, r["limits"][k]) == r["limits"][k]
+        for r in resources
+        for k in ("cpu", "memory")
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _selects_template(obj: dict[str, Any]) -> Errors:
+    spec = obj.get("spec") or {}
+    selector = (spec.get("selector") or {}).get("matchLabels") or {}
+    if not spec.get("selector"):
+        return [("spec.selector", "Required value")]
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    if any(labels.get(k) != v for k, v in selector.items()):
+        return [
+            (
+                "spec.template.metadata.labels",
+                "Invalid value: `selector` does not match template `labels`",
+            )
+        ]
+    return []
+
+
+def _workload(obj: dict[str, Any]) -> Errors:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    errors = _selects_template(obj)
+    template = spec.setdefault("template", {})
+    return errors + _pod_spec(template.setdefault("spec", {}), "spec.template.spec")
+
+
+def _deployment(obj: dict[str, Any]) -> Errors:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault(
+        "strategy",
+        {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+    )
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    return _workload(obj)
+
+
+def _job(obj: dict[str, Any]) -> Errors:
+    spec = obj.setdefault("spec", {})
+    for key, value in (("parallelism", 1), ("completions", 1), ("backoffLimit", 6)):
+        spec.setdefault(key, value)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    template = spec.setdefault("template", {})
+    tmeta = template.setdefault("metadata", {})
+    if not spec.get("manualSelector"):
+        # The server generates the selector from the Job's uid, as batch/v1 does.
+        uid, name = obj["metadata"]["uid"], obj["metadata"]["name"]
+        generated = {"batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
+        spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        tmeta["labels"] = {
+            **(tmeta.get("labels") or {}),
+            **generated,
+            "batch.kubernetes.io/job-name": name,
+            "job-name": name,
+        }
+    tspec = template.setdefault("spec", {})
+    if tspec.get("restartPolicy") not in ("Never", "OnFailure"):
+        return [
+            (
+                "spec.template.spec.restartPolicy",
+                'Unsupported value: "Always": supported values: "OnFailure", "Never"',
+            )
+        ]
+    return _selects_template(obj) + _pod_spec(tspec, "spec.template.spec")
+
+
+def _service(obj: dict[str, Any]) -> Errors:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec.get("clusterIP") != "None":
+        n = next(_cluster_ips)
+        spec.setdefault("clusterIP", f"10.96.{n // 250 % 250}.{n % 250 + 1}")
+        spec["clusterIPs"] = [spec["clusterIP"]]
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+    obj.setdefault("status", {"loadBalancer": {}})
+    return []
+
+
+def _secret(obj: dict[str, Any]) -> Errors:
+    obj.setdefault("type", "Opaque")
+    string_data = obj.pop("stringData", None) or {}
+    data = obj.setdefault("data", {})
+    for key, value in string_data.items():
+        data[key] = base64.b64encode(str(value).encode()).decode()
+    return []
+
+
+def _namespace(obj: dict[str, Any]) -> Errors:
+    name = obj["metadata"]["name"]
+    obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+    obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
+    obj["status"] = {"phase": "Active"}
+    return []
+
+
+def _pvc(obj: dict[str, Any]) -> Errors:
+    # No storage provisioner to wait for: every claim is bound to a volume at once.
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("volumeMode", "Filesystem")
+    spec.setdefault("volumeName", f"pvc-{obj['metadata']['uid']}")
+    request = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    if request is None:
+        return [("spec.resources.requests[storage]", "Required value")]
+    obj["status"] = {
+        "phase": "Bound",
+        "accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+        "capacity": {"storage": request},
+    }
+    return []
+
+
+def _event(obj: dict[str, Any]) -> Errors:
+    if not obj.get("involvedObject"):
+        return [("involvedObject", "Required value")]
+    obj.setdefault("type", "Normal")
+    _event_times(obj)
+    return []
+
+
+def _event_times(obj: dict[str, Any]) -> None:
+    for name, micro in (("eventTime", True), ("firstTimestamp", False), ("lastTimestamp", False)):
+        if obj.get(name):
+            obj[name] = normalized_time(obj[name], micro)
+    series = obj.get("series")
+    if isinstance(series, dict) and series.get("lastObservedTime"):
+        series["lastObservedTime"] = normalized_time(series["lastObservedTime"], True)
+
+
+PREPARE: dict[str, Callable[[dict[str, Any]], Errors]] = {
+    "pods": _pod,
+    "deployments.apps": _deployment,
+    "replicasets.apps": _workload,
+    "jobs.batch": _job,
+    "services": _service,
+    "secrets": _secret,
+    "namespaces": _namespace,
+    "persistentvolumeclaims": _pvc,
+    "events": _event,
+    crds.KEY: crds.prepare,
+}
+
+
+def prepare_create(key: str, obj: dict[str, Any]) -> Errors:
+    """Fill in defaults of a new object in place; the validation errors found."""
+    prepare = PREPARE.get(key)
+    return prepare(obj) if prepare else []
+
+
+def validate_update(key: str, obj: dict[str, Any]) -> Errors:
+    """Checks an update must pass (the template of a workload must still match)."""
+    if key in ("deployments.apps", "replicasets.apps", "jobs.batch"):
+        return _selects_template(obj)
+    if key == "events":
+        _event_times(obj)
+    if key == "pods" and not (obj.get("spec") or {}).get("containers"):
+        return [("spec.containers", "Required value")]
+    return []

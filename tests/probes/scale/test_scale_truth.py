@@ -1,0 +1,134 @@
+"""The sampler's times against the truth a scripted API server recorded as it sent each change.
+
+1,000 workloads, two ``testbed scale sample --follow`` runs at once on one output directory,
+pod watches dropped and compacted every 1.5 s (410 Gone as an ERROR event and as HTTP 410,
+then a relist). Every stage must be there, no delta negative, and every stage the sampler
+saw live within 10 ms of when the server wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.probes.scale import scripted_api
+
+from testbed.config.scale import STAGES
+from testbed.probes.scale import sampled, times
+from testbed.probes.scale.submitted import SUBMITTED, Header, Submission, Submitted, line
+
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
+
+ROOT = Path(__file__).resolve().parents[3]
+WORKLOADS = 1000
+SCRIPT_STAGES = ("created", "pod_created", "scheduled", "initialized", "running", "ready")
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    command = [sys.executable, "-m", "tests.probes.scale.scripted_api", "--out", str(tmp_path)]
+    command += ["--workloads", str(WORKLOADS), "--span", "8", "--delay", "0.5"]
+    command += ["--watchers", "2"]
+    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    port = int(server.stdout.readline().split()[1])
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "s", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}],
+                "current-context": "s",
+            }
+        )
+    )
+    try:
+        yield server, kubeconfig
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_sampled_times_match_what_the_server_sent(
+    scripted: tuple[subprocess.Popen[str], Path], tmp_path: Path
+) -> None:
+    server, kubeconfig = scripted
+    out = tmp_path / "out"
+    out.mkdir()
+    header = Header(
+        run=scripted_api.RUN,
+        prefix=scripted_api.PREFIX,
+        namespace=scripted_api.NAMESPACE,
+        template="scripted",
+        fingerprint="f",
+        kinds=[("batch/v1", "Job")],
+    )
+    (out / SUBMITTED).write_text(line(header))
+    sample = [sys.executable, "-m", "testbed", "scale", "sample", "-o", str(out), "--follow"]
+    sample += ["--timeout", "120", "--kubeconfig", str(kubeconfig)]
+    samplers = [subprocess.Popen(sample, cwd=ROOT) for _ in range(2)]
+    assert server.stdout is not None
+    assert server.stdout.readline().strip() == "done"
+    time.sleep(1.0)  # the last changes reach the samplers
+    for sampler in samplers:
+        sampler.send_signal(signal.SIGINT)  # how a follower is meant to end
+    for sampler in samplers:
+        assert sampler.wait(60) == 0
+    truth = json.loads((tmp_path / "truth.json").read_text())
+    assert truth["compactions"] >= 4  # the relists this test is about happened
+
+    submitted = Submitted(header=header)
+    with (out / SUBMITTED).open("a") as handle:
+        for index in range(WORKLOADS):
+            name = f"{scripted_api.PREFIX}-{index:05d}"
+            created = truth["committed"][name]["created"]
+            record = Submission(
+                index=index,
+                name=name,
+                namespace=header.namespace,
+                kind="Job",
+                api_version="batch/v1",
+                sent_ms=created - 5,
+                acked_ms=created + 50,  # a create call returns after the commit
+                status="created",
+            )
+            submitted.workloads[index] = record
+            handle.write(line(record))
+    table = times.rows(submitted, sampled.load(out))
+
+    errors, coarse = [], []
+    for row in table:
+        missing = [s for s in SCRIPT_STAGES if s not in row.stages]
+        assert not missing, f"{row.name}: {missing} never sampled"
+        reached = [row.stages[s] for s in STAGES if s in row.stages]
+        assert reached == sorted(reached), f"{row.name}: a negative delta {row.stages}"
+        sent = truth["sent"].get(row.name, {})
+        committed = truth["committed"][row.name]
+        previous = row.stages["submitted"]
+        for stage in SCRIPT_STAGES:
+            here, source = row.stages[stage], row.sources[stage]
+            if source == "watch" and stage in sent:
+                errors.append(here - sent[stage])
+            else:  # seen only by a relist (a whole-second floor, maybe raised to the stage
+                # before it), or the create call's return: never later than what was seen
+                coarse.append(here - committed[stage])
+                assert committed[stage] - 1000 < here <= max(committed[stage] + 60, previous)
+            previous = here
+    errors.sort()
+    print(
+        f"live stages {len(errors)}, relist/ack {len(coarse)}; error p50"
+        f" {errors[len(errors) // 2]:.2f} ms, p99 {errors[int(len(errors) * 0.99)]:.2f} ms,"
+        f" max {errors[-1]:.2f} ms"
+    )
+    assert len(errors) > 0.8 * WORKLOADS * len(SCRIPT_STAGES)  # most were seen live
+    assert errors[0] >= 0, "a change stamped before the server sent it"
+    assert errors[-1] <= 10.0, f"a change stamped {errors[-1]:.1f} ms after the server sent it"
