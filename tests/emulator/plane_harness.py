@@ -19,10 +19,15 @@ from typing import Any
 
 from kubernetes import client, config
 
-from testbed.emulator import ClusterShape, Emulator
-from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.machinery.faults import FaultRule
-from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
+from testbed.emulator import (
+    ClusterShape,
+    ControlPlane,
+    Emulator,
+    FaultRule,
+    KubeletSettings,
+    PlaneSettings,
+    attach,
+)
 
 
 @dataclass

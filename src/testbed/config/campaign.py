@@ -66,7 +66,16 @@ class LocalBackend(_BackendBase):
     ) -> list[tuple[str, tuple[int | str, ...]]]:
         found = cluster_only_fields(deployments, "local")
         for i, d in enumerate(deployments):
-            if d.server not in self.SERVERS:
+            if d.server == "manifests":
+                found.append(
+                    (
+                        f"{d.name} is a stack of Kubernetes objects (server: manifests), which"
+                        " only a cluster can run — set backend: kubernetes (e.g. against"
+                        " `testbed cluster emulate`), or point server: external at it",
+                        ("deployments", i, "server"),
+                    )
+                )
+            elif d.server not in self.SERVERS:
                 found.append(
                     (
                         f"server {d.server!r} cannot run on the local backend ({d.server} ships"
@@ -186,7 +195,7 @@ class KubernetesBackend(_BackendBase):
         found: list[tuple[str, tuple[int | str, ...]]] = []
         for i, d in enumerate(deployments):
             where = f"model {d.model!r}"
-            if d.server in ("external", "sim"):
+            if d.server in ("external", "sim", "manifests"):
                 continue
             if d.model.startswith(("/", ".", "~")) and not self.model_pvc:
                 found.append(
@@ -243,7 +252,7 @@ class KubernetesBackend(_BackendBase):
                     ("deployments", i, "s3_endpoint_url"),
                 )
                 for i, d in enumerate(deployments)
-                if d.model.startswith("s3://") and not d.s3_endpoint_url
+                if d.model.startswith("s3://") and not getattr(d, "s3_endpoint_url", "-")
             ]
             if not any(d.model.startswith("s3://") for d in deployments):
                 found.append(
@@ -266,7 +275,8 @@ class ExternalBackend(_BackendBase):
         return cluster_only_fields(deployments, "external") + [
             (
                 f"backend external provisions nothing, but {d.name} needs a {d.server} server"
-                " — use `server: external` with a url, or backend: local",
+                " — use `server: external` with a url, or backend:"
+                f" {'kubernetes' if d.server == 'manifests' else 'local'}",
                 ("deployments", i, "server"),
             )
             for i, d in enumerate(deployments)
@@ -280,6 +290,8 @@ def cluster_only_fields(
     """Fields only a cluster honours are refused elsewhere, never silently ignored."""
     found: list[tuple[str, tuple[int | str, ...]]] = []
     for i, d in enumerate(deployments):
+        if d.server == "manifests":
+            continue  # a stack has none of these fields (and is refused off a cluster)
         for path, what, given in (
             (("image",), "is a container image, used only by", d.image is not None),
             (
