@@ -37,6 +37,27 @@ class LocalBackend(_BackendBase):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
 
     kind: Literal["local"] = "local"
+    gpus: list[int] | None = Field(
+        None,
+        description="GPU ids (nvidia-smi's indices) the run may use; default every GPU"
+        " nvidia-smi -L lists (within CUDA_VISIBLE_DEVICES). Without nvidia-smi on PATH these"
+        " ids are trusted as they are",
+    )
+    share_gpus: bool = Field(
+        False,
+        description="let workers that were given the same GPU run at once (default: a worker"
+        " never shares its GPUs; the others wait)",
+    )
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None:
+            if any(i < 0 for i in value):
+                raise ValueError(f"gpus {value} holds a negative id; give nvidia-smi's indices")
+            if len(set(value)) != len(value):
+                raise ValueError(f"gpus {value} repeats an id; list each GPU once")
+        return value
 
     #: Server kinds that run as a child process here; tgi and tgis ship only as container
     #: images (their adapters build a pod's container, not a local command line).

@@ -279,7 +279,13 @@ async def _test(
         worker_sets = make_worker_sets(plan, todo, execution.unroll)
         budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
         await run_worker_sets(
-            worker_sets, execution, budget, _cost(plan, backend), runner, runner.stop
+            worker_sets,
+            execution,
+            budget,
+            _cost(plan, backend),
+            runner,
+            runner.stop,
+            lambda ws: frozenset().union(*(backend.worker_devices(w) for w in ws.workers)),
         )
     await steps.stage("test_after")
 
@@ -300,6 +306,7 @@ async def _skip_infeasible(
     keep = []
     for treatment in todo:
         reason = next((reasons[w] for w in treatment.workers if w in reasons), "")
+        reason = reason or backend.conflict(treatment.workers)
         if not reason:
             keep.append(treatment)
             continue
@@ -334,7 +341,9 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     if kind == "local":
         from testbed.backends.local import LocalBackend
 
-        return LocalBackend(run_dir.path, loaded.base_dir)
+        return LocalBackend(
+            run_dir.path, loaded.base_dir, loaded.campaign.backend.model_dump(mode="json")
+        )
     if kind == "external":
         from testbed.backends.external import ExternalBackend
 
