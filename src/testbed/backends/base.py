@@ -79,6 +79,18 @@ class Backend(abc.ABC):
         del folder, workers
         return [f"the {self.name} backend runs nothing to capture"]
 
+    def worker_devices(self, worker_id: str) -> frozenset[int]:
+        """Devices (GPU ids) the worker holds alone while it runs: the strategies never run
+        two worker sets holding a common device at once. Empty by default."""
+        del worker_id
+        return frozenset()
+
+    def conflict(self, worker_ids: tuple[str, ...]) -> str:
+        """Why workers that must run at once (an A/B pair) cannot (shared devices); "" if
+        they can."""
+        del worker_ids
+        return ""
+
     @abc.abstractmethod
     def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path

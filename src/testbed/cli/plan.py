@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_campaign_arguments(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
@@ -72,10 +73,30 @@ def handle(args: argparse.Namespace) -> int:
         print(f"{len(written)} objects written to {args.manifests}")
         return 0
     steps = [step.to_json() for step in planned_steps(loaded)]
+    gpus = _gpus(loaded, plan)
     if args.json:
-        json.dump({**plan.to_json(), "steps": steps}, sys.stdout, indent=2)
+        document = {**plan.to_json(), "steps": steps}
+        if gpus is not None:
+            document["gpus"] = {**gpus[0].to_json(), **gpus[1].to_json()}
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render_plan(plan, Console())
-        render_steps(steps, Console())
+        console = Console()
+        render_plan(plan, console)
+        render_steps(steps, console)
+        if gpus is not None:
+            from testbed.report.plan_table import render_gpus
+
+            render_gpus(gpus[0], gpus[1], console)
     return 0
+
+
+def _gpus(loaded: Any, plan: Any) -> Any:
+    """The local backend's GPUs and each worker's (None elsewhere, or with no GPU at all)."""
+    backend = loaded.campaign.backend
+    if backend.kind != "local":
+        return None
+    from testbed.backends.local.gpus import plan_assignment
+
+    workers = {w.id: w.config for w in plan.workers.values()}
+    return plan_assignment(backend.model_dump(mode="json"), workers)

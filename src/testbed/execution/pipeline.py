@@ -19,10 +19,10 @@ from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.captures import Captures
-from testbed.execution.cluster_probes import check_shippable, remote_probe
+from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
-from testbed.execution.inputs import check_files
+from testbed.execution.inputs import check_api_keys, check_files, check_load_capacity
 from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
 from testbed.execution.strategy import run_worker_sets
@@ -66,6 +66,8 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     plan = expand(loaded)
     check_files(loaded, plan)
     check_shippable(loaded, plan)
+    if not in_cluster(loaded):  # a probe Job's pod has limits of its own
+        check_load_capacity(loaded, plan)
     check_steps(loaded)  # templates, named commands, toolbox scripts, keep
     return plan
 
@@ -73,14 +75,19 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
 def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) -> None:
     """A cluster campaign's kubeconfig, context or ``${env:}`` token, and the ``${env:}``
     keys of the Secrets its workers need (S3, hub token), must be usable before a run
-    directory exists (InputError, exit 2). Reads files and variables; sends nothing."""
+    directory exists (InputError, exit 2), as must the ``${env:}`` API keys of external
+    deployments. Reads files and variables; sends nothing."""
+    check_api_keys(loaded)
     if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
         from testbed.backends.kubernetes.weights import run_secrets
-        from testbed.clients.kube.connection import ConnectionSpec, connect
+        from testbed.clients.kube.connection import ConnectionSpec
+        from testbed.clients.kube.rest import Kube
         from testbed.core.secrets import resolve
 
-        connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
-        deployments = [w.config for w in plan.workers.values() if w.server != "external"]
+        Kube.connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
+        deployments = [
+            w.config for w in plan.workers.values() if w.server not in ("external", "manifests")
+        ]
         run_secrets(deployments, loaded.campaign.backend.model_dump(mode="json"), resolve)
 
 
@@ -272,7 +279,13 @@ async def _test(
         worker_sets = make_worker_sets(plan, todo, execution.unroll)
         budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
         await run_worker_sets(
-            worker_sets, execution, budget, _cost(plan, backend), runner, runner.stop
+            worker_sets,
+            execution,
+            budget,
+            _cost(plan, backend),
+            runner,
+            runner.stop,
+            lambda ws: frozenset().union(*(backend.worker_devices(w) for w in ws.workers)),
         )
     await steps.stage("test_after")
 
@@ -293,6 +306,7 @@ async def _skip_infeasible(
     keep = []
     for treatment in todo:
         reason = next((reasons[w] for w in treatment.workers if w in reasons), "")
+        reason = reason or backend.conflict(treatment.workers)
         if not reason:
             keep.append(treatment)
             continue
@@ -327,7 +341,9 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     if kind == "local":
         from testbed.backends.local import LocalBackend
 
-        return LocalBackend(run_dir.path, loaded.base_dir)
+        return LocalBackend(
+            run_dir.path, loaded.base_dir, loaded.campaign.backend.model_dump(mode="json")
+        )
     if kind == "external":
         from testbed.backends.external import ExternalBackend
 

@@ -89,6 +89,14 @@ def print_summary(
     table = load_table(document)
     if table is not None:
         console.print(table)
+    from testbed.report.criteria_view import table as criteria_table
+
+    judged = criteria_table(document)
+    if judged is not None:
+        console.print(judged)
+        for criterion in document.get("criteria") or []:
+            for c in criterion["comparisons"]:
+                console.print(f"  {styled(c['status'])} {redact(c.get('reason', ''))}")
     if details is not None:
         details()
     counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))

@@ -36,7 +36,8 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
-from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
+from testbed.backends.kubernetes.stack import Stacks, remove_journalled
+from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
     ClusterAccessDenied,
@@ -73,11 +74,12 @@ class KubernetesBackend(Backend):
         self._kube: Kube | None = None
         self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
         self._lock = asyncio.Lock()
+        self._stacks = Stacks(self)  # server: manifests workers
 
     async def kube(self) -> Kube:
         if self._kube is None:
-            api = await asyncio.to_thread(connect, ConnectionSpec.from_backend(self.config))
-            self._kube = Kube(api)
+            spec = ConnectionSpec.from_backend(self.config)
+            self._kube = await asyncio.to_thread(Kube.connect, spec)
         return self._kube
 
     def in_cluster(self) -> bool:
@@ -89,6 +91,10 @@ class KubernetesBackend(Backend):
     # -- the run's shared objects ---------------------------------------------------------
     async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
         return await self._ensure_run(deployments)
+
+    async def ensure_run_objects(self) -> None:
+        """The run's namespace (a stack worker provisioned with prepare skipped)."""
+        await self._ensure_run([])
 
     async def _ensure_run(self, deployments: list[dict[str, Any]]) -> list[str]:
         """Apply the shared objects ``deployments`` need that this run has not applied yet
@@ -178,7 +184,7 @@ class KubernetesBackend(Backend):
         self, workers: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, str], list[str]]:
         """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
-        pods = {w: c for w, c in workers.items() if c.get("server") != "external"}
+        pods = {w: c for w, c in workers.items() if c.get("server") not in manifests.NOT_PODS}
         if not pods:
             return {}, []
         kube = await self.kube()
@@ -196,6 +202,10 @@ class KubernetesBackend(Backend):
     ) -> AsyncIterator[Handle]:
         if deployment["server"] == "external":
             yield Handle(external_endpoint(deployment, self.base_dir))
+            return
+        if deployment["server"] == "manifests":
+            async with self._stacks.provision(worker_id, deployment, work_dir) as handle:
+                yield handle
             return
         await self._ensure_run([deployment])
         kube = await self.kube()
@@ -304,6 +314,8 @@ class KubernetesBackend(Backend):
 
     async def _cleanup(self) -> list[str]:
         kube = await self.kube()
+        # Stacks first: their custom objects go before the CRDs and the namespace they need.
+        stacks = await remove_journalled(kube, self.run_id, self.run_dir)
         selector = run_selector(self.run_id)
         kinds = [*RUN_KINDS, *(["Dataset"] if self.config.get("datashim") else [])]
         gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
@@ -314,7 +326,7 @@ class KubernetesBackend(Backend):
         if gone:
             await self._wait_gone(kube, kinds, selector)
         self._applied.clear()
-        return [f"deleted {name}" for name in gone]
+        return [f"deleted {name}" for name in [*stacks, *gone]]
 
     async def _wait_gone(self, kube: Kube, kinds: list[str], selector: str) -> None:
         loop = asyncio.get_running_loop()
