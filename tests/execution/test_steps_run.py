@@ -120,7 +120,8 @@ steps:
     - {name: uninstall, run: [sh, -c, 'echo cleaned'], on_error: continue}
   prepare:
     - {name: tolerated, run: [sh, -c, 'exit 4'], on_error: continue}
-    - {name: broken, run: [sh, -c, 'echo first-line; echo "the reason it broke" >&2; exit 7']}
+    - name: broken
+      run: [sh, -c, 'echo "the reason it broke, $1" >&2; exit 7', sh, "{{ vars.token }}"]
     - {name: never, run: [sh, -c, 'echo never']}
   test:
     - {name: not-either, run: [sh, -c, 'echo no']}
@@ -142,10 +143,13 @@ def test_a_failing_step_is_the_runs_error_and_the_final_cleanup_still_runs(
     ]
     broken = step(run, "003__prepare__broken")
     assert (broken["status"], broken["exit_code"]) == ("failed", 7)
-    assert broken["tail"] == ["the reason it broke"]
+    assert broken["tail"] == ["the reason it broke, ***"]  # the secret it echoed, masked
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "ERROR"
     assert [t["status"] for t in summary["treatments"]] == ["NOT RUN"]
+    assert (
+        summary["treatments"][0]["reason"] == "not run: step 003__prepare__broken failed (failed)"
+    )
     statuses = {s["dir"]: s["status"] for s in summary["steps"]}
     assert statuses == {
         "001__cleanup__uninstall": "ok",
@@ -157,6 +161,7 @@ def test_a_failing_step_is_the_runs_error_and_the_final_cleanup_still_runs(
     }
     html = (run / "report.html").read_text()
     assert "the reason it broke" in html
+    assert "tok-value-9" not in html
     assert "failed (on_error: continue)" in html
 
 

@@ -14,7 +14,11 @@ __all__ = ["PlannedStep", "check_steps", "planned_steps"]
 
 
 def planned_steps(loaded: LoadedCampaign, run: Mapping[str, str] = PLANNING) -> list[PlannedStep]:
-    """The campaign's steps rendered for ``run`` (placeholders while planning)."""
+    """The campaign's steps rendered for ``run`` (placeholders while planning; a namespace
+    the campaign names is known already)."""
+    given = getattr(loaded.campaign.backend, "namespace", None)
+    if run is PLANNING and given:
+        run = {**PLANNING, "namespace": given}
     return plan_steps(loaded.campaign, loaded.provenance, loaded.file, loaded.base_dir, run)
 
 
