@@ -227,3 +227,16 @@ def test_validate_exits_2_and_plan_shows_rendered_steps_with_secrets_masked(
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert f"{path}:" in refused.stderr
     assert "pools" in refused.stderr
+
+
+def test_export_refuses_steps_it_would_not_run(tmp_path: Path) -> None:
+    path = write(tmp_path, HEAD + STEPS)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    refused = subprocess.run(
+        [sys.executable, "-m", "testbed", "export", "tekton", str(path),
+         "--upload", "s3://bucket/runs", "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, check=False, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "an exported pipeline does not run" in refused.stderr
+    assert not (tmp_path / "out").exists()
