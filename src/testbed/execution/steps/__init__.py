@@ -25,8 +25,15 @@ def planned_steps(loaded: LoadedCampaign, run: Mapping[str, str] = PLANNING) -> 
 def check_steps(loaded: LoadedCampaign) -> None:
     """What ``validate``, ``plan`` and ``run`` refuse before anything starts (exit 2 with
     file:line): the steps' templates and commands, and ``execution.keep`` off a cluster."""
-    planned_steps(loaded)
+    steps = planned_steps(loaded)
     campaign = loaded.campaign
+    captures = campaign.execution.capture.state or any(s.kind == "capture" for s in steps)
+    if captures and campaign.backend.kind == "external":
+        raise CampaignError(
+            f"{loaded.file}: a state capture dumps what the backend runs, and backend: external"
+            " runs nothing — remove capture: [state] steps and execution.capture.state, or use"
+            " backend: local or kubernetes"
+        )
     if campaign.execution.keep and campaign.backend.kind != "kubernetes":
         origin = loaded.provenance.nearest(("execution", "keep"))
         where = origin.describe() if origin else loaded.file
