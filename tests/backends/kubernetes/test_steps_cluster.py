@@ -6,6 +6,7 @@ kubectl shows them, nothing left after); execution.keep leaves the workers runni
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,21 @@ EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "topsail-presets.ya
 def test_the_topsail_example_runs_its_steps_on_the_cluster(
     tmp_path: Path, kubeconfig: Path, kube: Kube
 ) -> None:
-    done = run_cli(
-        ["run", str(EXAMPLE), "--preset", "smoke", "--preset", "gpu-pool",
-         "--set", "backend.kind=kubernetes", "--out", str(tmp_path / "k8s-steps")],
-        kubeconfig, tmp_path, 600,
+    stack = f"stack-{uuid.uuid4().hex[:6]}"  # an operator's namespace, dumped whole
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": stack}})
+    kube.create(
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "operator-config", "namespace": stack}, "data": {"a": "b"}}
     )  # fmt: skip
+    try:
+        done = run_cli(
+            ["run", str(EXAMPLE), "--preset", "smoke", "--preset", "gpu-pool",
+             "--set", "backend.kind=kubernetes", "--out", str(tmp_path / "k8s-steps"),
+             "--set", f"execution.capture.namespaces=[{stack}]"],
+            kubeconfig, tmp_path, 600,
+        )  # fmt: skip
+    finally:
+        kube.delete("Namespace", stack)
     assert done.returncode == 0, done.stdout + done.stderr
     run = tmp_path / "k8s-steps"
     steps = sorted(p.name for p in (run / "steps").iterdir() if p.is_dir())
@@ -57,6 +68,8 @@ def test_the_topsail_example_runs_its_steps_on_the_cluster(
     logs = list((treatment / "state-after/logs").glob("*/server.log"))
     assert len(logs) == 1
     assert "kind: List" in (treatment / "state-after/objects.yaml").read_text()
+    operator = (treatment / f"state-before/namespace-{stack}/get.txt").read_text()
+    assert "operator-config" in operator, operator
     assert leftovers(kube, "k8s-steps") == []
 
 

@@ -34,6 +34,12 @@ def check_steps(loaded: LoadedCampaign) -> None:
             " runs nothing — remove capture: [state] steps and execution.capture.state, or use"
             " backend: local or kubernetes"
         )
+    if campaign.execution.capture.namespaces and campaign.backend.kind != "kubernetes":
+        raise CampaignError(
+            f"{_where(loaded, ('execution', 'capture', 'namespaces'))}: capture.namespaces"
+            " names a cluster's namespaces to dump; the"
+            f" {campaign.backend.kind} backend has none — remove it, or use backend: kubernetes"
+        )
     if campaign.execution.keep and campaign.backend.kind != "kubernetes":
         origin = loaded.provenance.nearest(("execution", "keep"))
         where = origin.describe() if origin else loaded.file
@@ -42,3 +48,8 @@ def check_steps(loaded: LoadedCampaign) -> None:
             f" run; the {campaign.backend.kind} backend's servers end with testbed — remove"
             " keep, or use backend: kubernetes"
         )
+
+
+def _where(loaded: LoadedCampaign, path: tuple[str | int, ...]) -> str:
+    origin = loaded.provenance.nearest(path)
+    return origin.describe() if origin else loaded.file

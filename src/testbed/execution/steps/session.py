@@ -9,6 +9,7 @@ the prepare steps made, so every step runs again (their earlier outputs kept in
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from testbed.backends.base import Backend
@@ -75,7 +76,11 @@ def make_runner(
         loaded.base_dir,
         observer,
         env={**env, "TESTBED_RUN_ID": run_dir.run_id, "TESTBED_RUN_DIR": run["dir"]},
-        capture=backend.capture_state,
+        capture=functools.partial(
+            backend.capture_state,
+            workers=None,
+            namespaces=loaded.campaign.execution.capture.namespaces,
+        ),
         resume=resume,
     )
     return planned_steps(loaded, run), runner
