@@ -163,6 +163,9 @@ def test_a_failing_step_is_the_runs_error_and_the_final_cleanup_still_runs(
     assert "the reason it broke" in html
     assert "tok-value-9" not in html
     assert "failed (on_error: continue)" in html
+    junit = (run / "junit.xml").read_text()
+    assert '<testcase classname="steps-run.steps.prepare" name="003__prepare__broken"' in junit
+    assert '<error message="failed: exit 7">the reason it broke, ***</error>' in junit
 
 
 def test_a_timeout_stops_the_steps_whole_process_group(tmp_path: Path) -> None:
