@@ -259,3 +259,35 @@ steps:
     third = run_testbed(tmp_path, "run", "--resume", "run", "--skip-phase", "test")
     assert third.returncode == 0, third.stdout + third.stderr
     assert (tmp_path / "once.txt").read_text() == "ran\nran\n"
+
+
+def test_a_killed_runs_step_leaves_no_orphan_after_resume(tmp_path: Path) -> None:
+    steps = """\
+steps:
+  prepare:
+    - name: long
+      run: [sh, -c, 'test -f "$TESTBED_RUN_DIR/../again" && exit 0;
+            sleep 300 & echo $! > "$ARTIFACT_DIR/child"; wait']
+"""
+    path = campaign(tmp_path, steps)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "H21_TOKEN": "x"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(path), "--out", "run"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    child_file = tmp_path / "run/steps/001__prepare__long/child"
+    deadline = time.monotonic() + 120
+    while not (child_file.is_file() and child_file.read_text().strip()):
+        assert time.monotonic() < deadline, "the step never started"
+        assert proc.poll() is None
+        time.sleep(0.1)
+    child = int(child_file.read_text())
+    proc.kill()  # SIGKILL: no cleanup of its own; the shell dies with it, its sleep does not
+    proc.wait(timeout=30)
+    assert _alive(child)
+    (tmp_path / "again").touch()
+    resumed = run_testbed(tmp_path, "run", "--resume", "run")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "ended leftover server process group" in resumed.stdout
+    assert not _alive(child)
+    assert step(tmp_path / "run", "001__prepare__long")["status"] == "ok"

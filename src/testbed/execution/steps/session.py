@@ -13,6 +13,7 @@ import functools
 from dataclasses import dataclass
 
 from testbed.backends.base import Backend
+from testbed.backends.local.process import kill_leftover
 from testbed.config.loader import LoadedCampaign
 from testbed.config.templating import PlannedStep
 from testbed.execution.events import Observer
@@ -37,6 +38,11 @@ class StepSession:
         skip: set[str],
         enabled: bool = True,
     ) -> StepSession:
+        for pid_file in sorted((run_dir.path / "pids").glob("step-*.json")):
+            # a step of an earlier attempt killed with testbed (SIGKILL): end its group
+            message = kill_leftover(pid_file)
+            if message:
+                observer.phase("cleanup", message)
         planned = steps_dir(run_dir.path) / STEPS_PLAN
         steps, runner = make_runner(loaded, run_dir, backend, observer, resume=planned.is_file())
         if not enabled:
