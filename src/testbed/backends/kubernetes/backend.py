@@ -33,7 +33,7 @@ from testbed.backends.kubernetes.names import (
     server_image,
     worker_name,
 )
-from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
+from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
@@ -160,10 +160,19 @@ class KubernetesBackend(Backend):
         follower: LogStream | None = None
         death: asyncio.Task[None] | None = None
         try:
-            for obj in objects:
-                await asyncio.to_thread(kube.apply, obj)
+            applied = [await asyncio.to_thread(kube.apply, obj) for obj in objects]
+            # this Deployment's own pods: a retry's objects carry the labels of the last
+            # attempt's, whose pod may still be Terminating and reporting its failure
+            lineage = Lineage(kube, self.namespace, str(applied[0]["metadata"]["uid"]))
             pod = await follow_until_ready(
-                kube, self.namespace, self.run_id, worker_id, deployment, self.config, objects[0]
+                kube,
+                self.namespace,
+                self.run_id,
+                worker_id,
+                deployment,
+                self.config,
+                objects[0],
+                lineage,
             )
             pod_name = str(pod["metadata"]["name"])
             work_dir.mkdir(parents=True, exist_ok=True)
