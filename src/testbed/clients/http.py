@@ -20,6 +20,8 @@ their own to feed scripted bytes (STYLE.md habit 9).
 from __future__ import annotations
 
 import asyncio
+import errno
+import resource
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -28,14 +30,14 @@ from urllib.parse import urlsplit
 from testbed.clients.endpoint import Endpoint, Tls
 from testbed.clients.tls import ssl_context
 from testbed.core.clock import monotonic_ns
-from testbed.core.errors import InfrastructureError, InputError
+from testbed.core.errors import InfrastructureError
 from testbed.core.secrets import resolve
+from testbed.core.urls import DEFAULT_PORTS, check_base_url
 
 Connector = Callable[
     [Callable[[], asyncio.Protocol]], Awaitable[tuple[asyncio.BaseTransport, asyncio.Protocol]]
 ]
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: How long :meth:`ConnectionPool.aclose` waits for connections to end (TLS shutdown).
 _CLOSE_WAIT_S = 2.0
 
@@ -90,6 +92,10 @@ class _Discard:
         del reason, t_ns
 
 
+def _open_files_limit() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
 def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Connector:
     """The real connector: a TCP connection to ``host:port`` (asyncio turns Nagle off),
     wrapped in TLS when ``tls`` is given."""
@@ -109,6 +115,12 @@ def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Co
                 " with tls.verify: false (--insecure)"
             ) from exc
         except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # ours, not the server's
+                raise HttpClientError(
+                    f"cannot connect to {host}:{port}: this process has no file descriptor"
+                    f" left ({exc.strerror}; ulimit -n is {_open_files_limit()}) — fewer"
+                    " requests in flight, or more load processes"
+                ) from exc
             raise HttpClientError(
                 f"cannot connect to {host}:{port}: {exc.strerror or exc};"
                 " is the server running and the URL right?"
@@ -316,13 +328,10 @@ class ConnectionPool:
         max_connections: int = 1024,
         tls: Tls | None = None,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-            raise InputError(
-                f"unsupported URL {base_url!r}: give http://host:port or https://host:port"
-            )
+        parts = urlsplit(check_base_url(base_url))  # InputError if it is none
+        assert parts.hostname is not None
         self.base_path = parts.path.rstrip("/")
-        default = _DEFAULT_PORTS[parts.scheme]
+        default = DEFAULT_PORTS[parts.scheme]
         port = parts.port or default
         host_header = parts.hostname if port == default else f"{parts.hostname}:{port}"
         context = ssl_context(tls or Tls()) if parts.scheme == "https" else None
