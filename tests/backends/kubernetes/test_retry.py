@@ -7,7 +7,7 @@
 - End to end: a server that crashes a few seconds after it is ready (the emulator's
   ``crash`` fault with ``fault-after``) under a load longer than that; the first attempt
   dies, the retry serves on a new pod and dies the same way; each attempt's ERROR names its
-  own pod, its exit, and its server's last log lines.
+  own pod, its exit, and its server's last log lines, and the final one also the first's.
 - A server that printed nothing before it died is said to have printed nothing.
 """
 
@@ -115,6 +115,8 @@ def test_the_retry_serves_on_its_own_pod_and_each_death_says_why(
         assert "while serving; last 30 log lines of server:\ntestbed sim listening" in reason
         pods.append(reason.split(" pod ", 1)[1].split(" ", 1)[0])
     assert pods[0] != pods[1], "the retry reported the first attempt's pod"
+    # the final ERROR also says how the first attempt ended, with its own pod
+    assert f"; the first attempt ended: server lost during the probe: pod {pods[0]} " in last
     assert leftovers(kube, "k8s-retry") == []
 
 
