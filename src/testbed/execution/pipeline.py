@@ -16,7 +16,7 @@ from testbed import __version__
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
-from testbed.core.errors import InputError, Interrupted
+from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
 from testbed.execution.events import Observer, Silent
@@ -54,6 +54,7 @@ class RunOutcome:
     plan: Plan
     verdicts: dict[str, Verdict]
     ledger_states: dict[str, tuple[str, str | None, str | None, int]]
+    cleanup_error: InfrastructureError | None = None  # the final cleanup failed (exit 3)
 
 
 def check_inputs(loaded: LoadedCampaign) -> Plan:
@@ -206,6 +207,7 @@ async def _phases(
             observer.phase("cleanup", line)
     todo = [t for t in plan.planned() if t.id in ledger.to_run()]
     used = {w for t in todo for w in t.workers}
+    cleanup_error: InfrastructureError | None = None
     try:  # from prepare on, what was made is released whatever happens
         if "prepare" not in skip:
             observer.phase("prepare")
@@ -223,9 +225,24 @@ async def _phases(
             )
     finally:
         if "final_cleanup" not in skip:
-            observer.phase("final cleanup")
-            await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
-    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
+            cleanup_error = await _final_cleanup(backend, run_dir, observer)
+    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states(), cleanup_error)
+
+
+async def _final_cleanup(
+    backend: Backend, run_dir: RunDir, observer: Observer
+) -> InfrastructureError | None:
+    """Release what the run made. A failure (the API server gone) is returned, not raised:
+    the run's results come first — the caller writes summary.json and the report, then
+    reports it (exit 3). An error that ended the run already wins; this one is then only
+    shown."""
+    observer.phase("final cleanup")
+    try:
+        await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
+    except InfrastructureError as exc:
+        observer.phase("final cleanup", f"failed: {exc}")
+        return exc
+    return None
 
 
 async def _skip_infeasible(
