@@ -12,7 +12,8 @@ pytest_plugins = [
     "tests.fixtures.servers",
     "tests.fixtures.cluster",
     "tests.fixtures.s3",
-    "tests.fixtures.hostile",
+    "tests.fixtures.misbehaving",
+    "tests.fixtures.prometheus",
 ]
 
 

@@ -228,13 +228,13 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def urls(hostile_server: str, deaf_port: int) -> Iterator[dict[str, str]]:
+def urls(misbehaving_server: str, deaf_port: int) -> Iterator[dict[str, str]]:
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         closed = free.getsockname()[1]
     with sim_process("--ttft-ms", "1", "--itl-ms", "1") as sim:
         yield {
-            "hostile": hostile_server,
+            "hostile": misbehaving_server,
             "deaf": f"http://127.0.0.1:{deaf_port}",
             "closed": f"http://127.0.0.1:{closed}",
             "sim": sim,

@@ -12,10 +12,13 @@ import json
 from typing import Any, Literal
 
 from testbed.clients.http import ConnectionPool, HttpClientError
-from testbed.clients.response import BodySinkJson, Response, Sink, StreamSink
+from testbed.clients.response import BodySinkJson, Ending, Response, Sink, StreamSink
 from testbed.core.errors import InputError
 
 Api = Literal["completions", "chat"]
+
+#: A complete answer: a stream ends with ``data: [DONE]``; either form names a finish reason.
+ENDING = Ending("data: [DONE]")
 
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -68,8 +71,8 @@ def encode(pool: ConnectionPool, api: Api, request: dict[str, Any], *, stream: b
 def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes an OpenAI response (streamed or not)."""
     if stream:
-        return StreamSink(decode_chunk, keep_raw=keep_raw)
-    return BodySinkJson(decode_chunk, keep_raw=keep_raw)
+        return StreamSink(decode_chunk, keep_raw=keep_raw, ending=ENDING)
+    return BodySinkJson(decode_chunk, keep_raw=keep_raw, ending=ENDING)
 
 
 async def complete(
@@ -85,7 +88,8 @@ async def complete(
 
     ``keep_raw`` keeps every parsed JSON chunk in ``Response.raw`` (logprobs live there).
     Connection failures raise :class:`~testbed.clients.http.HttpClientError`; an HTTP error
-    status is returned as ``Response.error``.
+    status, an error event and an answer cut short (no ``[DONE]``, no finish reason, the
+    connection closed mid-body) are returned as ``Response.error``.
     """
     target = sink(stream=stream, keep_raw=keep_raw)
     response = target.response

@@ -116,3 +116,12 @@ class RunDir:
         keep.mkdir(parents=True, exist_ok=True)
         for item in leftovers:
             shutil.move(str(item), keep / item.name)
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    """A treatment's summary.json, or {} when it has none (never run, or interrupted)."""
+    try:
+        value = json.loads((folder / SUMMARY).read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
