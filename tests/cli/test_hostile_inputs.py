@@ -84,6 +84,7 @@ FILES: dict[str, str | bytes] = {
     "a_file": "not a directory\n",
     "binary.jsonl": bytes(range(256)),
     "deep.json": "[" * 5000 + "]" * 5000,
+    "damaged/run.json": "{garbage",
 }
 
 CASES = [
@@ -133,6 +134,14 @@ CASES = [
         "HOSTILE_UNSET is not set",
         unset=["HOSTILE_UNSET"],
     ),
+    # -- other commands -----------------------------------------------------------------------
+    Case("--explain no such key", ["plan", "{in}/ok.yaml", "--explain", "load.nope"], 2, "nope"),
+    Case("report a damaged run", ["report", "{in}/damaged"], 2, "run.json cannot be read"),
+    Case("resume a damaged run", ["run", "--resume", "{in}/damaged"], 2, "cannot be read"),
+    Case("compare a damaged run", ["compare", "{in}/damaged", "{in}/damaged"], 2, "cannot be"),
+    Case("resume a file", ["run", "--resume", "{in}/a_file"], 2, "not a testbed run directory"),
+    Case("serve --port 99999", ["serve", "sim", "--port", "99999"], 2, "is not a port"),
+    Case("emulate --port -5", ["cluster", "emulate", "--port", "-5"], 2, "is not a port"),
     # -- testbed load: flags and files ------------------------------------------------------
     Case(
         "load --concurrency 1e9",
@@ -255,6 +264,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory, urls: dict[str, str]) -> 
     inputs.mkdir()
     for name, content in FILES.items():
         path = inputs / name
+        path.parent.mkdir(exist_ok=True)
         path.write_bytes(content if isinstance(content, bytes) else content.encode())
     values = {"in": str(inputs), **urls}
     cases = []
