@@ -171,3 +171,25 @@ def test_a_sigkilled_stack_run_is_removed_by_testbed_cleanup(
     assert "deleted Widget/sim-widget" in result.stdout
     assert "deleted CustomResourceDefinition/widgets.stacks.testbed.io" in result.stdout
     assert stack_left(kube, "stack-killed") == []
+
+
+def test_a_stack_probed_by_a_job_in_the_cluster_passes(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    # backend.probes: cluster: the probe Job gets the stack's files in the campaign
+    # ConfigMap and reaches the Service through the kubelet's variables.
+    stack = tmp_path / "stack"
+    stack.mkdir()
+    (stack / "server.yaml").write_text((STACK / "server.yaml").read_text())
+    campaign = stack_campaign(tmp_path, manifests=Path("stack"))
+    data = yaml.safe_load(campaign.read_text())
+    data["backend"]["probes"] = "cluster"
+    campaign.write_text(yaml.safe_dump(data))
+    run_dir = tmp_path / "stack-job"
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path, 400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "PASS"
+    assert summary["records"] == 8
+    assert summary["workers"][0]["cluster_url"].startswith("http://$(SIM_SERVER_SERVICE_HOST)")
+    assert stack_left(kube, "stack-job") == []

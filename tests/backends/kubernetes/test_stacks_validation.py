@@ -135,3 +135,25 @@ def test_an_undefined_placeholder_stops_testbed_run_before_a_run_dir(tmp_path: P
     assert result.returncode == 2, result.stdout + result.stderr
     assert "'nope' is undefined" in result.stderr
     assert not runs.exists()
+
+
+def test_plan_manifests_writes_each_levels_rendered_objects(tmp_path: Path) -> None:
+    path = campaign(tmp_path, {"server.yaml": SERVER})
+    out = tmp_path / "objects"
+    result = run_cli(
+        ["plan", str(path), "--manifests", str(out), "--set",
+         'matrix={"factors": {"deployments.sim.values.ttft_ms": [1, 9]}}'],
+        tmp_path / "none",
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    objects = [yaml.safe_load(p.read_text()) for p in sorted(out.glob("*.yaml"))]
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    args = sorted(
+        next(a for a in d["spec"]["template"]["spec"]["containers"][0]["args"] if "ttft" in a)
+        for d in deployments
+    )
+    assert args == ["ttft_ms=1", "ttft_ms=9"]
+    workers = {d["metadata"]["labels"]["testbed.io/worker"] for d in deployments}
+    assert len(workers) == 2
+    assert all(d["metadata"]["labels"]["testbed.io/run"] == "stack-check-plan" for d in deployments)

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from testbed.backends.base import Handle
+from testbed.backends.endpoints import stack_endpoint
 from testbed.backends.kubernetes import conditions
 from testbed.backends.kubernetes.names import RUN, WORKER, label_value, run_namespace, worker_labels
-from testbed.backends.kubernetes.stack_reach import reach, stack_endpoint
+from testbed.backends.kubernetes.stack_reach import reach
 from testbed.backends.kubernetes.stack_render import StackObject, render_stack
 from testbed.clients.kube import Changes, Kube
 from testbed.clients.kube.dynamic import Dynamic
@@ -151,7 +152,8 @@ class Stacks:
                         "cluster_url": where.cluster_url,
                         "version": f"stack {deployment['manifests']}",
                     }
-                    yield Handle(stack_endpoint(deployment, where), died=died, info=info)
+                    endpoint = stack_endpoint(deployment, where.base_url, where.metrics_url)
+                    yield Handle(endpoint, died=died, info=info)
             finally:
                 await asyncio.shield(worker.remove())
 

@@ -27,7 +27,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from testbed.backends.kubernetes.stack_render import StackObject
-from testbed.clients.endpoint import Endpoint
 from testbed.clients.kube import Kube, PortForward
 from testbed.clients.kube.rest import KindInfo
 from testbed.core.errors import ServerStartError
@@ -54,20 +53,6 @@ class Where:
     base_url: str  # where probes running here send requests
     cluster_url: str  # the same server for a probe Job of the run
     metrics_url: str | None = None
-
-
-def stack_endpoint(deployment: Mapping[str, Any], where: Where) -> Endpoint:
-    """The Endpoint probes get for a stack deployment."""
-    endpoint = deployment["endpoint"]
-    metrics = deployment.get("metrics")
-    return Endpoint(
-        base_url=where.base_url.rstrip("/"),
-        protocols=tuple(endpoint.get("protocols") or ("openai",)),
-        model=str(deployment.get("model") or ""),
-        server_kind="manifests",
-        metrics_path=metrics.get("path", "/metrics") if metrics else None,
-        metrics_url=where.metrics_url,
-    )
 
 
 def _placed(
