@@ -34,7 +34,6 @@ from testbed.backends.kubernetes.names import RUN, WORKER, label_value, run_name
 from testbed.backends.kubernetes.stack_reach import reach
 from testbed.backends.kubernetes.stack_render import StackObject, render_stack
 from testbed.clients.kube import Changes, Kube
-from testbed.clients.kube.dynamic import Dynamic
 from testbed.clients.kube.rest import KindInfo
 from testbed.core.errors import ClusterConflict, ClusterError, InputError, ServerStartError
 
@@ -226,7 +225,6 @@ class _Worker:
     ) -> None:
         self.kube, self.namespace = kube, namespace
         self.run_id, self.worker_id = run_id, worker_id
-        self.dynamic = Dynamic(kube)
         self.journal = journal
 
     async def apply(self, objects: Sequence[StackObject]) -> list[tuple[StackObject, KindInfo]]:
@@ -249,7 +247,7 @@ class _Worker:
         deadline = loop.time() + (DISCOVERY_RETRY_S if new_kind else 0.0)
         while True:
             try:
-                return await asyncio.to_thread(self.dynamic.info, item.api_version, item.kind)
+                return await asyncio.to_thread(self.kube.info, item.api_version, item.kind)
             except InputError as exc:
                 if loop.time() > deadline:
                     raise ServerStartError(f"{item.origin}: {item.describe()}: {exc}") from None
