@@ -193,3 +193,47 @@ def test_a_stack_probed_by_a_job_in_the_cluster_passes(
     assert summary["records"] == 8
     assert summary["workers"][0]["cluster_url"].startswith("http://$(SIM_SERVER_SERVICE_HOST)")
     assert stack_left(kube, "stack-job") == []
+
+
+def test_the_helm_output_example_passes_as_written(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "stack-helm.yaml"
+    run_dir = tmp_path / "stack-helm"
+    result = run_cli(
+        ["run", str(example), "--preset", "smoke", "--out", str(run_dir)], kubeconfig, tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "PASS"
+    (stack_file,) = run_dir.glob("workers/*/stack.yaml")
+    config_map = next(
+        o for o in yaml.safe_load_all(stack_file.read_text()) if o["kind"] == "ConfigMap"
+    )
+    assert config_map["data"]["legend"] == "{{pod}} — {{model_name}}"  # applied as written
+    assert stack_left(kube, "stack-helm") == []
+
+
+def test_sigint_while_a_stack_starts_leaves_nothing(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    values = {
+        "ttft_ms": 5,
+        "pod_annotations": {
+            "emulator.testbed.io/fault": "slow-schedule",
+            "emulator.testbed.io/schedule-delay": "600",
+        },
+    }
+    campaign = stack_campaign(tmp_path, values=values)
+    child = spawn(
+        ["run", str(campaign), "--out", str(tmp_path / "stack-int")], kubeconfig, tmp_path
+    )
+    deadline = time.monotonic() + 90
+    while not kube.list_objects("Deployment", None, "testbed.io/run=stack-int")[0]:
+        assert time.monotonic() < deadline, "the stack's Deployment never appeared"
+        assert child.poll() is None, child.communicate()[0]
+        time.sleep(0.05)
+    child.send_signal(signal.SIGINT)
+    output, _ = child.communicate(timeout=120)
+    assert child.returncode == 130, output
+    assert stack_left(kube, "stack-int") == []

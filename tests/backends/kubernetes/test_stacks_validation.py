@@ -157,3 +157,26 @@ def test_plan_manifests_writes_each_levels_rendered_objects(tmp_path: Path) -> N
     workers = {d["metadata"]["labels"]["testbed.io/worker"] for d in deployments}
     assert len(workers) == 2
     assert all(d["metadata"]["labels"]["testbed.io/run"] == "stack-check-plan" for d in deployments)
+
+
+def test_two_stacks_that_run_together_must_not_share_object_names(tmp_path: Path) -> None:
+    path = campaign(tmp_path, {"server.yaml": SERVER})
+    data = yaml.safe_load(path.read_text())
+    data["deployments"].append({**data["deployments"][0], "name": "sim2"})
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    message = refusal(path)
+    assert "stacks sim and sim2 both create Deployment/sim-server, Service/sim-server" in message
+    assert "{{ deployment.name }}" in message
+    check_inputs(load_campaign(path, sets=["execution.strategy=sequential"]))  # one at a time
+
+
+@pytest.mark.parametrize("name", ["stack-kserve.yaml", "stack-helm.yaml"])
+def test_the_stack_examples_plan(name: str) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / name
+    plan = check_inputs(load_campaign(example))
+    assert {w.server for w in plan.workers.values()} == {"manifests"}
+
+
+def test_values_without_templates_are_refused(tmp_path: Path) -> None:
+    path = campaign(tmp_path, {"server.yaml": SERVER}, templated=False)
+    assert "values are given but templated is false" in refusal(path)

@@ -79,17 +79,26 @@ def render_stack(
         "deployment": {"name": deployment["name"], "model": deployment.get("model", "")},
         **context,
     }
+    templated = bool(deployment.get("templated", True))
     if root.is_dir() and any((root / k).is_file() for k in KUSTOMIZATIONS):
-        objects = _kustomize(root, names)
+        objects = _kustomize(root, names, templated)
     else:
         files = [root] if root.is_file() else _yaml_files(root)
         if not files:
             raise InputError(f"manifests: {root} holds no .yaml or .yml file")
-        objects = [o for f in files for o in parse_objects(render_file(f, names), str(f))]
+        objects = [
+            o
+            for f in files
+            for o in parse_objects(render_file(f, names) if templated else _read(f), str(f))
+        ]
     if not objects:
         raise InputError(f"manifests: {root} renders no object")
     labels = {k: str(v) for k, v in (context.get("labels") or {}).items()}
     return [StackObject(labelled(o.obj, labels), o.origin) for o in objects]
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 def _yaml_files(folder: Path) -> list[Path]:
@@ -174,7 +183,7 @@ def _checked(doc: Any, where: str) -> list[dict[str, Any]]:
     return [doc]
 
 
-def _kustomize(root: Path, names: Mapping[str, Any]) -> list[StackObject]:
+def _kustomize(root: Path, names: Mapping[str, Any], templated: bool) -> list[StackObject]:
     """Render the folder's YAML into a scratch copy, then ``kubectl kustomize`` it."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -185,7 +194,7 @@ def _kustomize(root: Path, names: Mapping[str, Any]) -> list[StackObject]:
     with tempfile.TemporaryDirectory(prefix="testbed-kustomize-") as scratch:
         copy_root = Path(scratch) / root.name
         shutil.copytree(root, copy_root)
-        for path in _yaml_files(root):
+        for path in _yaml_files(root) if templated else []:
             target = copy_root / path.relative_to(root)
             target.write_text(render_file(path, names), encoding="utf-8")
         try:
