@@ -237,3 +237,41 @@ def test_sigint_while_a_stack_starts_leaves_nothing(
     output, _ = child.communicate(timeout=120)
     assert child.returncode == 130, output
     assert stack_left(kube, "stack-int") == []
+
+
+def test_an_ab_of_two_stacks_runs_both_at_once(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    # The same manifests twice, their names templated with the deployment's: stable and
+    # canary are up together, and the canary's slower TTFT shows in the A/B verdict.
+    stack = tmp_path / "stack"
+    stack.mkdir()
+    text = (STACK / "server.yaml").read_text().replace("sim-server", "{{ deployment.name }}")
+    (stack / "server.yaml").write_text(text)
+    base = yaml.safe_load(stack_campaign(tmp_path, manifests=Path("stack")).read_text())
+    side = base["deployments"][0]
+    del side["metrics"]
+    deployments = []
+    for name, ttft in (("stable", 5), ("canary", 60)):
+        deployments.append({
+            **side, "name": name, "values": {"ttft_ms": ttft},
+            "ready": [{"kind": "Deployment", "name": name, "condition": "Available"}],
+            "endpoint": {"service": name, "port": "web"},
+        })  # fmt: skip
+    data = {
+        "name": "stack-ab", "backend": {"kind": "kubernetes"}, "deployments": deployments,
+        "ab": {"stable": "stable", "canary": "canary", "requests": 12, "concurrency": 2,
+               "max_tokens": 4, "criteria": {"min_samples": 10,
+                                             "max_ttft_p50_regression": 0.10}},
+        "execution": {"retries": 0},
+    }  # fmt: skip
+    campaign = tmp_path / "ab.yaml"
+    campaign.write_text(yaml.safe_dump(data))
+    run_dir = tmp_path / "stack-ab"
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path, 400)
+    assert result.returncode == 1, result.stdout + result.stderr  # the canary is slower
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "FAIL"
+    assert "ttft" in summary["verdict"]["reason"].lower()
+    assert {w["deployment"] for w in summary["workers"]} == {"stable", "canary"}
+    assert stack_left(kube, "stack-ab") == []

@@ -121,3 +121,26 @@ def test_a_predictor_that_cannot_start_is_an_error_with_its_reason(
     assert "Ready=False (ErrImagePull)" in reason or "Ready=False (ImagePullBackOff)" in reason
     assert "pod broken-predictor-" in reason  # the stand-in's message names the pod
     assert isvcs_left(kube, "kserve-broken") == []
+
+
+def test_an_endpoint_service_that_never_appears_is_an_error(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube
+) -> None:
+    # Validation lets it pass (an operator of the stack might make it); once the stack is
+    # ready the Service is looked up, and its absence is an ERROR naming it.
+    run_dir = tmp_path / "kserve-nosvc"
+    result = run_cli(
+        ["run", str(EXAMPLES / "stack-kserve.yaml"), "--preset", "smoke", "--out", str(run_dir),
+         "--set", "deployments.isvc.startup_timeout_s=90",
+         "--set", 'deployments.isvc.endpoint={"service": "smollm2-nope", "port": 80}'],
+        kserve_cluster,
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stdout + result.stderr
+    (path,) = run_dir.glob("*/summary.json")
+    reason = json.loads(path.read_text())["verdict"]["reason"]
+    assert (
+        "names Service smollm2-nope, which does not exist in namespace testbed-kserve-nosvc"
+        in reason
+    )
+    assert isvcs_left(kube, "kserve-nosvc") == []
