@@ -214,20 +214,20 @@ def test_the_helm_output_example_passes_as_written(
     assert stack_left(kube, "stack-helm") == []
 
 
-def test_sigint_while_a_stack_starts_leaves_nothing(
+def test_sigint_while_a_stack_starts_leaves_nothing_and_resume_finishes(
     tmp_path: Path, kubeconfig: Path, kube: Kube
 ) -> None:
+    # Scheduled after 10 s: the first attempt is interrupted before; the resumed one serves.
     values = {
         "ttft_ms": 5,
         "pod_annotations": {
             "emulator.testbed.io/fault": "slow-schedule",
-            "emulator.testbed.io/schedule-delay": "600",
+            "emulator.testbed.io/schedule-delay": "10",
         },
     }
     campaign = stack_campaign(tmp_path, values=values)
-    child = spawn(
-        ["run", str(campaign), "--out", str(tmp_path / "stack-int")], kubeconfig, tmp_path
-    )
+    run_dir = tmp_path / "stack-int"
+    child = spawn(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
     deadline = time.monotonic() + 90
     while not kube.list_objects("Deployment", None, "testbed.io/run=stack-int")[0]:
         assert time.monotonic() < deadline, "the stack's Deployment never appeared"
@@ -236,6 +236,12 @@ def test_sigint_while_a_stack_starts_leaves_nothing(
     child.send_signal(signal.SIGINT)
     output, _ = child.communicate(timeout=120)
     assert child.returncode == 130, output
+    assert stack_left(kube, "stack-int") == []
+    assert summaries(run_dir) == []
+    result = run_cli(["run", "--resume", str(run_dir)], kubeconfig, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert summary["verdict"]["status"] == "PASS"
     assert stack_left(kube, "stack-int") == []
 
 

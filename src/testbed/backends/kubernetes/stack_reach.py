@@ -239,7 +239,10 @@ async def _open(
     target: Target,
     in_cluster: bool,
     died: asyncio.Future[str],
+    spread: bool = True,
 ) -> AsyncIterator[str]:
+    """The target's base URL; ``spread``: connections over all its Ready pods (requests),
+    else to the first (metrics: counters of one process, never two pods' interleaved)."""
     if target.service is None:
         yield str(target.url)
         return
@@ -250,7 +253,7 @@ async def _open(
         return
     pods = await asyncio.to_thread(_ready_pods, kube, target.service)
     port = container_port(pods[0], entry.get("targetPort") or entry["port"])
-    names = [str(pod["metadata"]["name"]) for pod in pods]
+    names = [str(pod["metadata"]["name"]) for pod in (pods if spread else pods[:1])]
     local = await stack.enter_async_context(
         PortForward(kube.api, meta["namespace"], names, port, _refused(names, port, died))
     )
@@ -285,5 +288,6 @@ async def reach(
             ns = _namespace_of(item[0] if item else None, namespace)
             svc = await asyncio.to_thread(_service, kube, metrics["service"], ns, "metrics")
             mt = Target("", svc, metrics["port"])
-            metrics_url = await stack.enter_async_context(_open(stack, kube, mt, in_cluster, died))
+            opened = _open(stack, kube, mt, in_cluster, died, spread=False)
+            metrics_url = await stack.enter_async_context(opened)
         yield Where(base, target.cluster_url, metrics_url)
