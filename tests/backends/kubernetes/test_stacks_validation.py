@@ -180,3 +180,34 @@ def test_the_stack_examples_plan(name: str) -> None:
 def test_values_without_templates_are_refused(tmp_path: Path) -> None:
     path = campaign(tmp_path, {"server.yaml": SERVER}, templated=False)
     assert "values are given but templated is false" in refusal(path)
+
+
+def test_a_kustomization_is_rendered_then_built_by_kubectl(tmp_path: Path) -> None:
+    path = campaign(
+        tmp_path,
+        {
+            "server.yaml": SERVER,
+            "kustomization.yaml": "resources: [server.yaml]\ncommonLabels: {tier: '{{ tier }}'}\n",
+        },
+        values={"ttft_ms": 7, "tier": "gold"},
+    )
+    plan = check_inputs(load_campaign(path))
+    (worker,) = plan.workers.values()
+    from testbed.backends.kubernetes.stack import render_worker
+
+    objects = render_worker("r", worker.id, worker.config, {"kind": "kubernetes"}, tmp_path)
+    deployment = next(o.obj for o in objects if o.kind == "Deployment")
+    assert deployment["metadata"]["labels"]["tier"] == "gold"  # kustomize applied it
+    assert deployment["metadata"]["labels"]["testbed.io/run"] == "r"
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "ttft_ms=7" in args
+    assert "stack (kustomized):" in objects[0].origin
+
+
+def test_a_kustomization_kubectl_refuses_is_refused_in_its_words(tmp_path: Path) -> None:
+    path = campaign(
+        tmp_path, {"server.yaml": SERVER, "kustomization.yaml": "resources: [missing.yaml]\n"}
+    )
+    message = refusal(path)
+    assert "`kubectl kustomize" in message
+    assert "missing.yaml" in message
