@@ -211,3 +211,23 @@ def test_a_kustomization_kubectl_refuses_is_refused_in_its_words(tmp_path: Path)
     message = refusal(path)
     assert "`kubectl kustomize" in message
     assert "missing.yaml" in message
+
+
+def test_a_value_may_hold_the_deployments_placeholders(tmp_path: Path) -> None:
+    text = SERVER.replace('"model_name={{ deployment.model }}"', '"model_name={{ served }}"')
+    path = campaign(
+        tmp_path, {"server.yaml": text}, model="org/llm",
+        values={"ttft_ms": 5, "served": "{{ deployment.model }}-in-{{ namespace }}"},
+    )  # fmt: skip
+    plan = check_inputs(load_campaign(path))
+    (worker,) = plan.workers.values()
+    from testbed.backends.kubernetes.stack import render_worker
+
+    objects = render_worker("r", worker.id, worker.config, {"kind": "kubernetes"}, tmp_path)
+    deployment = next(o.obj for o in objects if o.kind == "Deployment")
+    assert (
+        "model_name=org/llm-in-testbed-r"
+        in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    bad = campaign(tmp_path, {"server.yaml": SERVER}, values={"ttft_ms": "{{ nope }}"})
+    assert "values.ttft_ms: 'nope' is undefined" in refusal(bad)
