@@ -36,7 +36,8 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
-from testbed.backends.kubernetes.stack import Stacks, remove_journalled
+from testbed.backends.kubernetes.stack import Stacks
+from testbed.backends.kubernetes.stack_journal import remove_journalled
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
