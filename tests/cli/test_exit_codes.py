@@ -187,3 +187,85 @@ def test_worker_exits_with_its_treatments_status(
     worker = ["worker", str(file), "--treatment", one]
     assert main([*worker, "--out", str(tmp_path / "w1")]) == 0
     assert main([*worker, "--out", str(tmp_path / "w2"), "--fail-on", "inconclusive"]) == 1
+
+
+# -- an ERROR exits 3 from every command that decides a status (results.verdict.exit_code) ----
+
+
+def test_worker_error_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from testbed.config.loader import load_campaign_text
+    from testbed.plan.expand import expand
+
+    statuses = {"one": Status.ERROR, "two": Status.PASS}
+    scripted_run(tmp_path / "first", monkeypatch, statuses)
+    file = tmp_path / "first" / "c.yaml"
+    plan = expand(load_campaign_text(CAMPAIGN, str(file)))
+    one = next(t.id for t in plan.treatments if t.slug.startswith("one"))
+    assert main(["worker", str(file), "--treatment", one, "--out", str(tmp_path / "w")]) == 3
+
+
+def test_load_error_verdict_exits_3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def broken(ctx: ProbeContext) -> ProbeOutcome:
+        return ProbeOutcome({}, Verdict(status=Status.ERROR, reason="scripted"))
+
+    monkeypatch.setattr(load_probe, "run", broken)
+    code = main(["load", "http://127.0.0.1:9", "--requests", "1", "--out", str(tmp_path / "l")])
+    assert code == 3
+    summary = json.loads((tmp_path / "l" / "summary.json").read_text())
+    assert summary["verdict"]["status"] == "ERROR"
+
+
+def test_compare_with_a_candidate_error_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert scripted_run(tmp_path / "b", monkeypatch, {"one": Status.PASS, "two": Status.PASS}) == 0
+    assert scripted_run(tmp_path / "c", monkeypatch, {"one": Status.PASS, "two": Status.ERROR}) == 3
+    base, candidate = str(tmp_path / "b" / "run"), str(tmp_path / "c" / "run")
+    assert main(["compare", base, base, "--no-index", "--force"]) == 0
+    assert main(["compare", base, candidate, "--no-index", "--force"]) == 3
+
+
+def _scale_dir(out: Path, workloads: int) -> None:
+    from testbed.probes.scale.submitted import SUBMITTED, Header, ObjectRef, Submission, line
+
+    out.mkdir(parents=True)
+    header = Header(run="r", prefix="w", namespace="ns", template="t", fingerprint="f")
+    lines = [line(header)]
+    for index in range(workloads):
+        ref = ObjectRef(api_version="batch/v1", kind="Job", name=f"w-{index}")
+        work = Submission(
+            index=index,
+            name=f"w-{index}",
+            namespace="ns",
+            kind="Job",
+            api_version="batch/v1",
+            objects=[ref],
+            sent_ms=1.0,
+            acked_ms=2.0,
+            status="created",
+        )
+        lines.append(line(work))
+    (out / SUBMITTED).write_text("".join(lines))
+
+
+def test_scale_plot_error_exits_3(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No workload was submitted: the thresholds cannot be judged, an infrastructure ERROR."""
+    _scale_dir(tmp_path / "s", workloads=0)
+    threshold = "p50 scheduled→running < 1 s"
+    assert main(["scale", "plot", "-o", str(tmp_path / "s"), "--threshold", threshold]) == 3
+    assert "ERROR: no workload was submitted" in capsys.readouterr().out
+
+
+def test_scale_clean_that_cannot_delete_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from testbed.cli import scale
+    from testbed.core.errors import ClusterAccessDenied
+
+    class Refuses:
+        def delete(self, kind: str, name: str, namespace: str, api_version: str) -> bool:
+            raise ClusterAccessDenied(f"delete {kind} {name}: forbidden", status=403)
+
+    _scale_dir(tmp_path / "s", workloads=1)
+    monkeypatch.setattr(scale, "_kube", lambda args: Refuses())
+    assert main(["scale", "clean", "-o", str(tmp_path / "s")]) == 3

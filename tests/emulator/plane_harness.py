@@ -19,11 +19,16 @@ from typing import Any
 
 from kubernetes import client, config
 
-from testbed.emulator import ClusterShape, Emulator
-from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.kubelet.images import ImageRules
-from testbed.emulator.machinery.faults import FaultRule
-from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
+from testbed.emulator import (
+    ClusterShape,
+    ControlPlane,
+    Emulator,
+    FaultRule,
+    ImageRules,
+    KubeletSettings,
+    PlaneSettings,
+    attach,
+)
 
 
 @dataclass

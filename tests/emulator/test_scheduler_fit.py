@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 
 from testbed.core.errors import InputError
-from testbed.emulator.controllers.fit import NodeFacts, PodFacts, fit_message, static_reason
-from testbed.emulator.controllers.quantity import amount, pod_requests
+from testbed.core.kube.fit import NodeFacts, PodFacts, fit_message, static_reason
+from testbed.core.kube.quantity import amount, pod_requests
 from testbed.emulator.scheduler.capacity import CapacityIndex
 
 

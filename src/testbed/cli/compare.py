@@ -39,11 +39,12 @@ def handle(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from testbed.core.errors import EXIT_FAILED, EXIT_OK, InputError
+    from testbed.core.errors import InputError
     from testbed.report import compare_view
     from testbed.report.compare import CompareOptions, compare_runs
     from testbed.report.thresholds import parse_thresholds
     from testbed.results.files import write_json
+    from testbed.results.verdict import exit_code
 
     if not 0.5 < args.confidence < 1 or args.resamples < 100:
         raise InputError("--confidence must be in (0.5, 1) and --resamples at least 100")
@@ -63,4 +64,4 @@ def handle(args: argparse.Namespace) -> int:
     compare_view.render(comparison, console, show_all=args.all)
     if args.json:
         write_json(Path(args.json), compare_view.document(comparison))
-    return EXIT_FAILED if comparison.failed else EXIT_OK
+    return exit_code(comparison.status)

@@ -23,7 +23,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=("cleanup", "prepare", "test", "final_cleanup"),
         help="skip a phase (repeatable)",
     )
-    parser.add_argument("--cpu-budget", type=float, help="cores for workers (default: all)")
+    parser.add_argument(
+        "--cpu-budget", type=_cores, help="cores for workers (default: all)", metavar="CORES"
+    )
     add_publish_options(parser)
     add_fail_on(parser)
     parser.add_argument(
@@ -34,6 +36,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--context", metavar="NAME", help="Kubernetes: the kubeconfig context")
     parser.set_defaults(handler=handle)
+
+
+def _cores(text: str) -> float:
+    """``--cpu-budget``: a positive, finite number of cores."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of cores, e.g. 2")
+    return value
 
 
 def _image_sets(args: argparse.Namespace) -> list[str]:

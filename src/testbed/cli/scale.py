@@ -144,21 +144,19 @@ def _connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--context", help="kubeconfig context")
 
 
-def _dynamic(args: argparse.Namespace) -> Any:
-    from testbed.clients.kube.connection import ConnectionSpec, connect
-    from testbed.clients.kube.dynamic import Dynamic
+def _kube(args: argparse.Namespace) -> Any:
+    from testbed.clients.kube.connection import ConnectionSpec
     from testbed.clients.kube.rest import Kube
 
-    spec = ConnectionSpec(context=args.context, kubeconfig=args.kubeconfig)
-    return Dynamic(Kube(connect(spec)))
+    return Kube.connect(ConnectionSpec(context=args.context, kubeconfig=args.kubeconfig))
 
 
 def _config(args: argparse.Namespace) -> Any:
     """The flags as a validated ScaleProbe (one source of truth with the campaign)."""
-    import yaml
     from pydantic import ValidationError
 
     from testbed.config.scale import ScaleProbe
+    from testbed.config.yamlsource import safe_load
     from testbed.core.errors import InputError
 
     fields: dict[str, Any] = {d: getattr(args, d) for _, d, _, _ in _SUBMIT_FLAGS}
@@ -170,7 +168,7 @@ def _config(args: argparse.Namespace) -> Any:
         if not sep or not key.strip():
             raise InputError(f"--set {item!r}: write KEY=VALUE, e.g. --set workers=4")
         target = fields if key.strip() in ScaleProbe.model_fields else values
-        target[key.strip()] = yaml.safe_load(raw) if raw else ""
+        target[key.strip()] = safe_load(raw, f"--set {item}") if raw else ""
     fields["values"] = {**fields.get("values", {}), **values}
     try:
         return ScaleProbe.model_validate({k: v for k, v in fields.items() if v is not None})
@@ -182,18 +180,15 @@ def _config(args: argparse.Namespace) -> Any:
 def handle_submit(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from testbed.probes.scale.submit import Submitter, labels, open_header, template_for
+    from testbed.probes.scale.submit import Submitter, template_for
 
     config = _config(args)
     out = Path(args.output_dir)
     template = template_for(config, Path.cwd())
-    header, existing = open_header(out, config, template, args.namespace, args.prefix)
-    dynamic = _dynamic(args)
-    dynamic.ensure_namespace(args.namespace, labels(header))
-    submitter = Submitter(dynamic, out, config, template, header, progress=print)
-    submitter.check()
-    done = {i for i, s in existing.workloads.items() if s.status != "error"}
-    outcome = submitter.run(done)
+    submitter = Submitter.open(
+        _kube(args), out, config, template, args.namespace, args.prefix, progress=print
+    )
+    outcome = submitter.run()
     print(
         f"{outcome.created} created, {outcome.existed} existed, {outcome.errors} error(s),"
         f" {outcome.skipped} recorded before; {outcome.rate:.1f} workloads/s"
@@ -222,7 +217,7 @@ def handle_sample(args: argparse.Namespace) -> int:
     timer.daemon = True  # a Ctrl-C must not wait for it
     if args.timeout:
         timer.start()
-    sampler = Sampler(_dynamic(args), out, header)
+    sampler = Sampler(_kube(args), out, header)
     try:
         stats = sampler.run(args.follow, stop)
     finally:
@@ -260,7 +255,7 @@ def handle_plot(args: argparse.Namespace) -> int:
     from testbed.config.scale import StageThreshold
     from testbed.core.errors import InputError
     from testbed.probes.scale.analysis import analyze, lines
-    from testbed.results.verdict import Status
+    from testbed.results.verdict import exit_code
 
     try:
         thresholds = [StageThreshold.model_validate(t) for t in args.threshold]
@@ -283,13 +278,13 @@ def handle_plot(args: argparse.Namespace) -> int:
         return 0
     assert result.verdict is not None
     print(f"{result.verdict.status.value}: {result.verdict.reason}")
-    return 1 if result.verdict.status == Status.FAIL else 0
+    return exit_code(result.verdict.status)
 
 
 def handle_nodes(args: argparse.Namespace) -> int:
     from testbed.probes.scale.nodes import create_nodes, delete_nodes
 
-    kube = _dynamic(args).kube
+    kube = _kube(args)
     if args.delete:
         print(f"{delete_nodes(kube)} node(s) deleted")
         return 0
@@ -305,9 +300,10 @@ def handle_clean(args: argparse.Namespace) -> int:
 
     from testbed.probes.scale import submitted
     from testbed.probes.scale.submit import delete_all
+    from testbed.results.verdict import Status, exit_code
 
-    gone, failed = delete_all(_dynamic(args), submitted.load(Path(args.output_dir)))
+    gone, failed = delete_all(_kube(args), submitted.load(Path(args.output_dir)))
     print(f"{gone} object(s) deleted")
     for line in failed:
         print(f"could not delete {line}")
-    return 3 if failed else 0
+    return exit_code(Status.ERROR if failed else Status.PASS)

@@ -7,13 +7,14 @@ CPU-only wants float32, flash attention needs a GPU); every rule says what to ch
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from testbed.config.sim import SimParams
+from testbed.core.kube.gpu import CAMPAIGN_MIG, mig_memory_gb
+from testbed.core.urls import url_problem
 
 Dtype = Literal["float32", "float16", "bfloat16", "auto"]
 
@@ -21,10 +22,7 @@ Dtype = Literal["float32", "float16", "bfloat16", "auto"]
 class Strict(BaseModel):
     """Base of every campaign model: unknown fields are errors, not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
-
-
-MIG_PROFILE = re.compile(r"^mig_(\d+)g_(\d+)gb$")
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class Resources(Strict):
@@ -57,7 +55,9 @@ class Resources(Strict):
     )
     gpu_memory_gb: float = Field(80.0, gt=0, description="memory of one GPU, GiB")
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_default=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     @field_validator("gpu")
     @classmethod
@@ -66,7 +66,7 @@ class Resources(Strict):
             raise ValueError(f"gpu is {value}; give a count ≥ 0, null for none, or MIG slices")
         if isinstance(value, dict):
             for name, count in value.items():
-                if not MIG_PROFILE.match(name):
+                if not CAMPAIGN_MIG.match(name):
                     raise ValueError(
                         f"gpu.{name} is not a MIG profile; write e.g. gpu: {{mig_1g_10gb: 1}}"
                     )
@@ -91,11 +91,7 @@ def gpu_memory_total(resources: Mapping[str, Any]) -> float:
     """GiB of GPU memory a worker gets (MIG: each slice's own size, from its profile name)."""
     gpu = resources.get("gpu")
     if isinstance(gpu, dict):
-        total = 0.0
-        for name, count in gpu.items():
-            match = MIG_PROFILE.match(name)
-            total += float(match.group(2)) * int(count) if match else 0.0
-        return total
+        return sum(mig_memory_gb(name) * int(count) for name, count in gpu.items())
     return int(gpu or 0) * float(resources.get("gpu_memory_gb", 80.0))
 
 
@@ -327,6 +323,9 @@ class ExternalDeployment(_Deployment):
 
     def problems(self) -> list[str]:
         found = super().problems()
+        problem = url_problem(self.url)
+        if problem:
+            found.append(f"url {self.url!r}: {problem} — give http://host:port")
         if self.protocol == "tgis" and self.grpc is None:
             found.append("protocol tgis speaks gRPC — add grpc: HOST:PORT (TGIS listens on 8033)")
         if self.tls != Tls() and not self.url.startswith("https://"):

@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime as _dt
 import time
 
+from testbed.core.kube import times
+
 #: Monotonic nanoseconds; the only clock used to measure intervals.
 monotonic_ns = time.perf_counter_ns
 
 
 def wall_label() -> str:
     """The current wall time as an ISO-8601 UTC label (never used for arithmetic)."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return times.now()
 
 
 def wall_seconds() -> int:

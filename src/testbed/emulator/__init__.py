@@ -9,7 +9,7 @@ what is and is not emulated, and where each part lives:
 - ``apiserver/``: the HTTP side (:class:`Emulator` owns the store and the HTTPS site);
 - ``storage/``: the :class:`Store`, watches, admission, CRDs, garbage collection;
 - ``controllers/``, ``scheduler/``, ``kubelet/``: the control plane's components;
-- ``machinery/``: what those share (controller loop, events, injected faults);
+- ``machinery/``: what those share (controller loop, events, injected faults, handlers);
 - ``standins/``: software a real cluster runs that testbed plays (TGI/TGIS, Datashim, a
   Gateway API implementation with llm-d's endpoint picker, vLLM played by the simulator);
 - ``plane`` wires the components to an emulator; ``serve`` runs it in the foreground.

@@ -45,6 +45,40 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
                 load_case_files([loaded.base_dir / path for path in config["cases"]])
 
 
+def check_api_keys(loaded: LoadedCampaign) -> None:
+    """An external deployment's ``api_key: ${env:NAME}`` must be set before a run starts
+    (CampaignError at its line), not found unset by the first request."""
+    import os
+
+    from testbed.core.secrets import names
+
+    for i, deployment in enumerate(loaded.campaign.deployments):
+        key = getattr(deployment, "api_key", None)
+        unset = [name for name in names(key or "") if name not in os.environ]
+        if unset:
+            at: DocPath = ("deployments", i, "api_key")
+            raise CampaignError(
+                f"{_where(loaded, at)}: deployments[{i}].api_key: environment variable"
+                f" {unset[0]} is not set — export {unset[0]}=… before running"
+            )
+
+
+def check_load_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Each load section (matrix levels included) must fit this machine's open files and
+    memory, when its load generator runs here (CampaignError at the field's line)."""
+    from testbed.config.load import LoadProbe
+    from testbed.probes.load.capacity import Limits, excess
+
+    limits = Limits.here()
+    for probe, config in _probe_configs(plan):
+        if probe != "load":
+            continue
+        found = excess(LoadProbe.model_validate(config), limits)
+        if found is not None:
+            at: DocPath = ("load", *found.field.split("."))
+            raise CampaignError(f"{_where(loaded, at)}: load.{found.field}: {found.message}")
+
+
 def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
     """Scale templates are rendered now: a missing file or placeholder is an input error."""
     if loaded.campaign.scale is None:

@@ -18,10 +18,10 @@ from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
-from testbed.execution.cluster_probes import check_shippable, remote_probe
+from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
-from testbed.execution.inputs import check_files
+from testbed.execution.inputs import check_api_keys, check_files, check_load_capacity
 from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting, write_summary
 from testbed.execution.worker_set import WorkerSetRunner
@@ -62,19 +62,24 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     plan = expand(loaded)
     check_files(loaded, plan)
     check_shippable(loaded, plan)
+    if not in_cluster(loaded):  # a probe Job's pod has limits of its own
+        check_load_capacity(loaded, plan)
     return plan
 
 
 def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) -> None:
     """A cluster campaign's kubeconfig, context or ``${env:}`` token, and the ``${env:}``
     keys of the Secrets its workers need (S3, hub token), must be usable before a run
-    directory exists (InputError, exit 2). Reads files and variables; sends nothing."""
+    directory exists (InputError, exit 2), as must the ``${env:}`` API keys of external
+    deployments. Reads files and variables; sends nothing."""
+    check_api_keys(loaded)
     if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
         from testbed.backends.kubernetes.weights import run_secrets
-        from testbed.clients.kube.connection import ConnectionSpec, connect
+        from testbed.clients.kube.connection import ConnectionSpec
+        from testbed.clients.kube.rest import Kube
         from testbed.core.secrets import resolve
 
-        connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
+        Kube.connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
         deployments = [w.config for w in plan.workers.values() if w.server != "external"]
         run_secrets(deployments, loaded.campaign.backend.model_dump(mode="json"), resolve)
 

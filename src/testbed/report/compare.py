@@ -28,7 +28,8 @@ BASE and CANDIDATE may also be two *treatment* directories (``runs/R/003__…``)
 of two: those two are compared with each other whatever their factors — one picker against
 another — and the outcome line says which is better. No history is consulted then.
 
-The exit code is 1 when any regression was found, else 0.
+The exit code follows the status: FAIL (1) on any regression, else ERROR (3) when a
+candidate treatment has no result to compare, else PASS (0).
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ from typing import Any
 
 from testbed.core.errors import InputError
 from testbed.core.ids import short_hash
-from testbed.report.run_summary import campaign_results, read_summary, run_document
+from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
 from testbed.results import stats
 from testbed.results.files import read_records
 from testbed.results.index import Point, ResultsIndex, resolve_url
 from testbed.results.machine import IDENTITY
-from testbed.results.rundir import PLAN, RECORDS, SUMMARY, RunDir
+from testbed.results.rundir import PLAN, RECORDS, SUMMARY, RunDir, read_summary
 from testbed.results.summaries import NEUTRAL, Samples, direction
 from testbed.results.verdict import Status
 
@@ -114,11 +115,20 @@ class Comparison:
     def improvements(self) -> list[MetricResult]:
         return [r for r in self.results if r.outcome == "improvement"]
 
+    unresolved: list[str] = field(default_factory=list)  # candidate dirs with no result
+
     @property
     def failed(self) -> bool:
         return bool(self.regressions) or any(
             v["kind"] == "regression" for v in self.verdict_changes
         )
+
+    @property
+    def status(self) -> Status:
+        """The comparison's status (see the module docstring's last paragraph)."""
+        if self.failed:
+            return Status.FAIL
+        return Status.ERROR if self.unresolved else Status.PASS
 
 
 def setup_differences(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
@@ -230,6 +240,8 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
     try:
         for base_row, cand_row in pairs:
             _verdict_change(comparison, base_row, cand_row)
+            if cand_row["status"] in _NO_RESULT:
+                comparison.unresolved.append(cand_row["dir"])
             if {cand_row["status"], base_row["status"]} & _NO_RESULT:
                 comparison.warnings.append(
                     f"{cand_row['dir']}: not compared (a side has no result)"

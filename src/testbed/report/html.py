@@ -19,10 +19,9 @@ from typing import Any
 from testbed.core.secrets import redact
 from testbed.report import criteria_view, load_view, scale_view
 from testbed.report.differential_view import differentials
-from testbed.report.run_summary import read_summary
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
-from testbed.results.rundir import PLAN, RECORDS, RESOLVED
+from testbed.results.rundir import PLAN, RECORDS, RESOLVED, read_summary
 
 _LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _STAT_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")

@@ -34,7 +34,7 @@ from testbed.report.details import print_details
 from testbed.results.files import write_atomic, write_json
 from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
-from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir
+from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir, read_summary
 from testbed.results.s3 import upload_run
 from testbed.results.summaries import summary_metrics
 from testbed.results.verdict import Status, exit_code, worst
@@ -226,15 +226,6 @@ def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def read_summary(folder: Path) -> dict[str, Any]:
-    """A treatment's summary.json, or {} when it has none (never run, or interrupted)."""
-    try:
-        value = json.loads((folder / SUMMARY).read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def index_entry(document: dict[str, Any]) -> RunEntry:

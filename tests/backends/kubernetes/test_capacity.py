@@ -6,7 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from testbed.backends.kubernetes.capacity import infeasible_reason, parse_quantity
+from testbed.backends.kubernetes.capacity import infeasible_reason
+from testbed.core.kube.quantity import parse as parse_quantity
 
 
 def node(name: str, labels: dict[str, str] | None = None, **allocatable: str) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.clients.kube.connection import ConnectionSpec, connect
-from testbed.clients.kube.dynamic import Dynamic
+from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import KindInfo, Kube
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
@@ -51,8 +50,8 @@ def test_example_campaign_runs_to_a_verdict(cluster_kubeconfig: Path, tmp_path: 
         assert (directory / "general.png").stat().st_size > 10_000
         assert len((directory / "records.jsonl").read_text().splitlines()) == 6
     assert "Scale</h2>" in (run / "report.html").read_text()
-    dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
-    jobs, _ = dynamic.kube.list_collection(KindInfo("batch/v1", "jobs"), "scale-campaign")
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
+    jobs, _ = kube.list_collection(KindInfo("batch/v1", "jobs"), "scale-campaign")
     assert jobs == []  # cleanup: true deleted them
 
 
@@ -91,6 +90,6 @@ def test_interrupted_campaign_leaves_records_and_no_objects(
     lines = (treatment / "submitted.json").read_text().splitlines()
     assert 5 < len(lines) < 200
     assert (treatment / "times.csv").exists()
-    dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
-    jobs, _ = dynamic.kube.list_collection(KindInfo("batch/v1", "jobs"), "scale-interrupted")
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
+    jobs, _ = kube.list_collection(KindInfo("batch/v1", "jobs"), "scale-interrupted")
     assert jobs == []

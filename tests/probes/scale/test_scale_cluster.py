@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.clients.kube.connection import ConnectionSpec, connect
-from testbed.clients.kube.dynamic import Dynamic
+from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import KindInfo, Kube
 from testbed.config.scale import ScaleProbe
 from testbed.probes.scale import sampled, submitted, times
@@ -127,7 +126,7 @@ def test_sample_and_plot_while_submit_runs_then_resume(
     again = subprocess.run(submit(14), capture_output=True, text=True, check=False)
     assert again.returncode == 0, again.stderr
     assert "2 created, 0 existed, 0 error(s), 12 recorded before" in again.stdout
-    kube = Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig))))
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
     header = submitted.load(out).header
     assert header is not None
     mine = f"testbed.io/scale-run={header.run}"
@@ -173,29 +172,28 @@ def test_killed_submitter_resumes_without_duplicates(
     assert f"{before} recorded before" in second.stdout
     subs = submitted.load(out)
     assert sorted(subs.workloads) == list(range(30))
-    kube = Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig))))
-    dynamic = Dynamic(kube)
-    jobs, _ = dynamic.kube.list_collection(KindInfo("batch/v1", "jobs"), ns)
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
+    jobs, _ = kube.list_collection(KindInfo("batch/v1", "jobs"), ns)
     assert sorted(j["metadata"]["name"] for j in jobs) == sorted(s.name for s in subs.ordered())
-    delete_all(dynamic, subs)
+    delete_all(kube, subs)
 
 
 def test_stage_times_agree_with_the_emulators_events(
     cluster_kubeconfig: Path, tmp_path: Path
 ) -> None:
-    dynamic = Dynamic(Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))))
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
     config = ScaleProbe(workloads=8, parallel=4, gpus=1, workload_type="distributed", workers=2)
     template = template_for(config, tmp_path)
     header, _ = open_header(tmp_path, config, template, "scale-times", None)
-    dynamic.ensure_namespace("scale-times", labels(header))
-    submitter = Submitter(dynamic, tmp_path, config, template, header)
+    kube.ensure_namespace("scale-times", labels(header))
+    submitter = Submitter(kube, tmp_path, config, template, header)
     submitter.check()
     submitting, stop, synced = threading.Event(), threading.Event(), threading.Event()
     submitting.set()
     result: dict[str, object] = {}
     sampler = threading.Thread(
         target=lambda: result.update(
-            stats=Sampler(dynamic, tmp_path, header).run(
+            stats=Sampler(kube, tmp_path, header).run(
                 True, stop, finished(tmp_path, "running", submitting), synced
             )
         ),
@@ -215,8 +213,8 @@ def test_stage_times_agree_with_the_emulators_events(
     assert outcome.created == 8
     facts = result["stats"].facts  # type: ignore[attr-defined]
     table = times.rows(submitted.load(tmp_path), facts)
-    events_info = dynamic.info("events.k8s.io/v1", "Event")
-    events, _ = dynamic.kube.list_collection(events_info, "scale-times")
+    events_info = kube.info("events.k8s.io/v1", "Event")
+    events, _ = kube.list_collection(events_info, "scale-times")
     scheduled: dict[str, float] = {}
     started: dict[str, float] = {}
     for event in events:
@@ -237,13 +235,13 @@ def test_stage_times_agree_with_the_emulators_events(
         # phase Running has no event: the watch saw it, after the Started event was written
         assert row.sources["running"] == "watch"
         assert row.stages["running"] >= started[row.name] - 1.0
-    delete_all(dynamic, submitted.load(tmp_path))
+    delete_all(kube, submitted.load(tmp_path))
 
 
 def test_custom_resource_workloads_through_discovery(
     cluster_kubeconfig: Path, tmp_path: Path
 ) -> None:
-    kube = Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig))))
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
     crd = {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -295,9 +293,8 @@ def test_custom_resource_workloads_through_discovery(
     done = subprocess.run(submit, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "3 created" in done.stdout
-    dynamic = Dynamic(kube)
-    info = dynamic.info("run.ai/v2alpha1", "TrainingWorkload")
-    items, _ = dynamic.kube.list_collection(info, "scale-crd")
+    info = kube.info("run.ai/v2alpha1", "TrainingWorkload")
+    items, _ = kube.list_collection(info, "scale-crd")
     assert sorted(i["spec"]["anythingElse"] for i in items) == [[1, 2]] * 3
     sampled_run = subprocess.run(
         _cli("sample", "-o", str(out), kubeconfig=cluster_kubeconfig),
@@ -308,4 +305,4 @@ def test_custom_resource_workloads_through_discovery(
     assert "3 object(s)" in sampled_run.stdout, sampled_run.stderr
     table = times.rows(submitted.load(out), sampled.load(out))
     assert all("created" in r.stages for r in table)
-    delete_all(dynamic, submitted.load(out))
+    delete_all(kube, submitted.load(out))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.clients.kube.connection import ConnectionSpec, connect
+from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import Kube
 from testbed.probes.scale.nodes import NODE_LABEL, node
 
@@ -54,7 +54,7 @@ def test_nodes_command_creates_and_deletes(cluster_kubeconfig: Path) -> None:
         check=False,
     )
     assert "0 KWOK node(s) with 4 GPU(s) each created, 3 existed" in again.stdout
-    kube = Kube(connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig))))
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(cluster_kubeconfig)))
     items, _ = kube.list_objects("Node", None, f"{NODE_LABEL}=true")
     assert sorted(i["metadata"]["name"] for i in items) == [
         "kwok-t-0000",

@@ -16,8 +16,8 @@ from testbed.probes.scale import submitted
 from testbed.probes.scale.submit import Submitter, open_header, template_for
 
 
-class FakeDynamic:
-    """Creates objects in a dict; AlreadyExists is an answer, as the real Dynamic's is."""
+class FakeKube:
+    """Creates objects in a dict; AlreadyExists is an answer, as the real Kube.create_once's is."""
 
     def __init__(self, refuse: set[str] | None = None, latency_s: float = 0.0) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
@@ -30,7 +30,7 @@ class FakeDynamic:
     def info(self, api_version: str, kind: str) -> None:
         return None
 
-    def create(self, obj: dict[str, Any], namespace: str) -> tuple[dict[str, Any], bool]:
+    def create_once(self, obj: dict[str, Any], namespace: str) -> tuple[dict[str, Any], bool]:
         name = obj["metadata"]["name"]
         with self._lock:
             self.calls.append((time.perf_counter(), name))
@@ -49,7 +49,7 @@ class FakeDynamic:
             return obj, False
 
 
-def _submitter(tmp_path: Path, fake: FakeDynamic, **fields: Any) -> tuple[Submitter, set[int]]:
+def _submitter(tmp_path: Path, fake: FakeKube, **fields: Any) -> tuple[Submitter, set[int]]:
     config = ScaleProbe(**fields)
     template = template_for(config, tmp_path)
     header, existing = open_header(tmp_path, config, template, "ns", "w")
@@ -59,7 +59,7 @@ def _submitter(tmp_path: Path, fake: FakeDynamic, **fields: Any) -> tuple[Submit
 
 @pytest.mark.timing
 def test_iterations_of_parallel_submissions_with_a_delay(tmp_path: Path) -> None:
-    fake = FakeDynamic(latency_s=0.3)
+    fake = FakeKube(latency_s=0.3)
     submitter, done = _submitter(tmp_path, fake, workloads=6, parallel=3, delay_s=0.2)
     outcome = submitter.run(done)
     assert outcome.created == 6
@@ -75,7 +75,7 @@ def test_iterations_of_parallel_submissions_with_a_delay(tmp_path: Path) -> None
 
 @pytest.mark.timing
 def test_steady_rate_spaces_submissions_and_caps_in_flight(tmp_path: Path) -> None:
-    fake = FakeDynamic(latency_s=0.05)
+    fake = FakeKube(latency_s=0.05)
     submitter, done = _submitter(tmp_path, fake, workloads=10, parallel=2, rate=40.0)
     outcome = submitter.run(done)
     assert outcome.created == 10
@@ -85,7 +85,7 @@ def test_steady_rate_spaces_submissions_and_caps_in_flight(tmp_path: Path) -> No
 
 
 def test_resume_skips_what_was_recorded_and_meets_the_rest_as_existing(tmp_path: Path) -> None:
-    fake = FakeDynamic()
+    fake = FakeKube()
     first, done = _submitter(tmp_path, fake, workloads=4, parallel=2)
     first.run(done)
     # a kill after the create of w-00004 but before its line: it exists, unrecorded
@@ -100,7 +100,7 @@ def test_resume_skips_what_was_recorded_and_meets_the_rest_as_existing(tmp_path:
 
 
 def test_refused_creates_are_recorded_and_retried_on_resume(tmp_path: Path) -> None:
-    fake = FakeDynamic(refuse={"w-00001"})
+    fake = FakeKube(refuse={"w-00001"})
     submitter, done = _submitter(tmp_path, fake, workloads=3, parallel=1)
     outcome = submitter.run(done)
     assert (outcome.created, outcome.errors) == (2, 1)
@@ -115,7 +115,7 @@ def test_refused_creates_are_recorded_and_retried_on_resume(tmp_path: Path) -> N
 
 
 def test_another_template_in_the_same_directory_is_refused(tmp_path: Path) -> None:
-    _submitter(tmp_path, FakeDynamic(), workloads=2)
+    _submitter(tmp_path, FakeKube(), workloads=2)
     with pytest.raises(InputError, match="new -o directory"):
-        _submitter(tmp_path, FakeDynamic(), workloads=2, gpus=4)
-    _submitter(tmp_path, FakeDynamic(), workloads=5, parallel=3)  # pacing may change
+        _submitter(tmp_path, FakeKube(), workloads=2, gpus=4)
+    _submitter(tmp_path, FakeKube(), workloads=5, parallel=3)  # pacing may change

@@ -34,7 +34,7 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
-from testbed.clients.kube import ConnectionSpec, Kube, PortForward, connect
+from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
     ClusterAccessDenied,
@@ -69,8 +69,8 @@ class KubernetesBackend(Backend):
 
     async def kube(self) -> Kube:
         if self._kube is None:
-            api = await asyncio.to_thread(connect, ConnectionSpec.from_backend(self.config))
-            self._kube = Kube(api)
+            spec = ConnectionSpec.from_backend(self.config)
+            self._kube = await asyncio.to_thread(Kube.connect, spec)
         return self._kube
 
     def in_cluster(self) -> bool:

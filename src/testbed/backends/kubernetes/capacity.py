@@ -2,44 +2,27 @@
 
 The plan's capacity check (``plan.capacity``) trusts the resources a campaign declares; on a
 cluster the nodes say what exists. A worker fits when one schedulable node's *allocatable*
-CPU, memory, ``nvidia.com/gpu`` and MIG slices (``nvidia.com/mig-1g.10gb`` …) cover its
-requests, and — where the node publishes its GPU memory (the ``nvidia.com/gpu.memory``
-label of NVIDIA's feature discovery, MiB) — the model's estimated memory fits in the GPUs
-it asks for. Treatments of a worker that fits nowhere are skipped with these numbers.
+CPU, memory, ``nvidia.com/gpu`` and MIG slices (``nvidia.com/mig-1g.10gb`` …) cover its pod's
+requests — summed and compared as the scheduler does (``core.kube.fit``) — and, where the
+node publishes its GPU memory (the ``nvidia.com/gpu.memory`` label of NVIDIA's feature
+discovery, MiB), the model's estimated memory fits in the GPUs it asks for. Treatments of a
+worker that fits nowhere are skipped with these numbers.
+
+Placement (node selector, affinity, taints) is deliberately not judged here: a node pool an
+autoscaler adds may match it later, and when none does the scheduler's own message
+("0/3 nodes are available: …") is the worker's error.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from testbed.backends.kubernetes.manifests import resources
+from testbed.core.kube.fit import NodeFacts, PodFacts, shortfall
+from testbed.core.kube.gpu import GPU_MEMORY_LABEL
+from testbed.core.kube.quantity import PODS, format_amount
 from testbed.plan.capacity import estimate
-
-_SUFFIX: dict[str, Decimal | int] = {
-    "": 1,
-    "m": Decimal("0.001"),
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-}
-_QUANTITY = re.compile(r"^([0-9.]+)([a-zA-Z]*)$")
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
-
-
-def parse_quantity(text: Any) -> Decimal:
-    """A Kubernetes quantity (``500m``, ``32Gi``, ``4``) as a number of base units."""
-    match = _QUANTITY.match(str(text).strip())
-    if not match or match.group(2) not in _SUFFIX:
-        raise ValueError(f"not a Kubernetes quantity: {text!r}")
-    return Decimal(match.group(1)) * Decimal(_SUFFIX[match.group(2)])
 
 
 def schedulable(node: Mapping[str, Any]) -> bool:
@@ -50,28 +33,31 @@ def schedulable(node: Mapping[str, Any]) -> bool:
     return not ready or ready[0].get("status") == "True"
 
 
-def _shortfall(requests: Mapping[str, str], node: Mapping[str, Any]) -> list[str]:
-    allocatable = node.get("status", {}).get("allocatable") or {}
-    short = []
-    for name, wanted in requests.items():
-        has = parse_quantity(allocatable.get(name, "0"))
-        if parse_quantity(wanted) > has:
-            short.append(f"{name} {wanted} > {allocatable.get(name, '0')}")
-    return short
+def worker_requests(config: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """What a worker's pod asks of a node, as the scheduler counts it (the pod slot left
+    out: the question is "ever", not "now")."""
+    pod = {"spec": {"containers": [{"resources": resources(config.get("resources") or {})}]}}
+    return [(name, value) for name, value in PodFacts.of(pod).requests if name != PODS]
+
+
+def _short(requests: list[tuple[str, int]], node: Mapping[str, Any]) -> list[str]:
+    allocatable = dict(NodeFacts.of(node).allocatable)
+    return [
+        f"{name} {format_amount(name, wanted)} > {format_amount(name, has)}"
+        for name, wanted, has in shortfall(requests, allocatable)
+    ]
 
 
 def infeasible_reason(config: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> str:
     """Why no node can hold the worker ('' when one can)."""
-    res = config.get("resources") or {}
-    requests = resources(res)["requests"]
+    requests = resources(config.get("resources") or {})["requests"]
     usable = [n for n in nodes if schedulable(n)]
     if not usable:
         return "does not fit: the cluster has no schedulable node"
+    asked = worker_requests(config)
     closest: tuple[int, str, list[str]] | None = None
     for node in usable:
-        short = _shortfall(requests, node)
-        if not short:
-            short = _gpu_memory_short(config, node)
+        short = _short(asked, node) or _gpu_memory_short(config, node)
         if not short:
             return ""
         name = str(node["metadata"]["name"])

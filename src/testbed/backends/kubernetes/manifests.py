@@ -21,23 +21,13 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.weights import datasets, pod_model, run_secrets
-from testbed.config.deployments import MIG_PROFILE
+from testbed.core.kube.gpu import GPU, mig_profile, mig_resource
+from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.servers.adapters import adapter_for
 
 DATASET_API = "datashim.io/v1alpha1"
 DATASHIM_LABEL = "monitor-pods-datasets"
-GPU = "nvidia.com/gpu"
 PROBE_PERIOD_S = 1  # the kubelet probes this often until ready (s)
-
-
-def quantity(value: float, unit: str = "") -> str:
-    """A Kubernetes quantity: whole numbers plain, fractions of a core in millicores."""
-    if unit == "Gi":
-        mib = math.ceil(value * 1024)
-        return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{math.ceil(value * 1000)}m"
 
 
 def resources(res: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -46,18 +36,18 @@ def resources(res: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     cpu, memory = float(res.get("cpu", 1.0)), float(res.get("memory_gb", 8.0))
     limit_cpu = float(res.get("limit_cpu") or 2 * cpu)
     limit_memory = float(res.get("limit_memory_gb") or 4 * memory)
-    requests = {"cpu": quantity(cpu), "memory": quantity(memory, "Gi")}
+    requests = {"cpu": cpu_quantity(cpu), "memory": memory_quantity(memory)}
     limits = {
-        "cpu": quantity(max(limit_cpu, cpu)),
-        "memory": quantity(max(limit_memory, memory), "Gi"),
+        "cpu": cpu_quantity(max(limit_cpu, cpu)),
+        "memory": memory_quantity(max(limit_memory, memory)),
     }
     gpu = res.get("gpu")
     devices: dict[str, str] = {}
     if isinstance(gpu, Mapping):
-        for profile, count in sorted(gpu.items()):
-            match = MIG_PROFILE.match(str(profile))
-            if match:
-                devices[f"nvidia.com/mig-{match.group(1)}g.{match.group(2)}gb"] = str(int(count))
+        for key, count in sorted(gpu.items()):
+            profile = mig_profile(str(key))
+            if profile:
+                devices[mig_resource(profile)] = str(int(count))
     elif gpu:
         devices[GPU] = str(int(gpu))
     # Extended resources must have request == limit.
@@ -149,7 +139,7 @@ def worker(
         "restartPolicy": "Always",
         "terminationGracePeriodSeconds": 10,
         "automountServiceAccountToken": False,
-        **_placement(deployment.get("placement") or {}),
+        **placement(deployment.get("placement") or {}),
     }
     if model.init_containers:
         pod["initContainers"] = model.init_containers
@@ -187,7 +177,8 @@ def worker(
     ]
 
 
-def _placement(placement: Mapping[str, Any]) -> dict[str, Any]:
+def placement(placement: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod spec's scheduling fields from a deployment's ``placement:`` section."""
     out: dict[str, Any] = {}
     if placement.get("node_selector"):
         out["nodeSelector"] = dict(placement["node_selector"])

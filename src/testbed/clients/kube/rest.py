@@ -3,18 +3,24 @@
 testbed builds its manifests as dicts (``backends.kubernetes.manifests``), so it talks to the
 API in dicts too: the official ``ApiClient`` signs, serialises and sends each request (auth,
 TLS, proxies exactly as kubectl's config says), and :class:`Kube` maps a kind to its URL.
+The kinds testbed creates itself are known by name (:data:`KINDS`); any other kind — a scale
+test's template may hold a Run:ai TrainingWorkload, a PyTorchJob, a PodGroup — is found by
+API discovery when the call names its ``apiVersion`` (``GET /apis/GROUP/VERSION``, as
+kubectl and the official DynamicClient do, one group-version at a time and cached).
 Every API error leaves this module as a :mod:`testbed.core.errors` ``Cluster*`` error.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.clients.kube.connection import ConnectionSpec, connect
 from testbed.clients.kube.errors import from_status, translate
-from testbed.core.errors import ClusterConflict, ClusterError, ClusterNotFound
+from testbed.core.errors import ClusterConflict, ClusterError, ClusterNotFound, InputError
 
 
 @dataclass(frozen=True)
@@ -72,10 +78,50 @@ def list_items(answer: Mapping[str, Any], info: KindInfo) -> list[dict[str, Any]
 
 
 class Kube:
-    """One API connection (an ``ApiClient`` from :func:`~testbed.clients.kube.connect`)."""
+    """One API connection (an ``ApiClient`` from :func:`~testbed.clients.kube.connect`);
+    thread-safe, as the official client is."""
 
     def __init__(self, api_client: Any) -> None:
         self.api = api_client
+        self._found: dict[tuple[str, str], KindInfo] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(cls, spec: ConnectionSpec | None = None) -> Kube:
+        """The one way testbed opens a cluster: backend, scale probe and CLI alike."""
+        return cls(connect(spec))
+
+    def close(self) -> None:
+        self.api.close()
+
+    # -- kinds ---------------------------------------------------------------------------
+    def info(self, api_version: str, kind: str) -> KindInfo:
+        """The resource serving ``kind`` at ``api_version``, by discovery; InputError when
+        the cluster serves none."""
+        key = (api_version, kind)
+        with self._lock:
+            found = self._found.get(key)
+        if found is not None:
+            return found
+        group, _, version = api_version.rpartition("/")
+        path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+        try:
+            listing = self.call("GET", path, f"discover {api_version}")
+        except ClusterNotFound:
+            listing = {}
+        for resource in listing.get("resources") or []:
+            if resource.get("kind") == kind and "/" not in resource.get("name", "/"):
+                found = KindInfo(api_version, resource["name"], bool(resource.get("namespaced")))
+                with self._lock:
+                    self._found[key] = found
+                return found
+        raise InputError(
+            f"the cluster serves no {kind} at {api_version} — check apiVersion and kind, or"
+            " install the CRD (kubectl get crd) / the operator that defines it"
+        )
+
+    def _kind(self, kind: str, api_version: str | None) -> KindInfo:
+        return kind_info(kind) if api_version is None else self.info(api_version, kind)
 
     # -- raw ---------------------------------------------------------------------------
     def request(
@@ -139,8 +185,44 @@ class Kube:
             path = f"{kind_info(kind).collection(meta.get('namespace'))}/{meta['name']}"
             return self.call("PUT", path, f"replace {kind} {meta['name']}", body=body)
 
-    def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-        path = f"{kind_info(kind).collection(namespace)}/{name}"
+    def create_once(self, obj: Mapping[str, Any], namespace: str) -> tuple[dict[str, Any], bool]:
+        """Create ``obj`` of any served kind (in ``namespace`` when namespaced);
+        ``(object, existed)``: an object of that name that already exists is an answer, not
+        an error (a resumed scale submitter meets its own earlier objects)."""
+        info = self.info(obj["apiVersion"], obj["kind"])
+        body = dict(obj)
+        meta = dict(body.get("metadata") or {})
+        if info.namespaced:
+            meta["namespace"] = namespace
+        body["metadata"] = meta
+        where = namespace if info.namespaced else None
+        doing = f"create {obj['kind']} {meta['name']}"
+        try:
+            return self.call("POST", info.collection(where), doing, body=body), False
+        except ClusterConflict:
+            existing = self.get(obj["kind"], meta["name"], namespace, obj["apiVersion"])
+            if existing is None:  # deleted between the two calls: a real conflict
+                raise
+            return existing, True
+
+    def ensure_namespace(self, name: str, labels: Mapping[str, str]) -> bool:
+        """Create namespace ``name`` unless it exists; True when this call created it."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": dict(labels)},
+        }
+        try:
+            self.call("POST", "/api/v1/namespaces", f"create namespace {name}", body=body)
+        except ClusterConflict:
+            return False
+        return True
+
+    def get(
+        self, kind: str, name: str, namespace: str | None = None, api_version: str | None = None
+    ) -> dict[str, Any] | None:
+        """One object, or None; ``api_version`` finds a kind testbed does not know by name."""
+        path = f"{self._kind(kind, api_version).collection(namespace)}/{name}"
         try:
             return self.call("GET", path, f"get {kind} {name}")
         except ClusterNotFound:
@@ -203,9 +285,11 @@ class Kube:
             "PATCH", path, f"patch {kind} {name}", body=dict(patch), content_type=MERGE_PATCH
         )
 
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, api_version: str | None = None
+    ) -> bool:
         """Delete one object (dependents in the background); False when it was already gone."""
-        path = f"{kind_info(kind).collection(namespace)}/{name}"
+        path = f"{self._kind(kind, api_version).collection(namespace)}/{name}"
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
         try:
             self.call("DELETE", path, f"delete {kind} {name}", body=body)

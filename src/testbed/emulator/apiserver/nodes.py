@@ -7,15 +7,21 @@ the mixed strategy) and the labels GPU feature discovery puts on real nodes.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from testbed.core.kube.gpu import (
+    GPU,
+    GPU_COUNT_LABEL,
+    GPU_PRESENT_LABEL,
+    GPU_PRODUCT_LABEL,
+    MIG_STRATEGY_LABEL,
+    PLUGIN_MIG,
+    mig_resource,
+)
 from testbed.emulator.apiserver.discovery import KUBE_VERSION
 from testbed.emulator.storage import meta as _meta
-
-_MIG_PROFILE = re.compile(r"^[1-9]\d*g\.[1-9]\d*gb$")
 
 
 class ClusterShape(BaseModel):
@@ -40,7 +46,7 @@ class ClusterShape(BaseModel):
     @classmethod
     def _profiles(cls, value: dict[str, int]) -> dict[str, int]:
         for profile, count in value.items():
-            if not _MIG_PROFILE.match(profile):
+            if not PLUGIN_MIG.match(profile):
                 raise ValueError(
                     f"MIG profile {profile!r} is not like 1g.10gb (<slices>g.<memory>gb)"
                 )
@@ -89,18 +95,18 @@ def _capacity_and_labels(shape: ClusterShape, name: str) -> tuple[dict[str, str]
         "testbed.io/emulated": "true",
     }
     if shape.gpus_per_node:
-        capacity["nvidia.com/gpu"] = str(shape.gpus_per_node)
+        capacity[GPU] = str(shape.gpus_per_node)
         labels.update(
             {
-                "nvidia.com/gpu.present": "true",
-                "nvidia.com/gpu.product": shape.gpu_product,
-                "nvidia.com/gpu.count": str(shape.gpus_per_node),
+                GPU_PRESENT_LABEL: "true",
+                GPU_PRODUCT_LABEL: shape.gpu_product,
+                GPU_COUNT_LABEL: str(shape.gpus_per_node),
             }
         )
     for profile, count in shape.mig.items():
-        capacity[f"nvidia.com/mig-{profile}"] = str(count)
+        capacity[mig_resource(profile)] = str(count)
     if shape.mig:
-        labels["nvidia.com/mig.strategy"] = "mixed"
+        labels[MIG_STRATEGY_LABEL] = "mixed"
     return capacity, labels
 
 

@@ -17,6 +17,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from testbed.core.kube.times import MICROS, SECONDS, format_time
 from testbed.emulator.storage.errors import ApiError, bad_request, unsupported_media
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
@@ -97,7 +98,7 @@ def _special(name: str, data: bytes) -> tuple[bool, Any]:
             return True, None
         when = _dt.datetime.fromtimestamp(seconds, _dt.UTC).replace(microsecond=nanos // 1000)
         micro = name.endswith("MicroTime")
-        return True, when.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+        return True, format_time(when, MICROS if micro else SECONDS)
     if name == "k8s.io.apimachinery.pkg.api.resource.Quantity":
         return True, next((bytes(v).decode() for n, _, v in _fields(data) if n == 1), None)
     if name == "k8s.io.apimachinery.pkg.util.intstr.IntOrString":

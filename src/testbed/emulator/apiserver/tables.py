@@ -12,6 +12,7 @@ import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
+from testbed.core.kube.times import parse_time
 from testbed.emulator.storage.resources import ResourceType
 from testbed.emulator.storage.selectors import field_value
 
@@ -28,7 +29,7 @@ def human_age(timestamp: str | None, now: _dt.datetime | None = None) -> str:
     """kubectl's ``HumanDuration`` of the time since ``timestamp``."""
     if not timestamp:
         return "<unknown>"
-    when = _dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    when = parse_time(timestamp)
     seconds = int(((now or _dt.datetime.now(_dt.UTC)) - when).total_seconds())
     if seconds < 0:
         return "0s"
@@ -147,14 +148,8 @@ def _job(obj: Obj) -> list[Any]:
             break
     duration = ""
     if status.get("startTime"):
-        start = _dt.datetime.fromisoformat(status["startTime"].replace("Z", "+00:00"))
         end = status.get("completionTime")
-        finish = (
-            _dt.datetime.fromisoformat(end.replace("Z", "+00:00"))
-            if end
-            else _dt.datetime.now(_dt.UTC)
-        )
-        duration = human_age(status["startTime"], finish) if end else human_age(start.isoformat())
+        duration = human_age(status["startTime"], parse_time(end) if end else None)
     return [
         obj["metadata"]["name"],
         state,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from testbed.core.ids import short_hash
+from testbed.core.kube.times import seconds_since
 from testbed.emulator.controllers.replicasets import active_pods
 from testbed.emulator.machinery import events
 from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by, owner_of
@@ -205,7 +206,7 @@ class DeploymentController:
             return _condition(old, "Progressing", True, reason, message), None
         deadline = float(deploy["spec"].get("progressDeadlineSeconds", 600))
         started = (
-            _since(old)
+            seconds_since(old.get("lastUpdateTime"))
             if old is not None and old.get("reason") != "NewReplicaSetAvailable"
             else 0.0
         )
@@ -239,17 +240,6 @@ def _condition(
         "reason": reason,
         "message": message,
     }
-
-
-def _since(condition: Mapping[str, Any]) -> float:
-    import datetime as _dt
-
-    stamp = str(condition.get("lastUpdateTime") or "")
-    try:
-        then = _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC)
-    except ValueError:
-        return 0.0
-    return (_dt.datetime.now(_dt.UTC) - then).total_seconds()
 
 
 def _max_unavailable(deploy: Mapping[str, Any], wanted: int) -> int:

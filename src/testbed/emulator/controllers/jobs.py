@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from testbed.core.kube.times import seconds_since
 from testbed.emulator.controllers.replicasets import is_ready, pod_from_template
 from testbed.emulator.machinery import events
 from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by, owner_of
@@ -98,7 +99,7 @@ class JobController:
             return ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         deadline = spec.get("activeDeadlineSeconds")
         started = (job.get("status") or {}).get("startTime")
-        if deadline is not None and started and _age(started) >= float(deadline):
+        if deadline is not None and started and seconds_since(started) >= float(deadline):
             return ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
         return None
 
@@ -183,13 +184,3 @@ def _restarts(active: list[dict[str, Any]], spec: Mapping[str, Any]) -> int:
         for p in active
         for c in (p.get("status") or {}).get("containerStatuses") or []
     )
-
-
-def _age(stamp: str) -> float:
-    import datetime as _dt
-
-    try:
-        then = _dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=_dt.UTC)
-    except ValueError:
-        return 0.0
-    return (_dt.datetime.now(_dt.UTC) - then).total_seconds()

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.core.kube.quantity import amount
 from testbed.core.process_group import group_rss_bytes
-from testbed.emulator.controllers.quantity import amount
 from testbed.emulator.kubelet import process as proc
 from testbed.emulator.kubelet.logs import LogBook, RunLog
 from testbed.emulator.kubelet.probing import supervise

@@ -9,15 +9,15 @@ with ``previous=true``, the one before; ``follow=true`` keeps streaming until th
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.core.kube.times import NANOS, now
+
 
 def _stamp() -> str:
-    now = _dt.datetime.now(_dt.UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond:06d}000Z"
+    return now(NANOS)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InputError
-from testbed.emulator.controllers.fit import HOSTNAME, NodeFacts, PodFacts
+from testbed.core.kube.fit import HOSTNAME, NodeFacts, PodFacts
 from testbed.emulator.machinery import events
 from testbed.emulator.machinery.faults import FaultRule, fault_of
 from testbed.emulator.scheduler.capacity import CapacityIndex

@@ -10,6 +10,8 @@ import time
 import uuid
 from typing import Any
 
+from testbed.core.kube.times import MICROS, SECONDS, format_time, from_epoch, parse_time
+
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -33,14 +35,14 @@ def now() -> str:
     """
     second = int(time.time())
     if second != _last_second[0]:
-        stamp = _dt.datetime.fromtimestamp(second, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        stamp = from_epoch(second)
         _last_second[:] = [second, stamp]
     return str(_last_second[1])
 
 
 def now_micro() -> str:
     """Wall time with microseconds (``MicroTime``: Event ``eventTime``)."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_time(_dt.datetime.now(_dt.UTC), MICROS)
 
 
 def normalized_time(value: object, micro: bool) -> object:
@@ -54,13 +56,10 @@ def normalized_time(value: object, micro: bool) -> object:
     if (_MICRO if micro else _SECONDS).match(value):
         return value  # already as the server writes it
     try:
-        parsed = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = parse_time(value)
     except ValueError:
         return value
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=_dt.UTC)
-    parsed = parsed.astimezone(_dt.UTC)
-    return parsed.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+    return format_time(parsed, MICROS if micro else SECONDS)
 
 
 def new_uid() -> str:

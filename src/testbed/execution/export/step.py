@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.core.kube.gpu import GPU
+from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.execution.export.objects import (
     CAMPAIGN_MOUNT,
     LABELS,
@@ -88,12 +90,8 @@ def resources(task: Task, plan: Plan, backend: str) -> dict[str, Any]:
     cpu = sum(float(c.get("cpu", 1)) for c in configs) or 1.0
     memory = sum(float(c.get("memory_gb", 1)) for c in configs) or 1.0
     gpu = sum(int(c.get("gpu") or 0) for c in configs if isinstance(c.get("gpu"), int))
-    requests = {"cpu": _quantity(cpu), "memory": f"{_quantity(memory)}Gi"}
+    requests = {"cpu": cpu_quantity(cpu), "memory": memory_quantity(memory)}
     spec: dict[str, Any] = {"requests": requests}
     if gpu:
-        spec["limits"] = {"nvidia.com/gpu": str(gpu)}
+        spec["limits"] = {GPU: str(gpu)}
     return spec
-
-
-def _quantity(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"

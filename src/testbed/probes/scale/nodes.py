@@ -17,6 +17,7 @@ from typing import Any
 
 from testbed.clients.kube.rest import Kube
 from testbed.core.errors import ClusterConflict, TestbedError
+from testbed.core.kube.gpu import GPU, GPU_PRESENT_LABEL
 
 NODE_LABEL = "testbed.io/scale-node"
 
@@ -25,7 +26,7 @@ def node(name: str, gpus: int, cpu: int, memory_gi: int, pods: int) -> dict[str,
     """One KWOK node with GPU capacity, as KWOK's documentation writes them."""
     capacity = {"cpu": str(cpu), "memory": f"{memory_gi}Gi", "pods": str(pods)}
     if gpus:
-        capacity["nvidia.com/gpu"] = str(gpus)
+        capacity[GPU] = str(gpus)
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -39,7 +40,7 @@ def node(name: str, gpus: int, cpu: int, memory_gi: int, pods: int) -> dict[str,
                 "kubernetes.io/arch": "amd64",
                 "kubernetes.io/role": "agent",
                 "node-role.kubernetes.io/agent": "",
-                "nvidia.com/gpu.present": "true" if gpus else "false",
+                GPU_PRESENT_LABEL: "true" if gpus else "false",
                 NODE_LABEL: "true",
             },
         },

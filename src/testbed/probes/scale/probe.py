@@ -16,8 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from testbed.clients.kube.connection import ConnectionSpec, connect
-from testbed.clients.kube.dynamic import Dynamic
+from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import Kube
 from testbed.config.scale import ScaleProbe
 from testbed.core.errors import InfrastructureError, InputError, TestbedError
@@ -30,19 +29,17 @@ from testbed.probes.scale.submit import (
     Outcome,
     Submitter,
     delete_all,
-    labels,
-    open_header,
     template_for,
 )
 
 DEFAULT_NAMESPACE = "testbed-scale"
 
 
-def connection(cluster: Any) -> Dynamic:
+def connection(cluster: Any) -> Kube:
     """The cluster of a campaign's backend section (InputError when it names none)."""
     if not cluster or cluster.get("kind") != "kubernetes":
         raise InputError("the scale probe needs a cluster: set `backend: kubernetes`")
-    return Dynamic(Kube(connect(ConnectionSpec.from_backend(cluster))))
+    return Kube.connect(ConnectionSpec.from_backend(cluster))
 
 
 def finished(out_dir: Path, wait_for: str, submitting: threading.Event) -> Callable[[Facts], bool]:
@@ -59,24 +56,30 @@ def finished(out_dir: Path, wait_for: str, submitting: threading.Event) -> Calla
 
 async def run(ctx: ProbeContext) -> ProbeOutcome:
     config: ScaleProbe = ctx.config
-    dynamic = await asyncio.to_thread(connection, ctx.cluster)
+    kube = await asyncio.to_thread(connection, ctx.cluster)
     namespace = config.namespace or ctx.cluster.get("namespace") or DEFAULT_NAMESPACE
     template = template_for(config, ctx.base_dir)
     prefix = f"tb-{short_hash(str(ctx.out_dir.resolve()), 8)}"
-    header, existing = open_header(ctx.out_dir, config, template, namespace, prefix)
-    made_namespace = await asyncio.to_thread(dynamic.ensure_namespace, namespace, labels(header))
     stop_submit, stop_sample, submitting = threading.Event(), threading.Event(), threading.Event()
-    submitter = Submitter(dynamic, ctx.out_dir, config, template, header, stop_submit, ctx.progress)
-    await asyncio.to_thread(submitter.check)
-    sampler = Sampler(dynamic, ctx.out_dir, header)
+    submitter = await asyncio.to_thread(
+        Submitter.open,
+        kube,
+        ctx.out_dir,
+        config,
+        template,
+        namespace,
+        prefix,
+        stop_submit,
+        ctx.progress,
+    )
+    sampler = Sampler(kube, ctx.out_dir, submitter.header)
     submitting.set()
     sampling = asyncio.ensure_future(
         asyncio.to_thread(
             sampler.run, True, stop_sample, finished(ctx.out_dir, config.wait_for, submitting)
         )
     )
-    done = {i for i, s in existing.workloads.items() if s.status != "error"}
-    submitting_task = asyncio.ensure_future(asyncio.to_thread(submitter.run, done))
+    submitting_task = asyncio.ensure_future(asyncio.to_thread(submitter.run))
     finished_ok = False
     try:
         outcome = await asyncio.shield(submitting_task)
@@ -97,11 +100,11 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         # the submitter thread must be over before deleting, or it could create after us
         await asyncio.gather(submitting_task, sampling, return_exceptions=True)
         if config.cleanup:
-            _, failed = await asyncio.to_thread(delete_all, dynamic, submitted.load(ctx.out_dir))
+            _, failed = await asyncio.to_thread(delete_all, kube, submitted.load(ctx.out_dir))
             for line in failed[:20]:
                 ctx.progress(f"cleanup: could not delete {line}")
-            if made_namespace:  # ours alone: nothing else lives in it
-                await asyncio.to_thread(dynamic.delete, "v1", "Namespace", namespace, None)
+            if submitter.made_namespace:  # ours alone: nothing else lives in it
+                await asyncio.to_thread(kube.delete, "Namespace", namespace)
         if not finished_ok:  # interrupted or failed: the table of what was seen is still kept
             with contextlib.suppress(TestbedError, OSError):
                 analysis.analyze(ctx.out_dir, draw=False)

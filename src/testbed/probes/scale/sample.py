@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.clients.kube.dynamic import Dynamic
-from testbed.clients.kube.rest import KindInfo
+from testbed.clients.kube.rest import KindInfo, Kube
 from testbed.clients.kube.stamped import StampedWatches, WatchSpec
 from testbed.clients.kube.watch import Failed, Seen, Synced
 from testbed.core.errors import InputError
@@ -55,8 +54,8 @@ class Stats:
 class Sampler:
     """Samples the objects of the run ``header`` describes into ``out_dir``."""
 
-    def __init__(self, dynamic: Dynamic, out_dir: Path, header: Header) -> None:
-        self.dynamic, self.out_dir, self.header = dynamic, out_dir, header
+    def __init__(self, kube: Kube, out_dir: Path, header: Header) -> None:
+        self.kube, self.out_dir, self.header = kube, out_dir, header
         self.facts = Facts()
         self._saver = sampled.Saver(out_dir, self.facts)
         self.queue: queue.SimpleQueue[Seen | Failed | Synced] = queue.SimpleQueue()
@@ -69,14 +68,12 @@ class Sampler:
         ]
         for api_version, kind in dict.fromkeys(map(tuple, self.header.kinds)):
             if kind != "Pod":
-                specs.append(
-                    WatchSpec(kind, self.dynamic.info(api_version, kind), namespace, chosen)
-                )
+                specs.append(WatchSpec(kind, self.kube.info(api_version, kind), namespace, chosen))
         return specs
 
     def _events_info(self) -> KindInfo:
         try:
-            return self.dynamic.info("events.k8s.io/v1", "Event")
+            return self.kube.info("events.k8s.io/v1", "Event")
         except InputError:  # an old or minimal API: the core events carry the same facts
             return KindInfo("v1", "events")
 
@@ -91,7 +88,7 @@ class Sampler:
         ``synced`` is set once every watch has listed and is live."""
         stop = stop or threading.Event()
         specs = self._specs()
-        watches = StampedWatches(self.dynamic.kube, specs, self.queue)
+        watches = StampedWatches(self.kube, specs, self.queue)
         stats = Stats()
         started, cpu0 = time.perf_counter(), time.thread_time()
         watches.start()

@@ -17,8 +17,9 @@ fields, then the live watch, then whole seconds.
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
+
+from testbed.core.kube import times
 
 PRECEDENCE: tuple[str, ...] = ("event", "field", "watch", "ack", "event_s", "field_s")
 #: Sources in whole seconds: the API floors them, so the true time is up to 1 s later.
@@ -46,11 +47,9 @@ def parse_time(text: Any) -> tuple[float, bool] | None:
     if not isinstance(text, str) or not text:
         return None
     try:
-        moment = dt.datetime.fromisoformat(text)
+        moment = times.parse_time(text)
     except ValueError:
         return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
     return moment.timestamp() * 1000.0, "." in text
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.clients.kube.dynamic import Dynamic
+from testbed.clients.kube.rest import Kube
 from testbed.clients.kube.watch import now_ms
 from testbed.config.scale import ScaleProbe
 from testbed.core.errors import InputError, TestbedError
@@ -137,7 +137,7 @@ class Submitter:
 
     def __init__(
         self,
-        dynamic: Dynamic,
+        kube: Kube,
         out_dir: Path,
         config: ScaleProbe,
         template: Template,
@@ -145,20 +145,48 @@ class Submitter:
         stop: threading.Event | None = None,
         progress: Callable[[str], None] = lambda _m: None,
     ) -> None:
-        self.dynamic, self.out_dir, self.config = dynamic, out_dir, config
+        self.kube, self.out_dir, self.config = kube, out_dir, config
         self.template, self.header = template, header
         self.stop = stop or threading.Event()
         self.progress = progress
         self._lock = threading.Lock()
         self._file: Any = None  # submitted.json, open while run() runs
+        #: Workloads an earlier submitter of this directory recorded (see :meth:`open`).
+        self.done: set[int] = set()
+        self.made_namespace = False
+
+    @classmethod
+    def open(
+        cls,
+        kube: Kube,
+        out_dir: Path,
+        config: ScaleProbe,
+        template: Template,
+        namespace: str,
+        prefix: str | None,
+        stop: threading.Event | None = None,
+        progress: Callable[[str], None] = lambda _m: None,
+    ) -> Submitter:
+        """The one way a scale test starts (``testbed scale submit`` and the campaign probe):
+        the directory's header (resumed when it has one), the namespace, the template
+        checked against the cluster, and what an earlier submitter already recorded."""
+        header, existing = open_header(out_dir, config, template, namespace, prefix)
+        made = kube.ensure_namespace(namespace, labels(header))
+        submitter = cls(kube, out_dir, config, template, header, stop, progress)
+        submitter.made_namespace = made
+        submitter.check()
+        submitter.done = {i for i, s in existing.workloads.items() if s.status != "error"}
+        return submitter
 
     def check(self) -> None:
         """Render workload 0 and discover its kinds: a bad template fails before anything
         is created (exit 2, naming the template and the fix)."""
         for obj in self.template.render(values(self.config, self.header, 0)):
-            self.dynamic.info(obj["apiVersion"], obj["kind"])
+            self.kube.info(obj["apiVersion"], obj["kind"])
 
-    def run(self, done: set[int]) -> Outcome:
+    def run(self, done: set[int] | None = None) -> Outcome:
+        """Submit every workload not in ``done`` (default: what :meth:`open` found)."""
+        done = self.done if done is None else done
         outcome = Outcome(self.header, skipped=len(done))
         todo = [i for i in range(self.config.workloads) if i not in done]
         started = time.perf_counter()
@@ -221,7 +249,7 @@ class Submitter:
         status, error = "created", None
         try:
             for obj in objects:
-                _, existed = self.dynamic.create(obj, self.header.namespace)
+                _, existed = self.kube.create_once(obj, self.header.namespace)
                 if obj is main:  # the workload's own ack, not its helpers' (a Service after it)
                     acked = now_ms()
                     status = "existed" if existed else status
@@ -276,14 +304,14 @@ def selector(header: records.Header) -> str:
     return f"{RUN_LABEL}={header.run}"
 
 
-def delete_all(dynamic: Dynamic, sub: records.Submitted) -> tuple[int, list[str]]:
+def delete_all(kube: Kube, sub: records.Submitted) -> tuple[int, list[str]]:
     """Delete every object the submissions name (dependents in the background); how many
     went, and what could not be deleted and why (shown, never swallowed)."""
     gone, failed = 0, []
     for workload in sub.ordered():
         for ref in reversed(workload.objects):
             try:
-                gone += dynamic.delete(ref.api_version, ref.kind, ref.name, workload.namespace)
+                gone += kube.delete(ref.kind, ref.name, workload.namespace, ref.api_version)
             except TestbedError as exc:
                 failed.append(f"{ref.kind}/{ref.name}: {exc}")
     return gone, failed

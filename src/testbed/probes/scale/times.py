@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.config.scale import STAGES
+from testbed.core.kube.times import MILLIS, format_time
 from testbed.probes.scale import stages
 from testbed.probes.scale.sampled import Facts
 from testbed.probes.scale.submitted import Submitted
@@ -249,7 +250,7 @@ def _csv_row(row: Row, t0: float, extras: list[str]) -> list[Any]:
     status = "error" if row.error else "done" if "running" in row.stages else "pending"
     submitted_at = dt.datetime.fromtimestamp(row.submitted_ms / 1000, dt.UTC)
     cells: list[Any] = [row.index, row.name, status, row.error or "", row.pods]
-    cells.append(submitted_at.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    cells.append(format_time(submitted_at, MILLIS))
     cells += [_ms(row.stages.get(s), t0) for s in STAGES]
     previous = row.stages["submitted"]
     for stage in STAGES[1:]:

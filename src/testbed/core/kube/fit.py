@@ -1,5 +1,8 @@
 """Does a pod fit a node? The scheduler's filters as pure functions, and its failure message.
 
+The emulator's scheduler places pods with them; the Kubernetes backend asks them whether any
+node of a real cluster can ever hold a worker's pod, before it creates one.
+
 The filters run in the real scheduler's order and stop at the first that fails, as
 ``RunFilterPlugins`` does: NodeUnschedulable, TaintToleration, NodeAffinity (nodeSelector
 and required node affinity), NodeResourcesFit. A pod that fits nowhere gets the message
@@ -21,14 +24,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from testbed.core.ids import canonical_json
-from testbed.emulator.controllers.quantity import amounts, pod_requests
+from testbed.core.kube.quantity import PODS, amounts, pod_requests
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 SELECTOR = "node(s) didn't match Pod's node affinity/selector"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 _CORDON_TAINT = "node.kubernetes.io/unschedulable"
-#: Unique per node: kept out of NodeFacts so that alike nodes share one (see capacity.py).
+#: Unique per node: kept out of NodeFacts so that alike nodes share one (the emulator's
+#: scheduler buckets alike nodes).
 HOSTNAME = "kubernetes.io/hostname"
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
@@ -113,13 +117,21 @@ def with_hostname(node: NodeFacts, hostname: str) -> NodeFacts:
     return replace(node, labels=(*node.labels, (HOSTNAME, hostname)))
 
 
+def shortfall(
+    requests: Sequence[tuple[str, int]], free: Mapping[str, int]
+) -> list[tuple[str, int, int]]:
+    """``(resource, wanted, free)`` for each request the node's free capacity cannot hold."""
+    return [
+        (name, wanted, free.get(name, 0)) for name, wanted in requests if wanted > free.get(name, 0)
+    ]
+
+
 def resource_reasons(requests: Sequence[tuple[str, int]], free: Mapping[str, int]) -> list[str]:
     """``Insufficient <resource>`` for each request the node's free capacity cannot hold."""
-    reasons = []
-    for name, wanted in requests:
-        if wanted > free.get(name, 0):
-            reasons.append("Too many pods" if name == "pods" else f"Insufficient {name}")
-    return reasons
+    return [
+        "Too many pods" if name == PODS else f"Insufficient {name}"
+        for name, _, _ in shortfall(requests, free)
+    ]
 
 
 def fit_message(total_nodes: int, reasons: Counter[str], preemption: Counter[str]) -> str:

@@ -1,9 +1,12 @@
-"""Kubernetes resource quantities as integers the scheduler can add and compare.
+"""Kubernetes resource quantities: parsed to integers the scheduler can add and compare, and
+written the way manifests carry them.
 
 CPU is counted in millicores (``"4"`` → 4000, ``"500m"`` → 500) and every other resource in
 its base unit (bytes for memory, devices for ``nvidia.com/gpu``), rounded up the way the API
 server canonicalises quantities. Suffixes follow apimachinery's ``resource.Quantity``:
 binary (``Ki Mi Gi Ti Pi Ei``), decimal (``n u m k M G T P E``) and exponents (``1e3``).
+Written back, whole cores stay plain (``"4"``), fractions become millicores (``"500m"``) and
+memory is whole GiB (``"32Gi"``) or else MiB (``"512Mi"``), rounded up.
 """
 
 from __future__ import annotations
@@ -34,10 +37,6 @@ _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
-GPU = "nvidia.com/gpu"
-
-#: Resources a pod always asks for one of, whatever its containers say.
-POD_SLOT = {PODS: 1}
 
 
 def parse(value: Any) -> Decimal:
@@ -72,6 +71,29 @@ def amount(resource: str, value: Any) -> int:
 def amounts(resources: Mapping[str, Any] | None) -> dict[str, int]:
     """Every entry of a ``requests``/``allocatable`` mapping as integers (see :func:`amount`)."""
     return {name: amount(name, value) for name, value in (resources or {}).items()}
+
+
+def cpu_quantity(cores: float) -> str:
+    """Cores as a quantity: whole numbers plain (``"4"``), fractions in millicores (``"500m"``)."""
+    if float(cores).is_integer():
+        return str(int(cores))
+    return f"{math.ceil(cores * 1000)}m"
+
+
+def memory_quantity(gib: float) -> str:
+    """GiB as a quantity: ``"32Gi"`` when whole, else MiB rounded up (``"512Mi"``)."""
+    mib = math.ceil(gib * 1024)
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def format_amount(resource: str, value: int) -> str:
+    """An integer of :func:`amount` written back as a quantity (``4000`` cpu → ``"4"``)."""
+    if resource == CPU:
+        return cpu_quantity(value / 1000)
+    for suffix in ("Ti", "Gi", "Mi", "Ki"):
+        if resource == MEMORY and value and value % _BINARY[suffix] == 0:
+            return f"{value // _BINARY[suffix]}{suffix}"
+    return str(value)
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, int]:
