@@ -94,6 +94,13 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
         " claim holding a copy of its bucket, mounted into labelled pods (seed 004)",
     )
     plane.add_argument(
+        "--kserve-stand-in",
+        action="store_true",
+        help="serve KServe's InferenceService kind and play its controller (RawDeployment"
+        " mode): a predictor Deployment + Service running testbed's simulator or the"
+        " custom container, status.url and Ready conditions (a stand-in, not KServe)",
+    )
+    plane.add_argument(
         "--tgi-stand-in",
         action="store_true",
         help="play TGI and TGIS images with testbed's reference server speaking their"
@@ -226,6 +233,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,
+        kserve_stand_in=args.kserve_stand_in,
         gateway_stand_in=args.gateway_stand_in,
     )
 

@@ -16,6 +16,7 @@ from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
+from testbed.config.steps import COMMAND_KEY, LeaseSettings, Steps
 from testbed.core.secrets import is_reference
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -36,6 +37,27 @@ class LocalBackend(_BackendBase):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
 
     kind: Literal["local"] = "local"
+    gpus: list[int] | None = Field(
+        None,
+        description="GPU ids (nvidia-smi's indices) the run may use; default every GPU"
+        " nvidia-smi -L lists (within CUDA_VISIBLE_DEVICES). Without nvidia-smi on PATH these"
+        " ids are trusted as they are",
+    )
+    share_gpus: bool = Field(
+        False,
+        description="let workers that were given the same GPU run at once (default: a worker"
+        " never shares its GPUs; the others wait)",
+    )
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None:
+            if any(i < 0 for i in value):
+                raise ValueError(f"gpus {value} holds a negative id; give nvidia-smi's indices")
+            if len(set(value)) != len(value):
+                raise ValueError(f"gpus {value} repeats an id; list each GPU once")
+        return value
 
     #: Server kinds that run as a child process here; tgi and tgis ship only as container
     #: images (their adapters build a pod's container, not a local command line).
@@ -46,7 +68,16 @@ class LocalBackend(_BackendBase):
     ) -> list[tuple[str, tuple[int | str, ...]]]:
         found = cluster_only_fields(deployments, "local")
         for i, d in enumerate(deployments):
-            if d.server not in self.SERVERS:
+            if d.server == "manifests":
+                found.append(
+                    (
+                        f"{d.name} is a stack of Kubernetes objects (server: manifests), which"
+                        " only a cluster can run — set backend: kubernetes (e.g. against"
+                        " `testbed cluster emulate`), or point server: external at it",
+                        ("deployments", i, "server"),
+                    )
+                )
+            elif d.server not in self.SERVERS:
                 found.append(
                     (
                         f"server {d.server!r} cannot run on the local backend ({d.server} ships"
@@ -135,6 +166,9 @@ class KubernetesBackend(_BackendBase):
         description="where probes run: here (controller), or as a Job per treatment next to"
         " the servers (cluster; testbed's image runs `testbed worker --stream`)",
     )
+    lease: LeaseSettings | None = Field(
+        None, description="take turns with other runs on this cluster (a Lease); --no-wait"
+    )
     scheduled_timeout_s: float = Field(300.0, gt=0, description="seconds to be scheduled")
     ready_timeout_s: float = Field(900.0, gt=0, description="seconds to become ready")
 
@@ -166,7 +200,7 @@ class KubernetesBackend(_BackendBase):
         found: list[tuple[str, tuple[int | str, ...]]] = []
         for i, d in enumerate(deployments):
             where = f"model {d.model!r}"
-            if d.server in ("external", "sim"):
+            if d.server in ("external", "sim", "manifests"):
                 continue
             if d.model.startswith(("/", ".", "~")) and not self.model_pvc:
                 found.append(
@@ -223,7 +257,7 @@ class KubernetesBackend(_BackendBase):
                     ("deployments", i, "s3_endpoint_url"),
                 )
                 for i, d in enumerate(deployments)
-                if d.model.startswith("s3://") and not d.s3_endpoint_url
+                if d.model.startswith("s3://") and not getattr(d, "s3_endpoint_url", "-")
             ]
             if not any(d.model.startswith("s3://") for d in deployments):
                 found.append(
@@ -246,7 +280,8 @@ class ExternalBackend(_BackendBase):
         return cluster_only_fields(deployments, "external") + [
             (
                 f"backend external provisions nothing, but {d.name} needs a {d.server} server"
-                " — use `server: external` with a url, or backend: local",
+                " — use `server: external` with a url, or backend:"
+                f" {'kubernetes' if d.server == 'manifests' else 'local'}",
                 ("deployments", i, "server"),
             )
             for i, d in enumerate(deployments)
@@ -260,6 +295,8 @@ def cluster_only_fields(
     """Fields only a cluster honours are refused elsewhere, never silently ignored."""
     found: list[tuple[str, tuple[int | str, ...]]] = []
     for i, d in enumerate(deployments):
+        if d.server == "manifests":
+            continue  # a stack has none of these fields (and is refused off a cluster)
         for path, what, given in (
             (("image",), "is a container image, used only by", d.image is not None),
             (
@@ -329,6 +366,14 @@ class Campaign(Strict):
         " candidates chosen by factor values, a margin",
     )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    vars: dict[str, Any] = Field(
+        default_factory=dict, description="free-form values for templates ({{ vars.NAME }})"
+    )
+    steps: Steps = Field(default_factory=Steps, description="user steps by phase (TOPSAIL)")
+    commands: dict[COMMAND_KEY, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="named commands' arguments, by [prefix/]group.command[/suffix]",
+    )
 
     @field_validator("backend", mode="before")
     @classmethod

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from testbed.config.sim import SimParams
+from testbed.config.stacks import StackDeployment
 from testbed.core.kube.gpu import CAMPAIGN_MIG, mig_memory_gb
 from testbed.core.urls import url_problem
 
@@ -341,8 +342,9 @@ Deployment = Annotated[
     | VllmDeployment
     | TgiDeployment
     | TgisDeployment
-    | ExternalDeployment,
+    | ExternalDeployment
+    | StackDeployment,
     Field(discriminator="server"),
 ]
 
-SERVER_KINDS = ("sim", "hf", "vllm", "tgi", "tgis", "external")
+SERVER_KINDS = ("sim", "hf", "vllm", "tgi", "tgis", "external", "manifests")

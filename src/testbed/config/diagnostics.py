@@ -70,6 +70,8 @@ def data_path(loc: tuple[Any, ...], data: Any) -> Path:
     node = data
     for part in loc:
         inside_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if isinstance(node, dict) and part in (node.get("server"), node.get("kind")):
+            continue  # the union's tag (``server: manifests`` also has a manifests: field)
         if (isinstance(node, dict) and part in node) or inside_list:
             path.append(part)
             node = node[part]
@@ -87,7 +89,7 @@ def data_path(loc: tuple[Any, ...], data: Any) -> Path:
 def _looks_like_tag(part: str) -> bool:
     return (
         "[" in part
-        or part in {"sim", "hf", "vllm", "tgi", "tgis", "external"}
+        or part in {"sim", "hf", "vllm", "tgi", "tgis", "external", "manifests"}
         or part
         in {
             "local",

@@ -10,8 +10,9 @@ what is and is not emulated, and where each part lives:
 - ``storage/``: the :class:`Store`, watches, admission, CRDs, garbage collection;
 - ``controllers/``, ``scheduler/``, ``kubelet/``: the control plane's components;
 - ``machinery/``: what those share (controller loop, events, injected faults, handlers);
-- ``standins/``: software a real cluster runs that testbed plays (TGI/TGIS, Datashim, a
-  Gateway API implementation with llm-d's endpoint picker, vLLM played by the simulator);
+- ``standins/``: software a real cluster runs that testbed plays (TGI/TGIS, Datashim, KServe's
+  InferenceService controller, a Gateway API implementation with llm-d's endpoint picker, vLLM
+  played by the simulator);
 - ``plane`` wires the components to an emulator; ``serve`` runs it in the foreground.
 
 This module is the emulator's public face: the CLI and tests use these names.

@@ -24,6 +24,7 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
     """Raise CampaignError for the first named file or model that cannot be used."""
     _check_local_models(loaded)
     _check_scale_templates(loaded, plan)
+    _check_stacks(loaded, plan)
     for i, deployment in enumerate(loaded.campaign.deployments):
         bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
         if bundle:
@@ -89,6 +90,34 @@ def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
     for probe, config in _probe_configs(plan):
         if probe == "scale":
             check_template(ScaleProbe.model_validate(config), loaded.base_dir)
+
+
+def _check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Each stack worker's manifests render with its values, parse, and hold what its
+    ``ready``/``endpoint``/``metrics`` name (placeholders: the run of ``testbed plan``)."""
+    stacks = [w for w in plan.workers.values() if w.server == "manifests"]
+    if not stacks:
+        return
+    from testbed.backends.kubernetes.stack import render_worker
+    from testbed.backends.kubernetes.stack_checks import reference_problems
+
+    index = {d.name: i for i, d in enumerate(loaded.campaign.deployments)}
+    backend = loaded.campaign.backend.model_dump(mode="json")
+    for worker in stacks:
+        i = index[worker.deployment]
+        combo = ", ".join(f"{k}={v}" for k, v in worker.params.items())
+        with_params = f" (with {combo})" if combo else ""
+        try:
+            objects = render_worker(f"{loaded.campaign.name}-plan", worker.id, worker.config,
+                                    backend, loaded.base_dir)  # fmt: skip
+        except InputError as exc:
+            at: DocPath = ("deployments", i, "manifests")
+            raise CampaignError(
+                f"{_where(loaded, at)}: deployments[{i}].manifests{with_params}: {exc}"
+            ) from None
+        for message, field in reference_problems(worker.config, objects):
+            at = ("deployments", i, *field)
+            raise CampaignError(f"{_where(loaded, at)}: deployments[{i}]: {message}{with_params}")
 
 
 def _check_local_models(loaded: LoadedCampaign) -> None:

@@ -80,7 +80,11 @@ def print_summary(
     console: Console,
     details: Callable[[], None] | None = None,
 ) -> None:
-    """The verdict table, the load table, the evidence (``details``), the outcome line."""
+    """The steps, the verdict table, the load table, the evidence (``details``), the
+    outcome line."""
+    from testbed.report.steps_view import print_steps
+
+    print_steps(document.get("steps") or [], console)
     console.print(verdict_table(document))
     table = load_table(document)
     if table is not None:

@@ -36,6 +36,7 @@ from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params
 from testbed.results.machine import machine_info
 from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir, read_summary
 from testbed.results.s3 import upload_run
+from testbed.results.steps import step_rows, step_statuses
 from testbed.results.summaries import summary_metrics
 from testbed.results.verdict import Status, exit_code, worst
 
@@ -142,7 +143,8 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
     meta = run_dir.metadata()
     rows = treatment_rows(run_dir.path)
     criteria = judge_all(run_dir.path, rows)
-    status = worst([run_status(rows), *(c["status"] for c in criteria)])
+    steps = step_rows(run_dir.path)
+    status = worst([run_status(rows), *(c["status"] for c in criteria), *step_statuses(steps)])
     return {
         "schema_version": RUN_SUMMARY_VERSION,
         "kind": "testbed.run",
@@ -157,6 +159,7 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
         "counts": dict(Counter(row["status"] for row in rows)),
         "treatments": rows,
         "criteria": criteria,
+        "steps": steps,
     }
 
 

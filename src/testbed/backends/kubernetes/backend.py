@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from testbed.backends.endpoints import adapter_endpoint
 from testbed.backends.external import external_endpoint
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capacity import infeasible_reason
+from testbed.backends.kubernetes.capture import capture
+from testbed.backends.kubernetes.lease import ClusterLease, holder_identity
 from testbed.backends.kubernetes.names import (
     owns_namespace,
     run_namespace,
@@ -34,6 +36,7 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
+from testbed.backends.kubernetes.stack import Stacks, remove_journalled
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
@@ -56,16 +59,22 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
 
     def __init__(
-        self, run_dir: Path, backend: Mapping[str, Any], base_dir: Path | None = None
+        self,
+        run_dir: Path,
+        backend: Mapping[str, Any],
+        base_dir: Path | None = None,
+        keep: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
         self.run_id = run_dir.name
         self.config = dict(backend)
+        self.keep = keep  # execution.keep: workers stay after the run (testbed cleanup DIR)
         self.namespace = run_namespace(self.run_id, self.config)
         self._kube: Kube | None = None
         self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
         self._lock = asyncio.Lock()
+        self._stacks = Stacks(self)  # server: manifests workers
 
     async def kube(self) -> Kube:
         if self._kube is None:
@@ -82,6 +91,10 @@ class KubernetesBackend(Backend):
     # -- the run's shared objects ---------------------------------------------------------
     async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
         return await self._ensure_run(deployments)
+
+    async def ensure_run_objects(self) -> None:
+        """The run's namespace (a stack worker provisioned with prepare skipped)."""
+        await self._ensure_run([])
 
     async def _ensure_run(self, deployments: list[dict[str, Any]]) -> list[str]:
         """Apply the shared objects ``deployments`` need that this run has not applied yet
@@ -126,6 +139,42 @@ class KubernetesBackend(Backend):
                 done.append(f"namespace {self.namespace} labelled for Datashim")
             return done
 
+    @contextlib.asynccontextmanager
+    async def exclusive(self, wait: bool, say: Callable[[str], None]) -> AsyncIterator[None]:
+        """The cluster's Lease (``backend.lease``) for the whole run, when one is named."""
+        settings = self.config.get("lease")
+        if not settings:
+            yield
+            return
+        lease = ClusterLease(
+            await self.kube(),
+            settings["namespace"],
+            settings["name"],
+            holder_identity(self.run_id),
+            int(settings["duration_s"]),
+            say,
+        )
+        async with lease.held(wait):
+            yield
+
+    def step_env(self) -> dict[str, str]:
+        """The run's namespace, and the kubeconfig testbed itself uses (a step passes
+        ``--context {{ backend.context }}`` itself when the campaign names a context)."""
+        env = {"NAMESPACE": self.namespace, "TESTBED_NAMESPACE": self.namespace}
+        path = ConnectionSpec.from_backend(self.config).kubeconfig_path()
+        if path is not None and not self.config.get("server"):
+            env["KUBECONFIG"] = str(path.resolve())
+        return env
+
+    async def capture_state(
+        self, folder: Path, workers: Collection[str] | None = None
+    ) -> list[str]:
+        """The run's objects, events and pod logs, as kubectl shows them."""
+        del workers  # a stack's objects belong to no worker: the whole run is dumped
+        kube = await self.kube()
+        selector = None if owns_namespace(self.config) else run_selector(self.run_id)
+        return await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+
     def worker_cost(self, config: dict[str, Any]) -> float:
         """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
         del config
@@ -135,7 +184,7 @@ class KubernetesBackend(Backend):
         self, workers: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, str], list[str]]:
         """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
-        pods = {w: c for w, c in workers.items() if c.get("server") != "external"}
+        pods = {w: c for w, c in workers.items() if c.get("server") not in manifests.NOT_PODS}
         if not pods:
             return {}, []
         kube = await self.kube()
@@ -153,6 +202,10 @@ class KubernetesBackend(Backend):
     ) -> AsyncIterator[Handle]:
         if deployment["server"] == "external":
             yield Handle(external_endpoint(deployment, self.base_dir))
+            return
+        if deployment["server"] == "manifests":
+            async with self._stacks.provision(worker_id, deployment, work_dir) as handle:
+                yield handle
             return
         await self._ensure_run([deployment])
         kube = await self.kube()
@@ -198,7 +251,8 @@ class KubernetesBackend(Backend):
                 await asyncio.gather(death, return_exceptions=True)
             if follower is not None:
                 await asyncio.to_thread(follower.close)
-            await asyncio.shield(self._delete_worker(kube, objects))
+            if not self.keep:
+                await asyncio.shield(self._delete_worker(kube, objects))
 
     @contextlib.asynccontextmanager
     async def _reach(
@@ -260,6 +314,8 @@ class KubernetesBackend(Backend):
 
     async def _cleanup(self) -> list[str]:
         kube = await self.kube()
+        # Stacks first: their custom objects go before the CRDs and the namespace they need.
+        stacks = await remove_journalled(kube, self.run_id, self.run_dir)
         selector = run_selector(self.run_id)
         kinds = [*RUN_KINDS, *(["Dataset"] if self.config.get("datashim") else [])]
         gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
@@ -270,7 +326,7 @@ class KubernetesBackend(Backend):
         if gone:
             await self._wait_gone(kube, kinds, selector)
         self._applied.clear()
-        return [f"deleted {name}" for name in gone]
+        return [f"deleted {name}" for name in [*stacks, *gone]]
 
     async def _wait_gone(self, kube: Kube, kinds: list[str], selector: str) -> None:
         loop = asyncio.get_running_loop()

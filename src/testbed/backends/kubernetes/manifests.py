@@ -28,6 +28,8 @@ from testbed.servers.adapters import adapter_for
 DATASET_API = "datashim.io/v1alpha1"
 DATASHIM_LABEL = "monitor-pods-datasets"
 PROBE_PERIOD_S = 1  # the kubelet probes this often until ready (s)
+#: Server kinds that are no pod of testbed's: a URL, or a stack (backends.kubernetes.stack).
+NOT_PODS = ("external", "manifests")
 
 
 def resources(res: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -208,7 +210,7 @@ def run_objects(
     reveal: Callable[[str], str],
 ) -> list[dict[str, Any]]:
     """Every object of a run, in creation order: namespace, Secrets, Datasets, workers."""
-    deployments = [d for d in workers.values() if d.get("server") != "external"]
+    deployments = [d for d in workers.values() if d.get("server") not in NOT_PODS]
     objects: list[dict[str, Any]] = []
     if own_namespace:
         objects.append(namespace(ns, run_id, bool(backend.get("datashim"))))
@@ -217,6 +219,6 @@ def run_objects(
     s3_secret = next((name for name, _ in secrets if name == "testbed-s3"), "testbed-s3")
     objects += [dataset(spec, ns, run_id, s3_secret) for spec in datasets(deployments, backend)]
     for worker_id, deployment in workers.items():
-        if deployment.get("server") != "external":
+        if deployment.get("server") not in NOT_PODS:
             objects += worker(run_id, worker_id, deployment, backend, ns)
     return objects
