@@ -35,6 +35,7 @@ VALUES = {
     "model": "sim-model",
     "replicas": 2,
     "max_num_seqs": 8,
+    "refresh_metrics_interval": "50ms",
     "kv_blocks": 256,
     "sim": {"ttft_ms": 1, "itl_ms": 1},
     "namespace": NS,
