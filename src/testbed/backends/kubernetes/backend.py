@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -176,13 +176,18 @@ class KubernetesBackend(Backend):
         return env
 
     async def capture_state(
-        self, folder: Path, workers: Collection[str] | None = None
+        self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
     ) -> list[str]:
-        """The run's objects, events and pod logs, as kubectl shows them."""
+        """The run's objects, events and pod logs, as kubectl shows them; each of
+        ``namespaces`` whole, in ``namespace-<name>/``."""
         del workers  # a stack's objects belong to no worker: the whole run is dumped
         kube = await self.kube()
         selector = None if owns_namespace(self.config) else run_selector(self.run_id)
-        return await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+        notes = await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+        for name in namespaces:
+            where = folder / f"namespace-{name}"
+            notes += await asyncio.to_thread(capture, kube, name, None, where)
+        return notes
 
     def worker_cost(self, config: dict[str, Any]) -> float:
         """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
