@@ -101,13 +101,16 @@ deployments:
   - name: default
     server: tgis
     model: google/flan-t5-small
+    params: {deployment_framework: hf_transformers}
   - name: cpu
     server: tgis
     model: google/flan-t5-small
+    params: {deployment_framework: hf_transformers}
     resources: {gpu: null, request_cpu: 32, request_memory_gb: 64}
   - name: mig
     server: tgis
     model: google/flan-t5-small
+    params: {deployment_framework: hf_transformers}
     resources: {gpu: {mig_1g_10gb: 1}}
     placement:
       node_selector: {nvidia.com/gpu.product: A100}
@@ -196,7 +199,8 @@ def test_names_are_dns_labels_and_distinct() -> None:
 
 def test_cluster_only_fields_are_refused_on_local(tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
-    campaign.write_text(TGIS_CAMPAIGN.replace("server: tgis", "server: sim"))
+    sims = TGIS_CAMPAIGN.replace("server: tgis", "server: sim")
+    campaign.write_text(sims.replace("    params: {deployment_framework: hf_transformers}\n", ""))
     with pytest.raises(CampaignError, match="backend would ignore it"):
         load_campaign(str(campaign))
 

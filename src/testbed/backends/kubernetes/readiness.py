@@ -21,6 +21,7 @@ from testbed.backends.kubernetes.names import worker_selector
 from testbed.backends.kubernetes.podstate import PodState, requested, restarts, verdict_of
 from testbed.clients.kube import Changes, Kube
 from testbed.core.errors import ServerStartError
+from testbed.servers.startup_log import root_cause
 
 LOG_LINES = 30
 
@@ -90,6 +91,9 @@ def explain(
         text += f" (limit {limit})"
     if state.reason in ("CrashLoopBackOff", "OOMKilled", "Error") or state.container:
         log = _log_tail(kube, namespace, pod, state.container or "server")
+        cause = root_cause(log) if log else None
+        if cause:
+            text += f": {cause}"
         if log:
             text += f"; last {LOG_LINES} log lines of {state.container or 'server'}:\n{log}"
     return text
@@ -142,9 +146,12 @@ async def watch_death(
                 why = await asyncio.to_thread(
                     _log_tail, kube, namespace, seen, state.container or "server"
                 )
+                cause = root_cause(why) if why else None
                 reason = (
                     f"pod {pod_name} {state.reason or 'restarted'} while serving"
-                    f" ({state.message or f'{restarts(seen)} restarts'}); last log lines:\n{why}"
+                    f" ({state.message or f'{restarts(seen)} restarts'})"
+                    + (f": {cause}" if cause else "")
+                    + f"; last log lines:\n{why}"
                 )
             if reason and not handle.died.done():
                 handle.died.set_result(reason)
