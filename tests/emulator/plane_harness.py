@@ -24,6 +24,7 @@ from testbed.emulator import (
     ControlPlane,
     Emulator,
     FaultRule,
+    ImageRules,
     KubeletSettings,
     PlaneSettings,
     attach,
@@ -124,6 +125,8 @@ def running_plane(
     faults: tuple[FaultRule, ...] = (),
     grace_s: float = 3.0,
     datashim: bool = False,
+    images: ImageRules | None = None,
+    gateway_stand_in: bool = False,
 ) -> Iterator[Harness]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="emulator", daemon=True)
@@ -134,6 +137,8 @@ def running_plane(
         kubelet=kubelet or KubeletSettings(backoff_s=0.5, backoff_max_s=2.0),
         faults=faults,
         datashim=datashim,
+        images=images or ImageRules(),
+        gateway_stand_in=gateway_stand_in,
     )
 
     async def start() -> ControlPlane:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +58,26 @@ class Backend(abc.ABC):
         with the numbers), and notes on the check itself. Their treatments are skipped."""
         del workers
         return {}, []
+
+    def exclusive(
+        self, wait: bool, say: Callable[[str], None]
+    ) -> AbstractAsyncContextManager[None]:
+        """Held for the whole run: on a shared cluster, its turn (``backend.lease``)."""
+        del wait, say
+        return contextlib.nullcontext()
+
+    def step_env(self) -> dict[str, str]:
+        """Variables the user's steps get from this backend (a cluster's KUBECONFIG and
+        namespace); the run's own (ARTIFACT_DIR …) are added by the step runner."""
+        return {}
+
+    async def capture_state(
+        self, folder: Path, workers: Collection[str] | None = None
+    ) -> list[str]:
+        """Dump what this backend runs for the run (only ``workers``' part when given) into
+        ``folder``, as its native tools would show it; return notes on what was captured."""
+        del folder, workers
+        return [f"the {self.name} backend runs nothing to capture"]
 
     def worker_devices(self, worker_id: str) -> frozenset[int]:
         """Devices (GPU ids) the worker holds alone while it runs: the strategies never run

@@ -47,7 +47,9 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.config.loader import load_campaign
     from testbed.core.secrets import redact
     from testbed.execution.pipeline import check_inputs
+    from testbed.execution.steps import planned_steps
     from testbed.report.plan_table import render_plan
+    from testbed.report.steps_view import render_steps
 
     loaded = load_campaign(args.file, args.preset, args.sets)
     if args.explain:
@@ -70,9 +72,10 @@ def handle(args: argparse.Namespace) -> int:
         written = write_manifests(objects, Path(args.manifests))
         print(f"{len(written)} objects written to {args.manifests}")
         return 0
+    steps = [step.to_json() for step in planned_steps(loaded)]
     gpus = _gpus(loaded, plan)
     if args.json:
-        document = plan.to_json()
+        document = {**plan.to_json(), "steps": steps}
         if gpus is not None:
             document["gpus"] = {**gpus[0].to_json(), **gpus[1].to_json()}
         json.dump(document, sys.stdout, indent=2)
@@ -80,6 +83,7 @@ def handle(args: argparse.Namespace) -> int:
     else:
         console = Console()
         render_plan(plan, console)
+        render_steps(steps, console)
         if gpus is not None:
             from testbed.report.plan_table import render_gpus
 

@@ -9,12 +9,14 @@ from pydantic import Field, field_validator, model_validator
 
 from testbed.config.ab import AbProbe
 from testbed.config.correctness import CorrectnessProbe
+from testbed.config.criteria import Criterion
 from testbed.config.deployments import Deployment, Strict
 from testbed.config.diagnostics import located
 from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
+from testbed.config.steps import COMMAND_KEY, LeaseSettings, Steps
 from testbed.core.secrets import is_reference
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -163,6 +165,9 @@ class KubernetesBackend(_BackendBase):
         "controller",
         description="where probes run: here (controller), or as a Job per treatment next to"
         " the servers (cluster; testbed's image runs `testbed worker --stream`)",
+    )
+    lease: LeaseSettings | None = Field(
+        None, description="take turns with other runs on this cluster (a Lease); --no-wait"
     )
     scheduled_timeout_s: float = Field(300.0, gt=0, description="seconds to be scheduled")
     ready_timeout_s: float = Field(900.0, gt=0, description="seconds to become ready")
@@ -355,7 +360,20 @@ class Campaign(Strict):
     scale: ScaleProbe | None = None
     execution: Execution = Field(default_factory=Execution)
     results: Results = Field(default_factory=Results)
+    criteria: list[Criterion] = Field(
+        default_factory=list,
+        description="verdicts comparing treatments of the run: a metric, a baseline and"
+        " candidates chosen by factor values, a margin",
+    )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    vars: dict[str, Any] = Field(
+        default_factory=dict, description="free-form values for templates ({{ vars.NAME }})"
+    )
+    steps: Steps = Field(default_factory=Steps, description="user steps by phase (TOPSAIL)")
+    commands: dict[COMMAND_KEY, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="named commands' arguments, by [prefix/]group.command[/suffix]",
+    )
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -370,7 +388,12 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Campaign:
-        problem = self._reference_problem() or self._probe_problem() or self._tgis_problem()
+        problem = (
+            self._reference_problem()
+            or self._probe_problem()
+            or self._tgis_problem()
+            or self._criteria_problem()
+        )
         if problem is None:
             refused = self.backend.refusals(self.deployments)
             problem = refused[0] if refused else None
@@ -378,6 +401,31 @@ class Campaign(Strict):
             message, at = problem
             raise located(message, *at)
         return self
+
+    def _criteria_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
+        """A criterion chooses treatments by matrix factors of a load probe."""
+        if self.criteria and self.load is None:
+            return ("criteria compare load metrics — add a load: section", ("criteria",))
+        factors = dict(self.matrix.factors) if self.matrix is not None else {}
+        for i, criterion in enumerate(self.criteria):
+            choices: list[tuple[tuple[int | str, ...], dict[str, Any]]] = [
+                (("baseline",), criterion.baseline),
+                *((("candidates", j), c) for j, c in enumerate(criterion.candidates)),
+            ]
+            for where, chosen in choices:
+                for key, value in chosen.items():
+                    if key not in factors:
+                        return (
+                            f"'{key}' is not a matrix factor, so it chooses no treatment —"
+                            f" use one of: {', '.join(factors) or '(no factors)'}",
+                            ("criteria", i, *where),
+                        )
+                    if value not in factors[key]:
+                        return (
+                            f"{key}: {value!r} is not one of its levels {factors[key]}",
+                            ("criteria", i, *where),
+                        )
+        return None
 
     def _probe_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
         if not any((self.correctness, self.load, self.ab, self.scale)):

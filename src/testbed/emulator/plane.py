@@ -56,6 +56,9 @@ class PlaneSettings:
     datashim: bool = False
     #: Serve KServe's InferenceService kind and play its controller (``--kserve-stand-in``).
     kserve_stand_in: bool = False
+    #: Program Gateways of the class testbed owns and route to InferencePools with the EPP
+    #: configuration the stack gives (``--gateway-stand-in``, ``standins.gateway``).
+    gateway_stand_in: bool = False
 
 
 class ControlPlane:
@@ -91,6 +94,14 @@ class ControlPlane:
             self.controllers += (datashim.install(store),)
         if settings.kserve_stand_in:
             self.controllers += (kserve.install(store),)
+        if settings.gateway_stand_in:
+            from testbed.emulator.standins.gateway import GatewayStandIn
+
+            self.controllers += (GatewayStandIn(store, self._host_ports),)
+
+    def _host_ports(self, namespace: str, name: str) -> dict[int, int]:
+        runtime = self.kubelet.runtime(namespace, name)
+        return runtime.ports if runtime is not None else {}
 
     @property
     def logbook(self) -> LogBook:

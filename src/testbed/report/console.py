@@ -80,11 +80,23 @@ def print_summary(
     console: Console,
     details: Callable[[], None] | None = None,
 ) -> None:
-    """The verdict table, the load table, the evidence (``details``), the outcome line."""
+    """The steps, the verdict table, the load table, the evidence (``details``), the
+    outcome line."""
+    from testbed.report.steps_view import print_steps
+
+    print_steps(document.get("steps") or [], console)
     console.print(verdict_table(document))
     table = load_table(document)
     if table is not None:
         console.print(table)
+    from testbed.report.criteria_view import table as criteria_table
+
+    judged = criteria_table(document)
+    if judged is not None:
+        console.print(judged)
+        for criterion in document.get("criteria") or []:
+            for c in criterion["comparisons"]:
+                console.print(f"  {styled(c['status'])} {redact(c.get('reason', ''))}")
     if details is not None:
         details()
     counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))

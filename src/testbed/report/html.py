@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.secrets import redact
-from testbed.report import load_view, scale_view
+from testbed.report import captures_view, criteria_view, load_view, scale_view, steps_view
 from testbed.report.differential_view import differentials
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
@@ -48,8 +48,11 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
     summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
     sections = [
         ("verdicts", "Verdicts", _verdicts(rows)),
+        ("steps", "Steps", steps_view.section(document.get("steps") or [])),
         ("correctness", "Correctness", _correctness(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),
+        ("criteria", "Criteria", criteria_view.section(document)),
+        ("captures", "Captures", captures_view.section(run_path, rows)),
         ("ab", "A/B", _ab(run_path, rows, summaries)),
         ("scale", "Scale", scale_view.section(run_path, rows, summaries)),
         ("treatments", "Treatments", _treatments(rows, summaries)),

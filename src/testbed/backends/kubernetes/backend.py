@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from testbed.backends.endpoints import adapter_endpoint
 from testbed.backends.external import external_endpoint
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capacity import infeasible_reason
+from testbed.backends.kubernetes.capture import capture
+from testbed.backends.kubernetes.lease import ClusterLease, holder_identity
 from testbed.backends.kubernetes.names import (
     owns_namespace,
     run_namespace,
@@ -57,12 +59,17 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
 
     def __init__(
-        self, run_dir: Path, backend: Mapping[str, Any], base_dir: Path | None = None
+        self,
+        run_dir: Path,
+        backend: Mapping[str, Any],
+        base_dir: Path | None = None,
+        keep: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
         self.run_id = run_dir.name
         self.config = dict(backend)
+        self.keep = keep  # execution.keep: workers stay after the run (testbed cleanup DIR)
         self.namespace = run_namespace(self.run_id, self.config)
         self._kube: Kube | None = None
         self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
@@ -131,6 +138,42 @@ class KubernetesBackend(Backend):
                 self._applied.add(label)
                 done.append(f"namespace {self.namespace} labelled for Datashim")
             return done
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, wait: bool, say: Callable[[str], None]) -> AsyncIterator[None]:
+        """The cluster's Lease (``backend.lease``) for the whole run, when one is named."""
+        settings = self.config.get("lease")
+        if not settings:
+            yield
+            return
+        lease = ClusterLease(
+            await self.kube(),
+            settings["namespace"],
+            settings["name"],
+            holder_identity(self.run_id),
+            int(settings["duration_s"]),
+            say,
+        )
+        async with lease.held(wait):
+            yield
+
+    def step_env(self) -> dict[str, str]:
+        """The run's namespace, and the kubeconfig testbed itself uses (a step passes
+        ``--context {{ backend.context }}`` itself when the campaign names a context)."""
+        env = {"NAMESPACE": self.namespace, "TESTBED_NAMESPACE": self.namespace}
+        path = ConnectionSpec.from_backend(self.config).kubeconfig_path()
+        if path is not None and not self.config.get("server"):
+            env["KUBECONFIG"] = str(path.resolve())
+        return env
+
+    async def capture_state(
+        self, folder: Path, workers: Collection[str] | None = None
+    ) -> list[str]:
+        """The run's objects, events and pod logs, as kubectl shows them."""
+        del workers  # a stack's objects belong to no worker: the whole run is dumped
+        kube = await self.kube()
+        selector = None if owns_namespace(self.config) else run_selector(self.run_id)
+        return await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
 
     def worker_cost(self, config: dict[str, Any]) -> float:
         """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
@@ -208,7 +251,8 @@ class KubernetesBackend(Backend):
                 await asyncio.gather(death, return_exceptions=True)
             if follower is not None:
                 await asyncio.to_thread(follower.close)
-            await asyncio.shield(self._delete_worker(kube, objects))
+            if not self.keep:
+                await asyncio.shield(self._delete_worker(kube, objects))
 
     @contextlib.asynccontextmanager
     async def _reach(

@@ -17,14 +17,14 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any
 
 from testbed import __version__
 from testbed.backends.base import Backend, Handle
 from testbed.backends.external import external_endpoint
-from testbed.backends.local import gpus, process
+from testbed.backends.local import capture, gpus, process
 from testbed.backends.local.ports import free_port
 from testbed.backends.local.readiness import http_get, wait_ready
 from testbed.clients.endpoint import Endpoint
@@ -135,6 +135,14 @@ class LocalBackend(Backend):
             if message:
                 ended.append(message)
         return ended
+
+    async def capture_state(
+        self, folder: Path, workers: Collection[str] | None = None
+    ) -> list[str]:
+        """The workers' process groups as ``ps`` shows them and their logs' ends."""
+        return await asyncio.to_thread(
+            capture.capture, self.run_dir, self.run_dir / PID_DIR, folder, workers
+        )
 
     async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
         done = []
