@@ -102,3 +102,50 @@ def test_flash_attention_only_in_the_tensor_parallel_engines(tmp_path: Path) -> 
     )  # fmt: skip
     with pytest.raises(CampaignError, match="flash_attention runs in tgis_native or hf_custom_tp"):
         load_campaign(str(path))
+
+
+CASES = """\
+- name: fine
+  request: {prompt: Hi, max_new_tokens: 4, extra: {temperature: -1, truncate_input_tokens: 8}}
+  error: {status: 400}
+- name: openai-only
+  request:
+    prompt: Hi
+    max_new_tokens: 4
+    extra: {model: other, logit_bias: {"1": 5}}
+  error: {status: 404}
+- name: chat-is-skipped-not-refused
+  request:
+    messages: [{role: user, content: Hi}]
+    extra: {model: other}
+  error: {status: 404}
+"""
+
+
+@pytest.mark.parametrize("protocol", ["tgis", "openai"])
+def test_openai_only_fields_over_tgis_are_refused_at_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], protocol: str
+) -> None:
+    from testbed.cli import main
+
+    (tmp_path / "cases.yaml").write_text(CASES)
+    data = {
+        "name": "fields",
+        "deployments": [{"name": "sim", "server": "sim",
+                         "params": {"protocols": ["openai", "tgi", "tgis"]}}],
+        "correctness": {"cases": ["cases.yaml"], "protocol": protocol},
+    }  # fmt: skip
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    code = main(["validate", str(path)])
+    err = capsys.readouterr().err
+    if protocol == "openai":
+        assert code == 0, err
+        return
+    assert code == 2
+    cases = tmp_path / "cases.yaml"
+    assert f"{cases}:8:13: case 'openai-only' runs over protocol tgis" in err
+    assert "request.extra.model is not a field of TGIS's request" in err
+    assert "request.extra.logit_bias" in err
+    assert "'fine'" not in err
+    assert "chat-is-skipped" not in err
