@@ -70,9 +70,9 @@ def test_tgis_correctness_configs_are_separate_deployments_with_resources() -> N
     objects = objects_of(EXAMPLES / "tgis-correctness.yaml")
     validate(objects)
     deps = by_kind(objects, "Deployment")
-    assert len(deps) == 3
+    assert len(deps) == 5  # SmolLM2's three configurations, tiny-t5's two
     memory = sorted(pod_spec(d)["containers"][0]["resources"]["requests"]["memory"] for d in deps)
-    assert memory == ["4Gi", "8Gi", "8Gi"]  # bf16 asks for 4 GiB, the others the default
+    assert memory == ["4Gi", "8Gi", "8Gi", "8Gi", "8Gi"]  # bf16 asks for 4 GiB, the others 8
     args = [pod_spec(d)["containers"][0]["args"] for d in deps]
     assert any("bfloat16" in a for a in args)
     assert any("max_batch_size=1" in a for a in args)
