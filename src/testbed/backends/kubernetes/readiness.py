@@ -24,6 +24,7 @@ from testbed.backends.kubernetes.names import worker_selector
 from testbed.backends.kubernetes.podstate import PodState, requested, restarts, verdict_of
 from testbed.clients.kube import Changes, Kube
 from testbed.core.errors import ServerStartError
+from testbed.servers.startup_log import root_cause
 
 LOG_LINES = 30
 SILENT = "the server printed nothing before exiting"
@@ -143,7 +144,9 @@ def _log_evidence(kube: Kube, namespace: str, pod: Mapping[str, Any], container:
         return ""
     if not log:
         return f"; {SILENT}" if container == "server" else f"; {container} printed nothing"
-    return f"; last {LOG_LINES} log lines of {container}:\n{log}"
+    cause = root_cause(log)  # the error line that says why, before the lines around it
+    said = f": {cause}" if cause else ""
+    return f"{said}; last {LOG_LINES} log lines of {container}:\n{log}"
 
 
 def _warnings(kube: Kube, namespace: str, pod: Mapping[str, Any] | None) -> str:
