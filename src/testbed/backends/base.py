@@ -49,7 +49,7 @@ class Backend(abc.ABC):
 
     def worker_cost(self, config: dict[str, Any]) -> float:
         """Cores of THIS machine a worker's server takes (the run's CPU budget counts them)."""
-        return float(config["resources"]["cpu"])
+        return float((config.get("resources") or {}).get("cpu", 0.0))  # a stack has none
 
     async def infeasible(
         self, workers: dict[str, dict[str, Any]]
