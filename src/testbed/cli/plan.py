@@ -74,16 +74,20 @@ def handle(args: argparse.Namespace) -> int:
         print(f"{len(written)} objects written to {args.manifests}")
         return 0
     steps = [step.to_json() for step in planned_steps(loaded)]
+    from testbed.execution.case_counts import case_counts
+
     gpus = _gpus(loaded, plan)
+    cases = case_counts(loaded, plan)
     if args.json:
         document = {**plan.to_json(), "steps": steps}
+        document["case_counts"] = {t: {"run": r, "total": n} for t, (r, n) in cases.items()}
         if gpus is not None:
             document["gpus"] = {**gpus[0].to_json(), **gpus[1].to_json()}
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         console = Console()
-        render_plan(plan, console)
+        render_plan(plan, console, cases)
         render_steps(steps, console)
         if gpus is not None:
             from testbed.report.plan_table import render_gpus

@@ -39,11 +39,14 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
             path = config["dataset"]["path"]
             _exists(loaded, loaded.base_dir, path, ("load", "dataset", "path"))
     if loaded.campaign.correctness is not None:
+        from testbed.config.correctness import CorrectnessProbe
         from testbed.probes.correctness.cases import load_case_files
+        from testbed.probes.correctness.tgis_fields import refuse_openai_only_fields
 
         for probe, config in _probe_configs(plan):
             if probe == "correctness":
-                load_case_files([loaded.base_dir / path for path in config["cases"]])
+                files = load_case_files([loaded.base_dir / path for path in config["cases"]])
+                refuse_openai_only_fields(files, CorrectnessProbe.model_validate(config))
 
 
 def check_api_keys(loaded: LoadedCampaign) -> None:

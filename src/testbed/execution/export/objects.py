@@ -66,6 +66,17 @@ def options_for(
     s3_endpoint_url: str | None,
 ) -> ExportOptions:
     """Fill the export options from flags, then the campaign; refuse what cannot work."""
+    steps = loaded.campaign.steps
+    if steps.cleanup or steps.prepare or steps.test or steps.final_cleanup:
+        raise InputError(
+            "this campaign has steps:, which an exported pipeline does not run (its tasks"
+            " are the treatments) — run it with `testbed run`, or remove steps: to export"
+        )
+    if getattr(loaded.campaign.backend, "lease", None):
+        raise InputError(
+            "backend.lease makes runs take turns, but every task of an exported pipeline would"
+            " take it and they would queue behind each other — remove backend.lease to export"
+        )
     results = loaded.campaign.results
     target = upload or results.upload
     if not target or not target.startswith("s3://"):
