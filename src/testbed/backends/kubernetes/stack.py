@@ -110,7 +110,12 @@ class Stacks:
                         "version": f"stack {deployment['manifests']}",
                     }
                     endpoint = stack_endpoint(deployment, where.base_url, where.metrics_url)
-                    yield Handle(endpoint, died=died, info=info)
+                    watching = asyncio.ensure_future(worker.watch_serving(deployment, placed, died))
+                    try:
+                        yield Handle(endpoint, died=died, info=info)
+                    finally:
+                        watching.cancel()
+                        await asyncio.gather(watching, return_exceptions=True)
             finally:
                 await asyncio.shield(worker.remove())
 
@@ -228,6 +233,52 @@ class _Worker:
                     group.create_task(wait)
         except* ServerStartError as failed:
             raise failed.exceptions[0] from None
+
+    async def watch_serving(
+        self,
+        deployment: Mapping[str, Any],
+        placed: Sequence[tuple[StackObject, KindInfo]],
+        died: asyncio.Future[str],
+    ) -> None:
+        """Resolve ``died`` when an object of ``ready`` fails or is deleted while the stack
+        serves (the ERROR's reason is the object's own words)."""
+        labels = worker_labels(self.run_id, self.worker_id)
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        async with asyncio.TaskGroup() as group:
+            for entry in deployment.get("ready") or []:
+                item, info = next(
+                    (o, i) for o, i in placed if o.kind == entry["kind"] and o.name == entry["name"]
+                )
+                namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
+                where = namespace if info.namespaced else None
+                group.create_task(self._watch_one(entry, info, where, selector, died))
+
+    async def _watch_one(
+        self,
+        entry: Mapping[str, Any],
+        info: KindInfo,
+        namespace: str | None,
+        selector: str,
+        died: asyncio.Future[str],
+    ) -> None:
+        changes = Changes(self.kube, info, namespace, selector)
+        try:
+            async for event, obj in changes:
+                if obj["metadata"].get("name") != entry["name"]:
+                    continue
+                why = "was deleted"
+                if event != "DELETED":
+                    reading = conditions.read(
+                        obj, entry["kind"], entry["condition"], entry.get("on_false")
+                    )
+                    if reading.state != "failed":
+                        continue
+                    why = f"failed: {reading.why}"
+                if not died.done():
+                    died.set_result(f"{entry['kind']}/{entry['name']} {why} while serving")
+                return
+        finally:
+            changes.close()
 
     async def remove(self) -> None:
         await delete_refs(self.kube, self.run_id, self.worker_id, self.journal.refs())
