@@ -195,6 +195,7 @@ def test_a_stack_that_fails_while_serving_ends_the_treatment_as_an_error(
     child = subprocess.Popen(
         [sys.executable, "-m", "testbed", "run", str(EXAMPLES / "stack-kserve.yaml"),
          "--preset", "smoke", "--out", str(run_dir), "--set", "load.requests=100000",
+         "--set", "load.duration_s=90",
          "--set", "load.concurrency=1", "--set", "deployments.isvc.startup_timeout_s=90",
          "--set", "execution.retries=0"],
         env={**os.environ, "KUBECONFIG": str(kserve_cluster), "PYTHONPATH": str(SRC)},
@@ -221,7 +222,7 @@ def test_a_stack_that_fails_while_serving_ends_the_treatment_as_an_error(
             "/inferenceservices/smollm2/status", "fail it", body={"status": status},
             content_type="application/merge-patch+json",
         )  # fmt: skip
-        output, _ = child.communicate(timeout=120)
+        output, _ = child.communicate(timeout=150)
     finally:
         if child.poll() is None:
             child.kill()
