@@ -3,13 +3,14 @@
 For one worker the stack is rendered with its values (``stack_render``), then applied:
 CustomResourceDefinitions first, each waited for until ``Established`` (by WATCH), then
 every other object in the order written, each through API discovery (any kind the cluster
-serves, custom resources included). Before an object is created its reference is appended
-to the worker's journal (``RUN_DIR/stacks/WORKER.jsonl``, fsynced), so even after a SIGKILL
-``testbed cleanup`` knows every object the stack may have made. Then the ``ready``
-conditions are watched, all at once, each with its own timeout (``conditions``); the
-endpoint is reached (``stack_reach``). Leaving deletes the objects in reverse order and
-waits until they are gone. Only objects that carry this run's label are ever replaced or
-deleted: a CRD that was installed before the run is used and left as it was.
+serves, custom resources included). Before an object is created its reference goes into
+the worker's journal (``stack_journal``), so even after a SIGKILL ``testbed cleanup`` knows
+every object the stack may have made. Then the ``ready`` conditions are watched, all at
+once, each with its own timeout (``conditions``); the endpoint is reached (``stack_reach``);
+while the probes run the ready objects stay watched, and one that fails or goes resolves
+``Handle.died``. Leaving deletes the objects in reverse order and waits until they are
+gone. Only objects that carry this run's and worker's labels are ever replaced or deleted:
+a CRD that was installed before the run is used and left as it was.
 
 Two workers of one stack deployment (a matrix over its values) create objects of the same
 names, so they take turns: a per-deployment lock is held from apply to removal.
