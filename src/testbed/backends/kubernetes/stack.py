@@ -30,7 +30,14 @@ import yaml
 from testbed.backends.base import Handle
 from testbed.backends.endpoints import stack_endpoint
 from testbed.backends.kubernetes import conditions
-from testbed.backends.kubernetes.names import RUN, WORKER, label_value, run_namespace, worker_labels
+from testbed.backends.kubernetes.names import (
+    RUN,
+    WORKER,
+    label_value,
+    run_namespace,
+    worker_labels,
+    worker_selector,
+)
 from testbed.backends.kubernetes.stack_journal import (
     JOURNALS,
     Journal,
@@ -210,8 +217,7 @@ class _Worker:
     ) -> None:
         """Every ``ready`` entry at once; the first failure ends the wait."""
         default = float(deployment.get("startup_timeout_s") or 600.0)
-        labels = worker_labels(self.run_id, self.worker_id)
-        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
         waits = []
         for entry in deployment.get("ready") or []:
             item, info = next(
@@ -243,8 +249,7 @@ class _Worker:
     ) -> None:
         """Resolve ``died`` when an object of ``ready`` fails or is deleted while the stack
         serves (the ERROR's reason is the object's own words)."""
-        labels = worker_labels(self.run_id, self.worker_id)
-        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
         async with asyncio.TaskGroup() as group:
             for entry in deployment.get("ready") or []:
                 item, info = next(
