@@ -60,7 +60,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.manifests:
         from pathlib import Path
 
-        from testbed.backends.kubernetes.export import plan_objects, write_manifests
+        from testbed.backends.kubernetes.export import plan_objects, stack_objects, write_manifests
         from testbed.backends.kubernetes.names import run_namespace
         from testbed.execution.cluster_probes import probe_objects
 
@@ -68,6 +68,7 @@ def handle(args: argparse.Namespace) -> int:
         workers = {w.id: w.config for w in plan.workers.values()}
         run_id = args.run_id or f"{loaded.campaign.name}-plan"
         objects = plan_objects(run_id, backend, workers)
+        objects += stack_objects(run_id, backend, workers, loaded.base_dir)
         objects += probe_objects(loaded, plan, run_id, run_namespace(run_id, backend))
         written = write_manifests(objects, Path(args.manifests))
         print(f"{len(written)} objects written to {args.manifests}")

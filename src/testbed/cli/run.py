@@ -121,8 +121,7 @@ def handle(args: argparse.Namespace) -> int:
             no_wait=args.no_wait,
         )
         outcome = asyncio.run(execute(loaded, run_dir, plan, options))
-    del outcome
-    return finish_run(
+    code = finish_run(
         run_dir,
         console,
         upload=args.upload,
@@ -130,3 +129,16 @@ def handle(args: argparse.Namespace) -> int:
         s3_endpoint_url=args.s3_endpoint_url,
         fail_on=fail_on(args),
     )
+    return cleanup_failed(outcome.cleanup_error, code)
+
+
+def cleanup_failed(error: Exception | None, code: int) -> int:
+    """After the results are written: a failed final cleanup is reported, and is exit 3."""
+    if error is None:
+        return code
+    import sys
+
+    from testbed.core.errors import EXIT_INFRA
+
+    sys.stderr.write(f"testbed: error: final cleanup failed: {error}\n")
+    return EXIT_INFRA

@@ -53,6 +53,17 @@ def _protocols(value: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in value.split(",") if p.strip())
 
 
+def port(text: str) -> int:
+    """A ``--port`` value: 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 picks a free one)")
+    return value
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
@@ -61,7 +72,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("kind", choices=KINDS, metavar="KIND", help="sim | hf | vllm")
     parser.add_argument("--model", help="model to serve (sim: the served model name)")
-    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    parser.add_argument("--port", type=port, default=8000, help="port; 0 picks a free one")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--threads", type=int, help="torch threads (hf)")
     parser.add_argument("--dtype", help="weights dtype, e.g. float32")
@@ -73,7 +84,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--grpc-port",
-        type=int,
+        type=port,
         default=GRPC_PORT,
         help=f"sim, hf: gRPC port of the tgis protocol (default {GRPC_PORT}, TGIS's; 0 picks"
         " a free one)",

@@ -124,7 +124,9 @@ class _Sink:
         self.response.status = status
         self.response.headers = headers
         self.response.t_first_byte_ns = t_ns
-        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "")
+        framed = (
+            "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+        )
         self._until_close = not framed
         if not 200 <= status < 300:
             self._error_body = []

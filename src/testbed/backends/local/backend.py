@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +137,11 @@ class LocalBackend(Backend):
         return ended
 
     async def capture_state(
-        self, folder: Path, workers: Collection[str] | None = None
+        self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
     ) -> list[str]:
-        """The workers' process groups as ``ps`` shows them and their logs' ends."""
+        """The workers' process groups as ``ps`` shows them and their logs' ends (no
+        namespaces here: validation refuses them)."""
+        del namespaces
         return await asyncio.to_thread(
             capture.capture, self.run_dir, self.run_dir / PID_DIR, folder, workers
         )
