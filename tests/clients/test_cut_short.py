@@ -96,7 +96,7 @@ def test_a_stream_without_a_finish_reason_is_an_error(server: HostileServer, api
     else:
         assert (
             response.error
-            == "stream ended (data: [DONE]) without a finish reason, after 8 text chunks"
+            == "stream without a finish reason: data: [DONE] came after 8 text chunks"
         )
 
 

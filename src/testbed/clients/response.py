@@ -80,8 +80,9 @@ def cut_short(
     if cut:
         return f"response body cut short: {how}"
     if ending.finish_reason and response.finish_reason is None:
-        what = f"stream ended ({ending.marker})" if stream else "answer"
-        return f"{what} without a finish reason, after {chunks}"
+        if stream:
+            return f"stream without a finish reason: {ending.marker} came after {chunks}"
+        return "answer without a finish reason"
     return None
 
 
