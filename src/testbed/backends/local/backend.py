@@ -181,7 +181,7 @@ class LocalBackend(Backend):
         env = {
             **self.environ,
             **gpus.device_environment(devices, machine_has_gpus),
-            **adapter.env(params),
+            **adapter.env(params, gpus=len(devices)),
             **(params.get("env") or {}),
         }
         server = await process.start(

@@ -65,8 +65,10 @@ class ServerAdapter(abc.ABC):
         """The argv of a local child process serving on ``host:port``."""
         raise NotImplementedError(f"{self.kind} servers run only in a cluster")
 
-    def env(self, params: Params) -> dict[str, str]:
-        """Environment of a local child process beyond the deployment's own ``env``."""
+    def env(self, params: Params, gpus: int = 0) -> dict[str, str]:
+        """Environment of a local child process beyond the deployment's own ``env``; ``gpus``
+        is how many devices the local backend gave it (0: CPU only)."""
+        del gpus
         return self.container_env(params)
 
     def served_model_name(self, deployment: Mapping[str, Any]) -> str:

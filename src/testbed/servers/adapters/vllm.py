@@ -101,11 +101,12 @@ class VllmAdapter(ServerAdapter):
         args = self.args(params, str(model_path), port, model_path.name)
         return [str(python), *ENTRY, *args, "--host", host]
 
-    def env(self, params: Params) -> dict[str, str]:
+    def env(self, params: Params, gpus: int = 0) -> dict[str, str]:
         # A local server always gets a folder: nothing may try the hub.
         offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         env = {**offline, **self.container_env(params)}
-        if not kv_cache.explicit(params, os.environ):
+        # On GPUs the KV cache lives in GPU memory (--gpu-memory-utilization's business)
+        if not gpus and not kv_cache.explicit(params, os.environ):
             size = kv_cache.auto_kv_cache_gib(kv_cache.node_memory())
             env[kv_cache.VARIABLE] = str(size)
         return env
