@@ -109,6 +109,10 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError("--no-wait applies to a shared cluster's turn: set backend.lease")
         run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
     console.print(f"run directory: [bold]{run_dir.path}[/bold]")
+    from testbed.execution.case_counts import case_counts
+    from testbed.report.plan_table import render_plan
+
+    render_plan(plan, console, case_counts(loaded, plan))  # the Run Plan screen first
     with LiveDisplay(console, len(plan.treatments)) as display:
         options = RunOptions(
             skip_phases=args.skip_phase,

@@ -188,6 +188,7 @@ def _serve_hf(args: argparse.Namespace) -> int:
 def _serve_vllm(args: argparse.Namespace) -> int:
     """Run the vLLM server in the foreground until it ends or is interrupted; its failure is
     an infrastructure error (exit 3), its own exit codes never leak through as verdicts."""
+    import collections
     import os
     import subprocess
     import sys
@@ -195,8 +196,10 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     from testbed.config.deployments import VllmParams
     from testbed.config.overrides import settings_from
     from testbed.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
+    from testbed.servers.adapters import kv_cache
     from testbed.servers.adapters.vllm import VllmAdapter
     from testbed.servers.models import resolve_model
+    from testbed.servers.startup_log import root_cause
 
     settings = settings_from(
         VllmParams,
@@ -210,9 +213,23 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     adapter = VllmAdapter()
     argv = adapter.command(params, folder, args.host, args.port)
     env = {**os.environ, **adapter.env(params), **settings.env}
-    # Ctrl-C reaches vLLM too (same foreground process group); wait for it to shut down
-    with subprocess.Popen(argv, env=env) as process:
+    if not kv_cache.explicit(params, os.environ):
+        sys.stderr.write(
+            f"testbed: KV cache {env['VLLM_CPU_KVCACHE_SPACE']} GiB (VLLM_CPU_KVCACHE_SPACE),"
+            " sized to the memory free now; set kv_cache_gb to choose\n"
+        )
+    tail: collections.deque[str] = collections.deque(maxlen=400)
+    # vLLM's output passes through (kept for the root cause); Ctrl-C reaches vLLM too (same
+    # foreground process group): wait for it to shut down
+    with subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    ) as process:
         try:
+            assert process.stdout is not None
+            for raw in process.stdout:
+                sys.stdout.buffer.write(raw)
+                sys.stdout.flush()
+                tail.append(raw.decode("utf-8", "replace"))
             code = process.wait()
         except KeyboardInterrupt:
             process.wait()
@@ -221,7 +238,12 @@ def _serve_vllm(args: argparse.Namespace) -> int:
         return EXIT_OK
     if code in (-2, 130):  # interrupted
         return EXIT_INTERRUPTED
-    sys.stderr.write(f"testbed: error: vLLM exited with code {code} (its log is above)\n")
+    cause = root_cause("".join(tail))
+    sys.stderr.write(
+        f"testbed: error: vLLM exited with code {code}"
+        + (f": {cause}" if cause else "")
+        + " (its log is above)\n"
+    )
     return EXIT_INFRA
 
 

@@ -79,6 +79,13 @@ def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) ->
     directory exists (InputError, exit 2), as must the ``${env:}`` API keys of external
     deployments. Reads files and variables; sends nothing."""
     check_api_keys(loaded)
+    declared = getattr(loaded.campaign.backend, "gpus", None)
+    if declared is not None and options.endpoints is None:  # ids this machine must offer
+        import os
+
+        from testbed.backends.local.gpus import discover
+
+        discover(declared, os.environ)
     if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
         from testbed.backends.kubernetes.weights import run_secrets
         from testbed.clients.kube.connection import ConnectionSpec

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.secrets import redact
+from testbed.report.badges import styled
 from testbed.report.live import STYLE
 from testbed.results.verdict import Status
 
@@ -25,12 +26,6 @@ LOAD_COLUMNS = (
     ("tok/s", "throughput.output_tokens_per_s", "{:.0f}"),
     ("errors", "requests.errors", "{:.0f}"),
 )
-
-
-def styled(status: str) -> str:
-    """``status`` in its colour (a status this version does not know stays plain)."""
-    style = STYLE.get(Status(status), "") if status in set(Status) else ""
-    return f"[{style}]{status}[/{style}]" if style else status
 
 
 def verdict_table(document: Mapping[str, Any]) -> Table:

@@ -9,6 +9,8 @@ from typing import Any
 
 from rich.table import Table
 
+from testbed.report.badges import badge, styled
+
 
 def _values(chosen: Mapping[str, Any]) -> str:
     return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in chosen.items())
@@ -51,8 +53,6 @@ HEADERS = ("criterion", "comparison", "baseline", "candidate", "change [interval
 
 
 def table(document: Mapping[str, Any]) -> Table | None:
-    from testbed.report.console import styled
-
     found = rows(document)
     if not found:
         return None
@@ -66,8 +66,6 @@ def table(document: Mapping[str, Any]) -> Table | None:
 
 def section(document: Mapping[str, Any]) -> str:
     """The HTML table (empty when the campaign has no criteria)."""
-    from testbed.report.html import badge
-
     found = rows(document)
     if not found:
         return ""

@@ -18,6 +18,7 @@ from typing import Any
 
 from testbed.core.secrets import redact
 from testbed.report import captures_view, criteria_view, load_view, scale_view, steps_view
+from testbed.report.badges import badge
 from testbed.report.differential_view import differentials
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
@@ -36,10 +37,6 @@ def e(value: Any) -> str:
 
 def pre_json(value: Any) -> str:
     return f"<pre><code>{e(json.dumps(value, indent=2, default=str))}</code></pre>"
-
-
-def badge(status: str) -> str:
-    return f'<span class="badge {e(status.replace(" ", "-"))}">{e(status)}</span>'
 
 
 def render(run_path: Path, document: Mapping[str, Any]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,9 @@ from testbed.backends.kubernetes.names import (
     server_image,
     worker_name,
 )
-from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
-from testbed.backends.kubernetes.stack import Stacks, remove_journalled
+from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
+from testbed.backends.kubernetes.stack import Stacks
+from testbed.backends.kubernetes.stack_journal import remove_journalled
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
@@ -175,13 +176,18 @@ class KubernetesBackend(Backend):
         return env
 
     async def capture_state(
-        self, folder: Path, workers: Collection[str] | None = None
+        self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
     ) -> list[str]:
-        """The run's objects, events and pod logs, as kubectl shows them."""
+        """The run's objects, events and pod logs, as kubectl shows them; each of
+        ``namespaces`` whole, in ``namespace-<name>/``."""
         del workers  # a stack's objects belong to no worker: the whole run is dumped
         kube = await self.kube()
         selector = None if owns_namespace(self.config) else run_selector(self.run_id)
-        return await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+        notes = await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+        for name in namespaces:
+            where = folder / f"namespace-{name}"
+            notes += await asyncio.to_thread(capture, kube, name, None, where)
+        return notes
 
     def worker_cost(self, config: dict[str, Any]) -> float:
         """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
@@ -221,10 +227,19 @@ class KubernetesBackend(Backend):
         follower: LogStream | None = None
         death: asyncio.Task[None] | None = None
         try:
-            for obj in objects:
-                await asyncio.to_thread(kube.apply, obj)
+            applied = [await asyncio.to_thread(kube.apply, obj) for obj in objects]
+            # this Deployment's own pods: a retry's objects carry the labels of the last
+            # attempt's, whose pod may still be Terminating and reporting its failure
+            lineage = Lineage(kube, self.namespace, str(applied[0]["metadata"]["uid"]))
             pod = await follow_until_ready(
-                kube, self.namespace, self.run_id, worker_id, deployment, self.config, objects[0]
+                kube,
+                self.namespace,
+                self.run_id,
+                worker_id,
+                deployment,
+                self.config,
+                objects[0],
+                lineage,
             )
             pod_name = str(pod["metadata"]["name"])
             work_dir.mkdir(parents=True, exist_ok=True)
