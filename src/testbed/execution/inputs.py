@@ -67,20 +67,26 @@ def check_api_keys(loaded: LoadedCampaign) -> None:
             )
 
 
-def check_load_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
-    """Each load section (matrix levels included) must fit this machine's open files and
-    memory, when its load generator runs here (CampaignError at the field's line)."""
+def check_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Each load and A/B section (matrix levels included) must fit this machine's open files
+    and memory, when its traffic starts here (CampaignError at the field's line)."""
+    from testbed.config.ab import AbProbe
     from testbed.config.load import LoadProbe
-    from testbed.probes.load.capacity import Limits, excess
+    from testbed.probes.ab import capacity as ab_capacity
+    from testbed.probes.limits import Limits
+    from testbed.probes.load import capacity as load_capacity
 
     limits = Limits.here()
     for probe, config in _probe_configs(plan):
-        if probe != "load":
+        if probe == "load":
+            found = load_capacity.excess(LoadProbe.model_validate(config), limits)
+        elif probe == "ab":
+            found = ab_capacity.excess(AbProbe.model_validate(config), limits)
+        else:
             continue
-        found = excess(LoadProbe.model_validate(config), limits)
         if found is not None:
-            at: DocPath = ("load", *found.field.split("."))
-            raise CampaignError(f"{_where(loaded, at)}: load.{found.field}: {found.message}")
+            at: DocPath = (probe, *found.field.split("."))
+            raise CampaignError(f"{_where(loaded, at)}: {probe}.{found.field}: {found.message}")
 
 
 def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:

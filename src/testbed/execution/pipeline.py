@@ -22,7 +22,7 @@ from testbed.execution.captures import Captures
 from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
-from testbed.execution.inputs import check_api_keys, check_files, check_load_capacity
+from testbed.execution.inputs import check_api_keys, check_capacity, check_files
 from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
 from testbed.execution.strategy import run_worker_sets
@@ -68,7 +68,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     check_files(loaded, plan)
     check_shippable(loaded, plan)
     if not in_cluster(loaded):  # a probe Job's pod has limits of its own
-        check_load_capacity(loaded, plan)
+        check_capacity(loaded, plan)
     check_steps(loaded)  # templates, named commands, toolbox scripts, keep
     return plan
 
