@@ -43,6 +43,23 @@ def adapter_endpoint(
     )
 
 
+def stack_endpoint(
+    deployment: Mapping[str, Any], base_url: str, metrics_url: str | None = None
+) -> Endpoint:
+    """The endpoint of a stack (``server: manifests``) that answers at ``base_url``: the
+    protocols its ``endpoint:`` declares, its model name, its metrics Service if any."""
+    endpoint = deployment["endpoint"]
+    metrics = deployment.get("metrics")
+    return Endpoint(
+        base_url=base_url.rstrip("/"),
+        protocols=tuple(endpoint.get("protocols") or ("openai",)),
+        model=str(deployment.get("model") or ""),
+        server_kind="manifests",
+        metrics_path=str(metrics.get("path") or "/metrics") if metrics else None,
+        metrics_url=metrics_url,
+    )
+
+
 def parse_endpoints(values: list[str] | None) -> dict[str, str]:
     """``NAME=URL`` flags as a dict; a malformed one is an input error."""
     found: dict[str, str] = {}
@@ -74,9 +91,13 @@ class EndpointsBackend(Backend):
         del work_dir
         name = str(deployment["name"])
         if name in self.urls:
-            yield Handle(
-                adapter_endpoint(deployment, self.urls[name]), info={"url": self.urls[name]}
+            url = self.urls[name]
+            endpoint = (
+                stack_endpoint(deployment, url)  # its metrics Service is not reachable here
+                if deployment["server"] == "manifests"
+                else adapter_endpoint(deployment, url)
             )
+            yield Handle(endpoint, info={"url": url})
         elif deployment["server"] == "external":
             yield Handle(external_endpoint(deployment, self.base_dir))
         else:

@@ -16,7 +16,7 @@ from testbed import __version__
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.core.clock import wall_label
-from testbed.core.errors import InputError, Interrupted
+from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.captures import Captures
 from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
@@ -58,6 +58,7 @@ class RunOutcome:
     plan: Plan
     verdicts: dict[str, Verdict]
     ledger_states: dict[str, tuple[str, str | None, str | None, int]]
+    cleanup_error: InfrastructureError | None = None  # the final cleanup failed (exit 3)
 
 
 def check_inputs(loaded: LoadedCampaign) -> Plan:
@@ -78,6 +79,13 @@ def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) ->
     directory exists (InputError, exit 2), as must the ``${env:}`` API keys of external
     deployments. Reads files and variables; sends nothing."""
     check_api_keys(loaded)
+    declared = getattr(loaded.campaign.backend, "gpus", None)
+    if declared is not None and options.endpoints is None:  # ids this machine must offer
+        import os
+
+        from testbed.backends.local.gpus import discover
+
+        discover(declared, os.environ)
     if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
         from testbed.backends.kubernetes.weights import run_secrets
         from testbed.clients.kube.connection import ConnectionSpec
@@ -238,6 +246,7 @@ async def _held(
             observer.phase("cleanup", line)
     todo = [t for t in plan.planned() if t.id in ledger.to_run()]
     used = {w for t in todo for w in t.workers}
+    cleanup_error: InfrastructureError | None = None
     try:  # from prepare on, what was made is released whatever happens
         # a failing step stops the run: later phases are NOT RUN, the final cleanup runs
         ok = "cleanup" in skip or await steps.stage("cleanup")
@@ -255,10 +264,25 @@ async def _held(
         if loaded.campaign.execution.keep:
             observer.phase("final cleanup", kept_message(run_dir))
         elif "final_cleanup" not in skip:
-            observer.phase("final cleanup")
-            await asyncio.shield(steps.stage("final_cleanup"))
-            await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
-    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
+            cleanup_error = await _final_cleanup(steps, backend, run_dir, observer)
+    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states(), cleanup_error)
+
+
+async def _final_cleanup(
+    steps: StepSession, backend: Backend, run_dir: RunDir, observer: Observer
+) -> InfrastructureError | None:
+    """The final cleanup's steps, then release what the run made. A failure to release (the
+    API server gone) is returned, not raised: the run's results come first — the caller
+    writes summary.json and the report, then reports it (exit 3). An error that ended the
+    run already wins; this one is then only shown."""
+    observer.phase("final cleanup")
+    await asyncio.shield(steps.stage("final_cleanup"))
+    try:
+        await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
+    except InfrastructureError as exc:
+        observer.phase("final cleanup", f"failed: {exc}")
+        return exc
+    return None
 
 
 async def _test(
