@@ -21,6 +21,7 @@ from tests.fixtures.cluster import emulated_cluster
 from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import Kube
 from testbed.probes.scale import plots, sampled, submitted, times
+from testbed.probes.scale.submit import delete_all
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 TESTBED = [sys.executable, "-m", "testbed", "scale"]
@@ -149,3 +150,57 @@ def test_gangs_never_bind_partly_and_the_plot_has_their_stage(
     assert extra == [("first_scheduled", "scheduled")]
     assert all("first_scheduled" in r.stages for r in rows)
     assert (out / "detailed.png").stat().st_size > 10_000
+
+
+def test_a_higher_priority_batch_preempts_a_lower_one_and_the_plot_rings_it(
+    small_cluster: Path, tmp_path: Path
+) -> None:
+    ns = "scale-preempt"
+    kube = Kube.connect(ConnectionSpec(kubeconfig=str(small_cluster)))
+    kube.call("POST", "/api/v1/namespaces", "create ns", body={"metadata": {"name": ns}})
+    for name, value in (("batch-low", 10), ("batch-high", 1000)):
+        body = {"metadata": {"name": name}, "value": value}
+        kube.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", "create pc", body=body)
+    low, high = tmp_path / "low", tmp_path / "high"
+    common = ["-t", "training", "-g", "4", "--project", ns, "-n"]
+    scale(small_cluster, "submit", *common, "2", "--priority-class", "batch-low", "-o", str(low))
+    scale(small_cluster, "sample", "-o", str(low))  # both low workloads hold 4 GPUs each
+    _wait_running(small_cluster, low, 2)
+    scale(
+        small_cluster,
+        "submit",
+        *common,
+        "-n",
+        "1",
+        "--priority-class",
+        "batch-high",
+        "-o",
+        str(high),
+    )
+    _wait_running(small_cluster, high, 1)
+    scale(small_cluster, "sample", "-o", str(low))
+    table = times.rows(submitted.load(low), sampled.load(low))
+    hit = [r for r in table if "event.Pod.Preempted" in r.extra]
+    assert len(hit) == 1  # one node's 4 GPUs were enough: one victim
+    assert "running" not in hit[0].stages  # its replacement waits behind the preemptor
+    done = scale(None, "plot", "-o", str(low), "--plot", "detailed")
+    assert "wrote" in done.stdout
+    with (low / "times.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [bool(r["event.Pod.Preempted_ms"]) for r in rows].count(True) == 1
+    t0 = times.origin_ms(table)
+    until = sampled.load(low).observed_until_ms
+    assert len(plots.preempted_points(table, "submitted", "created", until, t0)) == 1
+    for out in (low, high):
+        delete_all(kube, submitted.load(out))
+
+
+def _wait_running(kubeconfig: Path, out: Path, wanted: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        scale(kubeconfig, "sample", "-o", str(out))
+        table = times.rows(submitted.load(out), sampled.load(out))
+        if sum("running" in r.stages for r in table) >= wanted:
+            return
+        assert time.monotonic() < deadline, f"{wanted} workload(s) of {out} not running in 60 s"
+        time.sleep(0.5)

@@ -104,11 +104,7 @@ def _row(
         target[1].append(delta / 1000)
     ax = left
     ax.scatter(done_x, done_y, s=8, label="reached")
-    hit = [
-        ((r.submitted_ms - t0) / 1000, i[0] / 1000)
-        for r in table
-        if PREEMPTED in r.extra and (i := r.interval(start, end, until_ms)) is not None
-    ]
+    hit = preempted_points(table, start, end, until_ms, t0)
     if hit:
         hit_x, hit_y = zip(*hit, strict=True)
         ax.scatter(
@@ -150,6 +146,17 @@ def _row(
         fontsize=8,
     )
     hist.grid(alpha=0.3)
+
+
+def preempted_points(
+    table: Sequence[Row], start: str, end: str, until_ms: float, t0: float
+) -> list[tuple[float, float]]:
+    """(submitted at s, delta s) of the workloads a pod of which was preempted: ringed."""
+    return [
+        ((r.submitted_ms - t0) / 1000, i[0] / 1000)
+        for r in table
+        if PREEMPTED in r.extra and (i := r.interval(start, end, until_ms)) is not None
+    ]
 
 
 def _s(value: float | None) -> str:
