@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -15,6 +15,7 @@ from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
+from testbed.config.server_kinds import kind_of, provisioned
 from testbed.core.secrets import is_reference
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -36,16 +37,12 @@ class LocalBackend(_BackendBase):
 
     kind: Literal["local"] = "local"
 
-    #: Server kinds that run as a child process here; tgi and tgis ship only as container
-    #: images (their adapters build a pod's container, not a local command line).
-    SERVERS: ClassVar[tuple[str, ...]] = ("sim", "hf", "vllm", "external")
-
     def refusals(
         self, deployments: Sequence[Deployment]
     ) -> list[tuple[str, tuple[int | str, ...]]]:
         found = cluster_only_fields(deployments, "local")
         for i, d in enumerate(deployments):
-            if d.server not in self.SERVERS:
+            if kind_of(d).provisioned and not kind_of(d).local:
                 found.append(
                     (
                         f"server {d.server!r} cannot run on the local backend ({d.server} ships"
@@ -165,7 +162,7 @@ class KubernetesBackend(_BackendBase):
         found: list[tuple[str, tuple[int | str, ...]]] = []
         for i, d in enumerate(deployments):
             where = f"model {d.model!r}"
-            if d.server in ("external", "sim"):
+            if not kind_of(d).weights:
                 continue
             if d.model.startswith(("/", ".", "~")) and not self.model_pvc:
                 found.append(
@@ -175,7 +172,7 @@ class KubernetesBackend(_BackendBase):
                         ("deployments", i, "model"),
                     )
                 )
-            if d.model.startswith("bundled:") and d.server != "hf":
+            if d.model.startswith("bundled:") and not kind_of(d).bundled_models:
                 found.append(
                     (
                         f"{where}: only testbed's own image (server hf) carries bundled models"
@@ -191,9 +188,9 @@ class KubernetesBackend(_BackendBase):
                     ("deployments", i, "server"),
                 )
                 for i, d in enumerate(deployments)
-                if d.server == "external"
+                if not provisioned(d)
             ]
-        under_test = [d.name for d in deployments if d.server in ("vllm", "tgi", "tgis")]
+        under_test = [d.name for d in deployments if kind_of(d).under_test]
         for field, flag, value in (
             ("server_image", "server_image (--image)", self.server_image),
             ("image_tag", "image_tag (--image-tag)", self.image_tag),
@@ -249,7 +246,7 @@ class ExternalBackend(_BackendBase):
                 ("deployments", i, "server"),
             )
             for i, d in enumerate(deployments)
-            if d.server != "external"
+            if provisioned(d)
         ]
 
 
@@ -377,16 +374,9 @@ class Campaign(Strict):
         for section, field, names in wanted:
             for d in self.deployments:
                 if (names is None or d.name in names) and not serves_tgis(d):
-                    fix = (
-                        "add tgis to its params.protocols"
-                        if d.server in ("sim", "hf")
-                        else "set protocol: tgis and grpc: HOST:PORT"
-                        if d.server == "external"
-                        else f"use {'tgi' if d.server == 'tgi' else 'openai'} for it"
-                    )
                     return (
                         f"{section}.{field} is tgis (gRPC), which deployment '{d.name}'"
-                        f" ({d.server}) does not serve — {fix}",
+                        f" ({d.server}) does not serve — {kind_of(d).tgis_fix}",
                         (section, field),
                     )
         return None
@@ -423,9 +413,7 @@ class Campaign(Strict):
 
 def serves_tgis(deployment: Any) -> bool:
     """Whether a deployment serves TGIS's gRPC (``protocol: tgis`` probes need it)."""
-    if deployment.server == "tgis":
-        return True
-    if deployment.server == "external":
+    by = kind_of(deployment).tgis_by
+    if by == "protocol":
         return bool(deployment.protocol == "tgis")
-    protocols = getattr(deployment.params, "protocols", ())
-    return deployment.server in ("sim", "hf") and "tgis" in protocols
+    return by == "always" or (by == "params" and "tgis" in deployment.params.protocols)

@@ -16,6 +16,7 @@ from typing import Any
 
 from testbed.config.loader import LoadedCampaign
 from testbed.config.provenance import Path as DocPath
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import CampaignError, InputError
 from testbed.plan.model import Plan
 
@@ -63,7 +64,7 @@ def _check_local_models(loaded: LoadedCampaign) -> None:
     from testbed.servers.models import parse_source
 
     for i, deployment in enumerate(loaded.campaign.deployments):
-        if deployment.server not in ("hf", "vllm"):
+        if not (kind_of(deployment).local and kind_of(deployment).weights):
             continue
         at: DocPath = ("deployments", i, "model")
         try:

@@ -23,7 +23,6 @@ from typing import Any
 
 from testbed.backends.base import Backend, Handle
 from testbed.backends.endpoints import adapter_endpoint
-from testbed.backends.external import external_endpoint
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capacity import infeasible_reason
 from testbed.backends.kubernetes.names import (
@@ -34,6 +33,7 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
+from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.core.errors import (
@@ -66,6 +66,17 @@ class KubernetesBackend(Backend):
         self._kube: Kube | None = None
         self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
         self._lock = asyncio.Lock()
+
+    @classmethod
+    def for_run(cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path) -> KubernetesBackend:
+        return cls(run_dir, config, base_dir)
+
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+        """The kubeconfig, context or ``${env:}`` token, and the ``${env:}`` keys of the
+        Secrets the workers need (S3, hub token)."""
+        Kube.connect(ConnectionSpec.from_backend(config)).close()
+        run_secrets(deployments, config, resolve)
 
     async def kube(self) -> Kube:
         if self._kube is None:
@@ -135,15 +146,14 @@ class KubernetesBackend(Backend):
         self, workers: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, str], list[str]]:
         """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
-        pods = {w: c for w, c in workers.items() if c.get("server") != "external"}
-        if not pods:
+        if not workers:
             return {}, []
         kube = await self.kube()
         try:
             nodes, _ = await asyncio.to_thread(kube.list_objects, "Node")
         except ClusterAccessDenied as exc:
             return {}, [f"capacity not checked against nodes (no permission to list them): {exc}"]
-        reasons = {w: infeasible_reason(c, nodes) for w, c in pods.items()}
+        reasons = {w: infeasible_reason(c, nodes) for w, c in workers.items()}
         return {w: r for w, r in reasons.items() if r}, []
 
     # -- one worker ---------------------------------------------------------------------
@@ -151,9 +161,6 @@ class KubernetesBackend(Backend):
     async def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
-        if deployment["server"] == "external":
-            yield Handle(external_endpoint(deployment, self.base_dir))
-            return
         await self._ensure_run([deployment])
         kube = await self.kube()
         objects = manifests.worker(self.run_id, worker_id, deployment, self.config, self.namespace)

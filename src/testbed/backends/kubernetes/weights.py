@@ -19,6 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from testbed.backends.kubernetes.names import MODELS_MOUNT, dns_name, testbed_image
+from testbed.config.server_kinds import kind_of
 
 S3_SECRET = "testbed-s3"  # noqa: S105 - a Secret object's name
 HF_SECRET = "testbed-hf-token"  # noqa: S105 - a Secret object's name
@@ -60,7 +61,7 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
 def pod_model(deployment: Mapping[str, Any], backend: Mapping[str, Any]) -> PodModel:
     """The model pieces of a worker's pod (see the module docstring)."""
     model = str(deployment.get("model") or "")
-    if deployment["server"] == "sim" or model.startswith("bundled:"):
+    if not kind_of(deployment).weights or model.startswith("bundled:"):
         return PodModel(argument=model)
     if model.startswith("s3://"):
         return _s3_model(model, deployment, backend)

@@ -56,8 +56,9 @@ class ImageRules:
     vllm_python: Callable[[], Path] | None = None
     python: str = field(default=sys.executable)
 
-    def kind(self, image: str) -> str:
-        """``testbed``, ``vllm``, ``tgi`` (played by the stand-in) or ``unknown``."""
+    def family(self, image: str) -> str:
+        """The image's family (not a server kind): ``testbed``, ``vllm``, ``tgi`` (played by
+        the stand-in) or ``unknown``."""
         if re.search(self.testbed_pattern, image):
             return "testbed"
         if re.search(self.vllm_pattern, image):
@@ -77,12 +78,12 @@ def host_argv(container: Mapping[str, Any], rules: ImageRules) -> tuple[list[str
     image = str(container.get("image") or "")
     command = [str(part) for part in container.get("command") or []]
     args = [str(part) for part in container.get("args") or []]
-    kind = rules.kind(image)
-    if kind == "testbed":
+    family = rules.family(image)
+    if family == "testbed":
         return _testbed_argv(command, args, rules), ""
-    if kind == "vllm":
+    if family == "vllm":
         return _vllm_argv(command, args, rules), ""
-    if kind == "tgi" and rules.tgi_stand_in is not None:
+    if family == "tgi" and rules.tgi_stand_in is not None:
         return rules.tgi_stand_in(rules.python, image, command, args)
     return None, ""
 
