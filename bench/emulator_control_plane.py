@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed.emulator import ClusterShape, Store
+from testbed.emulator import ClusterShape, ControlPlane, PlaneSettings, Store
 from testbed.emulator.apiserver.nodes import node_manifest
-from testbed.emulator.plane import ControlPlane, PlaneSettings
 
 
 def gpu_pod(index: int) -> dict[str, Any]:

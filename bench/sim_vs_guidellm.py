@@ -10,6 +10,9 @@ guidellm is taken from ``.venv-peers/guidellm`` (``make bench-peers`` installs i
 installs nothing. Usage::
 
     .venv/bin/python bench/sim_vs_guidellm.py [--requests 3000] [--concurrency 32]
+    # the simulator's KV cache and prefix caching on (every request hits the same prefix):
+    .venv/bin/python bench/sim_vs_guidellm.py --only testbed-sim \
+        --sim-set kv_cache_tokens=65536 --sim-set prefix_caching=true
 """
 
 from __future__ import annotations
@@ -150,10 +153,11 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 60) -> 
     raise RuntimeError(f"{url} not ready after {timeout}s")
 
 
-def start_server(kind: str, port: int) -> subprocess.Popen[bytes]:
+def start_server(kind: str, port: int, sim_sets: list[str]) -> subprocess.Popen[bytes]:
     if kind == "testbed-sim":
         cmd = [sys.executable, "-m", "testbed", "serve", "sim", "--port", str(port)]
         cmd += ["--model", "mock-model"]
+        cmd += [part for item in sim_sets for part in ("--set", item)]
     else:
         cmd = [str(GUIDELLM), "mock-server", "--host", "127.0.0.1", "--port", str(port)]
         cmd += ["--ttft-ms", "0", "--itl-ms", "0", "--output-tokens", "64"]
@@ -163,9 +167,11 @@ def start_server(kind: str, port: int) -> subprocess.Popen[bytes]:
     )
 
 
-def measure(kind: str, requests: int, concurrency: int, warmup: int) -> dict[str, float]:
+def measure(
+    kind: str, requests: int, concurrency: int, warmup: int, sim_sets: list[str]
+) -> dict[str, float]:
     port = free_port()
-    proc = start_server(kind, port)
+    proc = start_server(kind, port, sim_sets)
     try:
         wait_ready(f"http://127.0.0.1:{port}", proc)
         asyncio.run(drive("127.0.0.1", port, "mock-model", warmup, concurrency))
@@ -193,6 +199,9 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--only", choices=("testbed-sim", "guidellm"))
+    parser.add_argument(
+        "--sim-set", action="append", default=[], help="KEY=VALUE for the simulator (repeatable)"
+    )
     args = parser.parse_args()
     kinds = ["testbed-sim", "guidellm"]
     if args.only:
@@ -203,7 +212,9 @@ def main() -> int:
     rounds: dict[str, list[dict[str, float]]] = {k: [] for k in kinds}
     for _ in range(args.rounds):  # alternate servers so background load hits both alike
         for kind in kinds:
-            rounds[kind].append(measure(kind, args.requests, args.concurrency, args.warmup))
+            rounds[kind].append(
+                measure(kind, args.requests, args.concurrency, args.warmup, args.sim_set)
+            )
     results = {
         kind: {key: statistics.median(r[key] for r in runs) for key in runs[0]}
         for kind, runs in rounds.items()
@@ -211,6 +222,7 @@ def main() -> int:
     print(
         f"{args.requests} streamed requests per server and round, {args.rounds} rounds (median"
         f" shown), concurrency {args.concurrency}, 128-token prompt, 64 output tokens;"
+        f" simulator settings {args.sim_set or 'default'};"
         f" load average {os.getloadavg()[0]:.2f}"
     )
     for kind, runs in rounds.items():

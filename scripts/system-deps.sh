@@ -5,6 +5,7 @@ need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v runuser >/dev/null 2>&1 || need+=(util-linux)
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)  # the captures' range queries
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive

@@ -8,7 +8,12 @@ import inspect
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.servers", "tests.fixtures.cluster", "tests.fixtures.s3"]
+pytest_plugins = [
+    "tests.fixtures.servers",
+    "tests.fixtures.cluster",
+    "tests.fixtures.s3",
+    "tests.fixtures.prometheus",
+]
 
 
 @pytest.hookimpl(tryfirst=True)

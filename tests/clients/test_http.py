@@ -36,6 +36,9 @@ class Collect:
     def on_end(self, t_ns: int) -> None:
         self.ended = True
 
+    def on_cut(self, reason: str, t_ns: int) -> None:
+        self.cut = reason
+
 
 class ScriptedTransport(asyncio.Transport):
     """Answers every write with the next scripted response, delivered in the given pieces."""

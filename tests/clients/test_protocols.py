@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from testbed.clients import openai, tgi
-from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.http import ConnectionPool
 from testbed.clients.response import Response
 
 
@@ -95,12 +95,19 @@ def test_http_error_status_becomes_response_error(fake: Any) -> None:
     assert "boom" in response.error
 
 
-def test_connection_lost_mid_stream_raises(fake: Any) -> None:
-    async def scenario(pool: ConnectionPool, server: Any) -> None:
-        await openai.complete(pool, {"prompt": "x", "max_tokens": 10})
+def test_connection_lost_mid_stream_is_the_responses_error(fake: Any) -> None:
+    """The server answered, then reset the connection: the answer it began is cut short."""
 
-    with pytest.raises(HttpClientError, match="mid-response"):
-        run(fake, scenario, fault="close_mid_stream", itl_s=0.001)
+    async def scenario(pool: ConnectionPool, server: Any) -> Response:
+        return await openai.complete(pool, {"prompt": "x", "max_tokens": 10})
+
+    response = run(fake, scenario, fault="close_mid_stream", itl_s=0.001)
+    assert not response.ok
+    assert response.error is not None
+    assert response.error.startswith("stream cut short: the connection closed mid-body")
+    assert "chunked body without its last chunk" in response.error
+    assert "after 5 text chunks, without data: [DONE]" in response.error
+    assert len(response.chunks) == 5
 
 
 def test_discover_model(fake: Any) -> None:

@@ -19,10 +19,16 @@ from typing import Any
 
 from kubernetes import client, config
 
-from testbed.emulator import ClusterShape, Emulator
-from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.machinery.faults import FaultRule
-from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
+from testbed.emulator import (
+    ClusterShape,
+    ControlPlane,
+    Emulator,
+    FaultRule,
+    ImageRules,
+    KubeletSettings,
+    PlaneSettings,
+    attach,
+)
 
 
 @dataclass
@@ -119,6 +125,8 @@ def running_plane(
     faults: tuple[FaultRule, ...] = (),
     grace_s: float = 3.0,
     datashim: bool = False,
+    images: ImageRules | None = None,
+    gateway_stand_in: bool = False,
 ) -> Iterator[Harness]:
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="emulator", daemon=True)
@@ -129,6 +137,8 @@ def running_plane(
         kubelet=kubelet or KubeletSettings(backoff_s=0.5, backoff_max_s=2.0),
         faults=faults,
         datashim=datashim,
+        images=images or ImageRules(),
+        gateway_stand_in=gateway_stand_in,
     )
 
     async def start() -> ControlPlane:

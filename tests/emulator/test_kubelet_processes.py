@@ -167,7 +167,7 @@ import asyncio, sys
 sys.path[:0] = {sys.path!r}
 from pathlib import Path
 from testbed.emulator import Emulator, ClusterShape
-from testbed.emulator.plane import attach, PlaneSettings
+from testbed.emulator import attach, PlaneSettings
 STUBBORN = {STUBBORN!r}
 pod = {process_pod("stubborn", STUBBORN)!r}
 async def main():

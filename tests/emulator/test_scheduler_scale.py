@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from testbed.emulator import ClusterShape, Store
+from testbed.emulator import ClusterShape, ControlPlane, PlaneSettings, Store
 from testbed.emulator.apiserver.nodes import node_manifest
-from testbed.emulator.plane import ControlPlane, PlaneSettings
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow, pytest.mark.timing]
 

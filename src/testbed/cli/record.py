@@ -36,15 +36,15 @@ def handle(args: argparse.Namespace) -> int:
     import asyncio
     from pathlib import Path
 
-    import yaml
     from rich.console import Console
 
+    from testbed.config.yamlsource import safe_load
     from testbed.core.errors import InputError
 
     path = Path(args.file)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        data = safe_load(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read it ({exc})") from None
     console = Console()
     if isinstance(data, dict) and "correctness" in data:

@@ -23,7 +23,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=("cleanup", "prepare", "test", "final_cleanup"),
         help="skip a phase (repeatable)",
     )
-    parser.add_argument("--cpu-budget", type=float, help="cores for workers (default: all)")
+    parser.add_argument(
+        "--cpu-budget", type=_cores, help="cores for workers (default: all)", metavar="CORES"
+    )
+    parser.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="Kubernetes with backend.lease: exit 3 when another run holds the cluster",
+    )
     add_publish_options(parser)
     add_fail_on(parser)
     parser.add_argument(
@@ -34,6 +41,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--context", metavar="NAME", help="Kubernetes: the kubeconfig context")
     parser.set_defaults(handler=handle)
+
+
+def _cores(text: str) -> float:
+    """``--cpu-budget``: a positive, finite number of cores."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of cores, e.g. 2")
+    return value
 
 
 def _image_sets(args: argparse.Namespace) -> list[str]:
@@ -85,11 +105,16 @@ def handle(args: argparse.Namespace) -> int:
         if not args.file:
             raise InputError("give a campaign FILE, or --resume DIR")
         loaded = load_campaign(args.file, args.preset, args.sets + _image_sets(args))
+        if args.no_wait and not getattr(loaded.campaign.backend, "lease", None):
+            raise InputError("--no-wait applies to a shared cluster's turn: set backend.lease")
         run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
     console.print(f"run directory: [bold]{run_dir.path}[/bold]")
     with LiveDisplay(console, len(plan.treatments)) as display:
         options = RunOptions(
-            skip_phases=args.skip_phase, observer=display, cpu_budget=args.cpu_budget
+            skip_phases=args.skip_phase,
+            observer=display,
+            cpu_budget=args.cpu_budget,
+            no_wait=args.no_wait,
         )
         outcome = asyncio.run(execute(loaded, run_dir, plan, options))
     del outcome

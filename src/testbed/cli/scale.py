@@ -153,10 +153,10 @@ def _kube(args: argparse.Namespace) -> Any:
 
 def _config(args: argparse.Namespace) -> Any:
     """The flags as a validated ScaleProbe (one source of truth with the campaign)."""
-    import yaml
     from pydantic import ValidationError
 
     from testbed.config.scale import ScaleProbe
+    from testbed.config.yamlsource import safe_load
     from testbed.core.errors import InputError
 
     fields: dict[str, Any] = {d: getattr(args, d) for _, d, _, _ in _SUBMIT_FLAGS}
@@ -168,7 +168,7 @@ def _config(args: argparse.Namespace) -> Any:
         if not sep or not key.strip():
             raise InputError(f"--set {item!r}: write KEY=VALUE, e.g. --set workers=4")
         target = fields if key.strip() in ScaleProbe.model_fields else values
-        target[key.strip()] = yaml.safe_load(raw) if raw else ""
+        target[key.strip()] = safe_load(raw, f"--set {item}") if raw else ""
     fields["values"] = {**fields.get("values", {}), **values}
     try:
         return ScaleProbe.model_validate({k: v for k, v in fields.items() if v is not None})

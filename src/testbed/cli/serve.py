@@ -32,6 +32,8 @@ SIM_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("--itl-jitter-ms", "jitter.itl_scale_ms", float, "ITL jitter scale (ms)"),
     ("--max-concurrency", "max_concurrency", int, "requests served at once"),
     ("--max-waiting", "max_waiting", int, "requests queued beyond that (then 503)"),
+    ("--kv-cache-tokens", "kv_cache_tokens", int, "KV-cache capacity (tokens)"),
+    ("--block-size", "block_size", int, "tokens per KV-cache block"),
     ("--output-tokens", "default_output_tokens", int, "tokens when a request sets no max"),
     ("--eos-rate", "eos_rate", float, "fraction of prompts that stop early (no ignore_eos)"),
     ("--seed", "seed", int, "seed of text, jitter and faults"),
@@ -85,6 +87,13 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="a server parameter (YAML value; dotted keys for nested fields)",
     )
+    parser.add_argument(
+        "--params-env",
+        metavar="VAR",
+        help="sim: read parameters from the JSON object in environment variable VAR first"
+        " (--set and flags win); how the emulator's vLLM stand-in passes a container's"
+        " TESTBED_SIM_PARAMS",
+    )
     sim = parser.add_argument_group("simulator (KIND sim)")
     for flag, key, kind, help_text in SIM_FLAGS:
         sim.add_argument(flag, dest=_dest(key), type=kind, help=help_text)
@@ -100,6 +109,7 @@ def handle(args: argparse.Namespace) -> int:
 
     serve, takes = _KINDS[args.kind]
     given = [flag for flag, key, _, _ in SIM_FLAGS if getattr(args, _dest(key)) is not None]
+    given += ["--params-env"] if args.params_env else []
     if given and "sim" not in takes:
         raise InputError(f"{', '.join(given)} only apply to `testbed serve sim`")
     if args.threads is not None and "threads" not in takes:
@@ -117,9 +127,39 @@ def sim_params(args: argparse.Namespace) -> Any:
     flags = {key: (flag, getattr(args, _dest(key))) for flag, key, _, _ in SIM_FLAGS}
     flags |= {"model_name": ("--model", args.model), "dtype": ("--dtype", args.dtype)}
     flags["protocols"] = ("--protocols", args.protocols)
+    overrides = [*_env_overrides(args.params_env), *args.overrides]
     return settings_from(
-        SimParams, args.overrides, flags, what="simulator parameter", example="itl_ms=5"
+        SimParams, overrides, flags, what="simulator parameter", example="itl_ms=5"
     )
+
+
+def _env_overrides(var: str | None) -> list[str]:
+    """``KEY=JSON`` overrides from the JSON object in ``$var`` (none when unset or empty)."""
+    import json
+    import os
+
+    from testbed.core.errors import InputError
+
+    text = os.environ.get(var, "").strip() if var else ""
+    if not text:
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"--params-env {var}: ${var} is not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"--params-env {var}: ${var} must be a JSON object of parameters")
+    out: list[str] = []
+
+    def flatten(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                flatten(f"{prefix}{key}.", inner)
+        else:
+            out.append(f"{prefix[:-1]}={json.dumps(value)}")
+
+    flatten("", data)
+    return out
 
 
 def _serve_hf(args: argparse.Namespace) -> int:

@@ -33,6 +33,8 @@ class Endpoint:
     tokenizer: str | None = None  # a local folder for client-side token counting
     api_key: str | None = None
     metrics_path: str | None = "/metrics"
+    #: where metrics_path is served when not at base_url (a stack's metrics Service)
+    metrics_url: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     tls: Tls = field(default_factory=Tls)
     grpc_target: str | None = None  # host:port of the TGIS gRPC service (protocol tgis)

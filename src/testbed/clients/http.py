@@ -6,6 +6,12 @@ streamed request, and a general client spends several. This one is an ``asyncio.
 ``Content-Length`` or chunked bodies), and hands every body fragment to a *sink* together
 with the monotonic time at which the bytes were read from the socket.
 
+A connection that closes before its response's head is complete raises
+:class:`HttpClientError` (no answer came); one that closes after the head but before the
+body's framing ended (Content-Length not reached, no last chunk) ends the response with the
+sink's ``on_cut``: the server answered, then cut its answer short, and the sink (which knows
+the protocol) makes that the response's error.
+
 The I/O seam is the :data:`Connector`: a coroutine that, given a protocol factory, returns a
 connected ``(transport, protocol)`` pair. :func:`tcp_connector` is the real one; tests pass
 their own to feed scripted bytes (STYLE.md habit 9).
@@ -14,6 +20,8 @@ their own to feed scripted bytes (STYLE.md habit 9).
 from __future__ import annotations
 
 import asyncio
+import errno
+import resource
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -22,19 +30,21 @@ from urllib.parse import urlsplit
 from testbed.clients.endpoint import Endpoint, Tls
 from testbed.clients.tls import ssl_context
 from testbed.core.clock import monotonic_ns
-from testbed.core.errors import InfrastructureError, InputError
+from testbed.core.errors import InfrastructureError
 from testbed.core.secrets import resolve
+from testbed.core.urls import DEFAULT_PORTS, check_base_url
 
 Connector = Callable[
     [Callable[[], asyncio.Protocol]], Awaitable[tuple[asyncio.BaseTransport, asyncio.Protocol]]
 ]
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: How long :meth:`ConnectionPool.aclose` waits for connections to end (TLS shutdown).
 _CLOSE_WAIT_S = 2.0
 
 # Parser states of one response.
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
+#: States inside a body whose end its framing marks: a close there cuts the body short.
+_BODY = frozenset((_LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER))
 
 
 class HttpClientError(InfrastructureError):
@@ -54,6 +64,36 @@ class BodySink(Protocol):
     def on_data(self, data: bytes, t_ns: int) -> None: ...
 
     def on_end(self, t_ns: int) -> None: ...
+
+    def on_cut(self, reason: str, t_ns: int) -> None:
+        """The connection closed after the head, before the body's framing ended; nothing
+        more comes (called instead of ``on_end``)."""
+
+
+class _Discard:
+    """A sink that keeps only the status (for :meth:`ConnectionPool.reachable`)."""
+
+    status = 0
+
+    def on_sent(self, t_ns: int) -> None:
+        del t_ns
+
+    def on_head(self, status: int, headers: dict[str, str], t_ns: int) -> None:
+        del headers, t_ns
+        self.status = status
+
+    def on_data(self, data: bytes, t_ns: int) -> None:
+        del data, t_ns
+
+    def on_end(self, t_ns: int) -> None:
+        del t_ns
+
+    def on_cut(self, reason: str, t_ns: int) -> None:
+        del reason, t_ns
+
+
+def _open_files_limit() -> int:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Connector:
@@ -75,6 +115,12 @@ def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Co
                 " with tls.verify: false (--insecure)"
             ) from exc
         except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):  # ours, not the server's
+                raise HttpClientError(
+                    f"cannot connect to {host}:{port}: this process has no file descriptor"
+                    f" left ({exc.strerror}; ulimit -n is {_open_files_limit()}) — fewer"
+                    " requests in flight, or more load processes"
+                ) from exc
             raise HttpClientError(
                 f"cannot connect to {host}:{port}: {exc.strerror or exc};"
                 " is the server running and the URL right?"
@@ -115,6 +161,8 @@ class _Connection(asyncio.Protocol):
             self.lost.set_result(None)
         if self._state == _UNTIL_CLOSE:
             self._finish(monotonic_ns())
+        elif self._state in _BODY and self._sink is not None:
+            self._finish(monotonic_ns(), cut=self._cut_reason(exc))
         elif self._done is not None and not self._done.done():
             reason = f": {exc}" if exc else ""
             self._done.set_exception(HttpClientError(f"connection closed mid-response{reason}"))
@@ -148,14 +196,25 @@ class _Connection(asyncio.Protocol):
             self._done.set_exception(exc)
         self.abort()
 
-    def _finish(self, t_ns: int) -> None:
+    def _finish(self, t_ns: int, cut: str | None = None) -> None:
         sink, done = self._sink, self._done
         self._sink, self._state = None, _DONE
         self.reusable = self._keep_alive and not self.closed and not self._buf
         if sink is not None:
-            sink.on_end(t_ns)
+            if cut is None:
+                sink.on_end(t_ns)
+            else:
+                sink.on_cut(cut, t_ns)
         if done is not None and not done.done():
             done.set_result(None)
+
+    def _cut_reason(self, exc: Exception | None) -> str:
+        """How the body was left unfinished, for the response's error."""
+        if self._state == _LENGTH:
+            what = f"{self._left} bytes of its Content-Length missing"
+        else:
+            what = "chunked body without its last chunk"
+        return f"{what}{f': {exc}' if exc else ''}"
 
     # parsing ----------------------------------------------------------------------------
     def _parse(self, buf: bytes, t_ns: int) -> None:
@@ -269,13 +328,10 @@ class ConnectionPool:
         max_connections: int = 1024,
         tls: Tls | None = None,
     ) -> None:
-        parts = urlsplit(base_url)
-        if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-            raise InputError(
-                f"unsupported URL {base_url!r}: give http://host:port or https://host:port"
-            )
+        parts = urlsplit(check_base_url(base_url))  # InputError if it is none
+        assert parts.hostname is not None
         self.base_path = parts.path.rstrip("/")
-        default = _DEFAULT_PORTS[parts.scheme]
+        default = DEFAULT_PORTS[parts.scheme]
         port = parts.port or default
         host_header = parts.hostname if port == default else f"{parts.hostname}:{port}"
         context = ssl_context(tls or Tls()) if parts.scheme == "https" else None
@@ -329,6 +385,18 @@ class ConnectionPool:
                 self._release(conn)
                 return t_sent
         raise AssertionError("unreachable")
+
+    async def reachable(self, timeout_s: float = 2.0) -> bool:
+        """Whether the server answers a new request now (``GET /health``, any status): after
+        an answer cut short, it tells a server that cut it from one that went away. A dying
+        process's listening socket may still accept a connection, so a connection alone
+        proves nothing; an answer does."""
+        probe = _Discard()
+        try:
+            await self.send(self.encode("GET", "/health"), probe, timeout_s)
+        except (HttpClientError, TimeoutError):
+            return False
+        return probe.status > 0
 
     async def warm(self, connections: int) -> None:
         """Open connections ahead of a load stage so that its first requests do not pay

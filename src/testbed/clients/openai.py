@@ -3,7 +3,7 @@
 Requests are plain dicts (the OpenAI body); :func:`complete` sends one and returns a
 :class:`~testbed.clients.response.Response`. Streamed requests ask for
 ``stream_options.include_usage`` so the server's token counts arrive in the last chunk.
-:func:`list_models` and :func:`discover_model` read ``GET /v1/models``.
+:func:`list_models`, :func:`discover_model` and :func:`find_model` read ``GET /v1/models``.
 """
 
 from __future__ import annotations
@@ -11,10 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from testbed.clients.http import ConnectionPool
-from testbed.clients.response import BodySinkJson, Response, Sink, StreamSink
+from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.response import BodySinkJson, Ending, Response, Sink, StreamSink
+from testbed.core.errors import InputError
 
 Api = Literal["completions", "chat"]
+
+#: A complete answer: a stream ends with ``data: [DONE]``; either form names a finish reason.
+ENDING = Ending("data: [DONE]")
 
 PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
@@ -67,8 +71,8 @@ def encode(pool: ConnectionPool, api: Api, request: dict[str, Any], *, stream: b
 def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes an OpenAI response (streamed or not)."""
     if stream:
-        return StreamSink(decode_chunk, keep_raw=keep_raw)
-    return BodySinkJson(decode_chunk, keep_raw=keep_raw)
+        return StreamSink(decode_chunk, keep_raw=keep_raw, ending=ENDING)
+    return BodySinkJson(decode_chunk, keep_raw=keep_raw, ending=ENDING)
 
 
 async def complete(
@@ -84,7 +88,8 @@ async def complete(
 
     ``keep_raw`` keeps every parsed JSON chunk in ``Response.raw`` (logprobs live there).
     Connection failures raise :class:`~testbed.clients.http.HttpClientError`; an HTTP error
-    status is returned as ``Response.error``.
+    status, an error event and an answer cut short (no ``[DONE]``, no finish reason, the
+    connection closed mid-body) are returned as ``Response.error``.
     """
     target = sink(stream=stream, keep_raw=keep_raw)
     response = target.response
@@ -92,20 +97,62 @@ async def complete(
     return response
 
 
+async def get(pool: ConnectionPool, path: str, timeout_s: float = 10.0) -> Response:
+    """``GET path``: the response, its JSON body (if it was JSON) in ``raw``. A server that
+    does not answer within ``timeout_s`` is an :class:`HttpClientError`."""
+    target = BodySinkJson(lambda _r, _o, _t: None, keep_raw=True)
+    try:
+        await pool.send(pool.encode("GET", path), target, timeout_s)
+    except TimeoutError:
+        raise HttpClientError(f"GET {path}: no answer within {timeout_s:g} s") from None
+    return target.response
+
+
 async def get_json(pool: ConnectionPool, path: str, timeout_s: float = 10.0) -> Any:
     """``GET path`` and the parsed JSON body (None on a non-2xx status)."""
-    target = BodySinkJson(lambda _r, _o, _t: None, keep_raw=True)
-    await pool.send(pool.encode("GET", path), target, timeout_s)
-    response = target.response
+    response = await get(pool, path, timeout_s)
     return response.raw[0] if response.ok and response.raw else None
+
+
+async def find_model(pool: ConnectionPool, timeout_s: float = 10.0, hint: str = "") -> str:
+    """The first model ``GET /v1/models`` lists. When it lists none, an :class:`InputError`
+    says what the URL answered instead (an HTML page, a 404, JSON without models: the URL
+    is wrong, or the model must be named — ``hint`` says how); a server error or no answer
+    is an :class:`HttpClientError`."""
+    response = await get(pool, "/v1/models", timeout_s)
+    found = _model_ids(response.raw[0]) if response.ok and response.raw else []
+    if found:
+        return found[0]
+    status, kind = response.status, response.headers.get("content-type", "").split(";")[0]
+    if status >= 500:
+        raise HttpClientError(f"GET /v1/models answered {response.error}")
+    fix = f" — check the URL, or {hint}" if hint else " — check the URL"
+    if "html" in kind:
+        what = f"an HTML page (HTTP {status}: a login page, a proxy, a web UI?), not a model list"
+    elif status in (401, 403):
+        what = f"HTTP {status}: it wants an API key"
+        fix = " — give it with --api-key-env NAME (campaign: api_key: ${env:NAME})"
+    elif status == 404:
+        what = "404 Not Found: no OpenAI-style API at this base URL (a TGI server? --api tgi)"
+    elif not 200 <= status < 300:
+        what = f"{response.error}"
+    elif not response.raw:
+        what = f"HTTP {status} with a body that is not JSON ({kind or 'no content type'})"
+    else:
+        what = f"JSON that lists no model: {json.dumps(response.raw[0])[:120]}"
+    raise InputError(f"GET /v1/models answered {what}{fix}")
+
+
+def _model_ids(body: Any) -> list[str]:
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return []
+    return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
 
 
 async def list_models(pool: ConnectionPool, timeout_s: float = 10.0) -> list[str]:
     """The model ids the server lists at ``GET /v1/models`` (empty if it lists none)."""
-    body = await get_json(pool, "/v1/models", timeout_s)
-    if not isinstance(body, dict):
-        return []
-    return [str(item["id"]) for item in body.get("data", []) if isinstance(item, dict)]
+    return _model_ids(await get_json(pool, "/v1/models", timeout_s))
 
 
 async def discover_model(pool: ConnectionPool, timeout_s: float = 10.0) -> str | None:

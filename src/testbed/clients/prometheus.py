@@ -81,6 +81,7 @@ class _TextSink:
     def __init__(self) -> None:
         self.status = 0
         self.parts: list[bytes] = []
+        self.cut: str | None = None
 
     def on_sent(self, t_ns: int) -> None:
         del t_ns
@@ -96,6 +97,10 @@ class _TextSink:
     def on_end(self, t_ns: int) -> None:
         del t_ns
 
+    def on_cut(self, reason: str, t_ns: int) -> None:
+        del t_ns
+        self.cut = reason
+
 
 async def scrape(
     pool: ConnectionPool, path: str, timeout_s: float = 5.0
@@ -106,4 +111,6 @@ async def scrape(
     await pool.send(pool.encode("GET", path), sink, timeout_s)
     if not 200 <= sink.status < 300:
         raise MetricsError(f"GET {path} answered HTTP {sink.status}")
+    if sink.cut is not None:  # a part of the counters would read as their values
+        raise MetricsError(f"GET {path}: the body was cut short ({sink.cut})")
     return parse(b"".join(sink.parts).decode("utf-8", "replace"))

@@ -4,7 +4,14 @@ A :class:`Response` keeps the raw observations of one request: the monotonic tim
 sent, its head arrived, each non-empty content chunk arrived and it ended, the server's
 ``usage`` and finish reason, and (when asked) the parsed JSON chunks. Protocol modules
 (:mod:`~testbed.clients.openai`, :mod:`~testbed.clients.tgi`) supply only a *decoder*:
-a function that reads one parsed JSON object into the response.
+a function that reads one parsed JSON object into the response — and an :class:`Ending`:
+what a complete answer of theirs ends with.
+
+An answer that does not end that way was cut short, and that is the server's error of the
+request, never a success: a stream without its terminator (OpenAI's ``data: [DONE]``, TGI's
+final event), an answer without a finish reason, a connection closed before the body's
+framing ended (:meth:`on_cut`). HTTP allows a body delimited by the connection's close, so
+only the protocol's own terminator tells a finished stream from a dead server.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ class Response:
     t_done_ns: int = 0
     connect_ns: int = 0  # time spent opening a new connection before sending (0: reused)
     events: int = 0  # stream events received (content or not)
+    ended: bool = False  # the protocol's end-of-answer marker arrived (see Ending)
 
     @property
     def ok(self) -> bool:
@@ -50,16 +58,61 @@ class Response:
         return self.chunks[0][0] - self.t_sent_ns if self.chunks else None
 
 
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """How a complete answer of one protocol ends. ``marker`` names, for the error message,
+    what a stream's last event carries (the decoder or the sink sets ``Response.ended`` when
+    it arrives); ``finish_reason``: a complete answer also says why it stopped (TGI's says
+    so only when ``details`` were asked, which its decoder checks itself)."""
+
+    marker: str
+    finish_reason: bool = True
+
+
+def cut_short(
+    response: Response, ending: Ending, *, stream: bool, how: str, cut: bool
+) -> str | None:
+    """Why the 2xx ``response`` is not a complete answer (None when it is). ``how`` says how
+    its body ended, ``cut`` whether the connection closed before the body's framing did."""
+    chunks = plural(len(response.chunks), "text chunk")
+    if stream and (cut or not response.ended):
+        return f"stream cut short: {how} after {chunks}, without {ending.marker}"
+    if cut:
+        return f"response body cut short: {how}"
+    if ending.finish_reason and response.finish_reason is None:
+        what = f"stream ended ({ending.marker})" if stream else "answer"
+        return f"{what} without a finish reason, after {chunks}"
+    return None
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 text chunk``, ``3 text chunks``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 class _Sink:
     """Common head/error handling: a non-2xx body is buffered and becomes ``error``."""
 
-    __slots__ = ("_decode", "_error_body", "keep_raw", "response")
+    __slots__ = (
+        "_cut",
+        "_decode",
+        "_ending",
+        "_error_body",
+        "_until_close",
+        "keep_raw",
+        "response",
+    )
 
-    def __init__(self, decode: Decoder, *, keep_raw: bool = False) -> None:
+    def __init__(
+        self, decode: Decoder, *, keep_raw: bool = False, ending: Ending | None = None
+    ) -> None:
         self.response = Response()
         self._decode = decode
+        self._ending = ending
         self.keep_raw = keep_raw
         self._error_body: list[bytes] | None = None
+        self._cut: str | None = None  # how the connection closed mid-body, if it did
+        self._until_close = False  # the body ends when the connection closes (no framing)
 
     def on_connect(self, connect_ns: int) -> None:
         self.response.connect_ns = connect_ns
@@ -71,15 +124,44 @@ class _Sink:
         self.response.status = status
         self.response.headers = headers
         self.response.t_first_byte_ns = t_ns
+        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "")
+        self._until_close = not framed
         if not 200 <= status < 300:
             self._error_body = []
+
+    def on_cut(self, reason: str, t_ns: int) -> None:
+        """The connection closed before the body's framing ended: the response is over,
+        incomplete."""
+        self._cut = reason
+        self.on_end(t_ns)
+
+    def on_end(self, t_ns: int) -> None:
+        raise NotImplementedError
 
     def _end_error(self) -> bool:
         if self._error_body is None:
             return False
         body = b"".join(self._error_body).decode("utf-8", "replace").strip()
-        self.response.error = f"HTTP {self.response.status}: {body[:300]}"
+        cut = f" (cut short: {self._cut})" if self._cut else ""
+        self.response.error = f"HTTP {self.response.status}: {body[:300]}{cut}"
         return True
+
+    def _check_ending(self, *, stream: bool, note: str = "") -> None:
+        """A 2xx answer without another error must have ended as its protocol ends."""
+        response, ending = self.response, self._ending
+        if response.error is not None:
+            return
+        if self._cut is not None:
+            how = f"the connection closed mid-body ({self._cut})"
+        elif self._until_close:
+            how = "the server closed the connection"
+        else:
+            how = "the stream ended" if stream else "the body ended"
+        cut = self._cut is not None
+        if ending is not None:
+            response.error = cut_short(response, ending, stream=stream, how=how + note, cut=cut)
+        elif cut:
+            response.error = f"response body cut short: {how}"
 
 
 class StreamSink(_Sink):
@@ -88,8 +170,10 @@ class StreamSink(_Sink):
 
     __slots__ = ("_sse",)
 
-    def __init__(self, decode: Decoder, *, keep_raw: bool = False) -> None:
-        super().__init__(decode, keep_raw=keep_raw)
+    def __init__(
+        self, decode: Decoder, *, keep_raw: bool = False, ending: Ending | None = None
+    ) -> None:
+        super().__init__(decode, keep_raw=keep_raw, ending=ending)
         self._sse = SseParser()
 
     def on_data(self, data: bytes, t_ns: int) -> None:
@@ -99,6 +183,7 @@ class StreamSink(_Sink):
         response, decode = self.response, self._decode
         for payload in self._sse.feed(data):
             if payload == b"[DONE]":
+                response.ended = True
                 continue
             response.events += 1
             try:
@@ -115,6 +200,8 @@ class StreamSink(_Sink):
         response.t_done_ns = t_ns
         if not self._end_error():
             response.text = "".join(text for _, text in response.chunks)
+            note = " inside an unfinished event" if self._sse.pending else ""
+            self._check_ending(stream=True, note=note)
 
 
 class BodySinkJson(_Sink):
@@ -123,8 +210,10 @@ class BodySinkJson(_Sink):
 
     __slots__ = ("_parts",)
 
-    def __init__(self, decode: Decoder, *, keep_raw: bool = True) -> None:
-        super().__init__(decode, keep_raw=keep_raw)
+    def __init__(
+        self, decode: Decoder, *, keep_raw: bool = True, ending: Ending | None = None
+    ) -> None:
+        super().__init__(decode, keep_raw=keep_raw, ending=ending)
         self._parts: list[bytes] = []
 
     def on_data(self, data: bytes, t_ns: int) -> None:
@@ -137,15 +226,21 @@ class BodySinkJson(_Sink):
             self._error_body = self._parts
             self._end_error()
             return
+        if self._cut is not None:  # never decode part of a body as if it were the answer
+            self._check_ending(stream=False)
+            return
         try:
             obj = orjson.loads(b"".join(self._parts))
         except ValueError as exc:
-            response.error = f"undecodable response body: {exc}"
+            cut = " (the server closed the connection inside it?)" if self._until_close else ""
+            response.error = f"undecodable response body{cut}: {exc}"
             return
         if self.keep_raw:
             response.raw.append(obj)
+        response.ended = True
         self._decode(response, obj, t_ns)
         response.text = "".join(text for _, text in response.chunks)
+        self._check_ending(stream=False)
 
 
 #: Either sink; both satisfy :class:`~testbed.clients.http.BodySink`.

@@ -45,6 +45,11 @@ class SseParser:
         events = [_parse_block(block) for block in self._blocks(data) if block]
         return [event for event in events if event is not None]
 
+    @property
+    def pending(self) -> bool:
+        """Bytes of an event not finished yet (a stream that ends now ends inside it)."""
+        return bool(self._buf.strip())
+
     def _blocks(self, data: bytes) -> list[bytes]:
         buf = self._buf + data if self._buf else data
         tail = b""

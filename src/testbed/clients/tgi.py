@@ -2,7 +2,8 @@
 
 A TGI request is ``{"inputs": prompt, "parameters": {...}}``. Each stream event carries one
 token (``token.text``; special tokens are not content); the last one carries
-``generated_text`` and ``details`` (finish reason, generated token count). The server's
+``generated_text`` and ``details`` (finish reason, generated token count): a stream without
+that final event was cut short (:data:`ENDING`). The server's
 counts are exposed in OpenAI shape (``completion_tokens``, and ``prompt_tokens`` when the
 details include the prefill) so downstream code reads one ``usage`` format.
 """
@@ -13,9 +14,12 @@ import json
 from typing import Any
 
 from testbed.clients.http import ConnectionPool
-from testbed.clients.response import BodySinkJson, Response, Sink, StreamSink
+from testbed.clients.response import BodySinkJson, Ending, Response, Sink, StreamSink
 
 PATHS = {True: "/generate_stream", False: "/generate"}
+#: A stream ends with the event carrying ``generated_text`` (and ``details`` when asked,
+#: which always hold the finish reason: :func:`decode_event` checks that).
+ENDING = Ending("the final event (generated_text, details)", finish_reason=False)
 
 
 def decode_event(response: Response, obj: Any, t_ns: int) -> None:
@@ -31,8 +35,12 @@ def decode_event(response: Response, obj: Any, t_ns: int) -> None:
     elif obj.get("generated_text"):  # a whole (non-streamed) body
         response.chunks.append((t_ns, obj["generated_text"]))
     details = obj.get("details")
+    if obj.get("generated_text") is not None or details is not None:
+        response.ended = True
     if details:
         response.finish_reason = details.get("finish_reason")
+        if not response.finish_reason:
+            response.error = f"details without a finish_reason: {str(details)[:200]}"
         usage: dict[str, Any] = {}
         if details.get("generated_tokens") is not None:
             usage["completion_tokens"] = details["generated_tokens"]
@@ -63,8 +71,8 @@ def encode(pool: ConnectionPool, request: dict[str, Any], *, stream: bool) -> by
 def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes a TGI response (streamed or not)."""
     if stream:
-        return StreamSink(decode_event, keep_raw=keep_raw)
-    return BodySinkJson(decode_event, keep_raw=keep_raw)
+        return StreamSink(decode_event, keep_raw=keep_raw, ending=ENDING)
+    return BodySinkJson(decode_event, keep_raw=keep_raw, ending=ENDING)
 
 
 async def generate(

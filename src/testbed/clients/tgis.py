@@ -23,6 +23,8 @@ content chunk per message with text, the server's counts as OpenAI-shaped ``usag
 HTTP-like ``status`` (INVALID_ARGUMENT 400, NOT_FOUND 404, RESOURCE_EXHAUSTED 429,
 UNAVAILABLE 503, others 500); a server that cannot be reached raises
 :class:`TgisConnectionError`, a deadline :class:`TimeoutError` — as the HTTP pool does.
+An answer that ends (status OK) without a stop reason — a stream closed before its last
+message — was cut short: that is ``Response.error`` too, the server's error of the request.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import Any
 
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import HttpClientError
-from testbed.clients.response import Response
+from testbed.clients.response import Response, plural
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError, InputError, MissingDependency
 from testbed.core.secrets import resolve
@@ -160,6 +162,7 @@ class TgisSink:
             _, pb, _ = modules()
             name = pb.StopReason.Name(message.stop_reason)
             response.finish_reason = FINISH.get(name, name.lower())
+            response.ended = True
         if self.keep_raw:
             response.raw.append(response_dict(message))
 
@@ -173,6 +176,16 @@ class TgisSink:
         response = self.response
         response.t_done_ns = t_ns
         response.text = "".join(text for _, text in response.chunks)
+        if response.error is None and not response.ended:
+            if self.stream:
+                response.error = (
+                    f"stream cut short: the stream ended after"
+                    f" {plural(len(response.chunks), 'text chunk')}"
+                    f" ({plural(response.events, 'message')}), without a stop_reason"
+                )
+            else:
+                response.error = "answer without a stop_reason (NOT_FINISHED)"
+            response.status = response.status or 200
 
 
 def sink(*, stream: bool, keep_raw: bool = False) -> TgisSink:

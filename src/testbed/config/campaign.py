@@ -9,6 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from testbed.config.ab import AbProbe
 from testbed.config.correctness import CorrectnessProbe
+from testbed.config.criteria import Criterion
 from testbed.config.deployments import Deployment, Strict
 from testbed.config.diagnostics import located
 from testbed.config.execution import Execution
@@ -16,6 +17,8 @@ from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
 from testbed.config.server_kinds import kind_of, provisioned
+from testbed.config.stacks import StackDeployment
+from testbed.config.steps import COMMAND_KEY, LeaseSettings, Steps
 from testbed.core.secrets import is_reference
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -36,13 +39,43 @@ class LocalBackend(_BackendBase):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
 
     kind: Literal["local"] = "local"
+    gpus: list[int] | None = Field(
+        None,
+        description="GPU ids (nvidia-smi's indices) the run may use; default every GPU"
+        " nvidia-smi -L lists (within CUDA_VISIBLE_DEVICES). Without nvidia-smi on PATH these"
+        " ids are trusted as they are",
+    )
+    share_gpus: bool = Field(
+        False,
+        description="let workers that were given the same GPU run at once (default: a worker"
+        " never shares its GPUs; the others wait)",
+    )
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpus(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None:
+            if any(i < 0 for i in value):
+                raise ValueError(f"gpus {value} holds a negative id; give nvidia-smi's indices")
+            if len(set(value)) != len(value):
+                raise ValueError(f"gpus {value} repeats an id; list each GPU once")
+        return value
 
     def refusals(
         self, deployments: Sequence[Deployment]
     ) -> list[tuple[str, tuple[int | str, ...]]]:
         found = cluster_only_fields(deployments, "local")
         for i, d in enumerate(deployments):
-            if kind_of(d).provisioned and not kind_of(d).local:
+            if kind_of(d).stack:
+                found.append(
+                    (
+                        f"{d.name} is a stack of Kubernetes objects (server: manifests), which"
+                        " only a cluster can run — set backend: kubernetes (e.g. against"
+                        " `testbed cluster emulate`), or point server: external at it",
+                        ("deployments", i, "server"),
+                    )
+                )
+            elif kind_of(d).provisioned and not kind_of(d).local:
                 found.append(
                     (
                         f"server {d.server!r} cannot run on the local backend ({d.server} ships"
@@ -130,6 +163,9 @@ class KubernetesBackend(_BackendBase):
         "controller",
         description="where probes run: here (controller), or as a Job per treatment next to"
         " the servers (cluster; testbed's image runs `testbed worker --stream`)",
+    )
+    lease: LeaseSettings | None = Field(
+        None, description="take turns with other runs on this cluster (a Lease); --no-wait"
     )
     scheduled_timeout_s: float = Field(300.0, gt=0, description="seconds to be scheduled")
     ready_timeout_s: float = Field(900.0, gt=0, description="seconds to become ready")
@@ -219,7 +255,7 @@ class KubernetesBackend(_BackendBase):
                     ("deployments", i, "s3_endpoint_url"),
                 )
                 for i, d in enumerate(deployments)
-                if d.model.startswith("s3://") and not d.s3_endpoint_url
+                if d.model.startswith("s3://") and not getattr(d, "s3_endpoint_url", "-")
             ]
             if not any(d.model.startswith("s3://") for d in deployments):
                 found.append(
@@ -242,7 +278,8 @@ class ExternalBackend(_BackendBase):
         return cluster_only_fields(deployments, "external") + [
             (
                 f"backend external provisions nothing, but {d.name} needs a {d.server} server"
-                " — use `server: external` with a url, or backend: local",
+                " — use `server: external` with a url, or backend:"
+                f" {'kubernetes' if kind_of(d).stack else 'local'}",
                 ("deployments", i, "server"),
             )
             for i, d in enumerate(deployments)
@@ -256,6 +293,8 @@ def cluster_only_fields(
     """Fields only a cluster honours are refused elsewhere, never silently ignored."""
     found: list[tuple[str, tuple[int | str, ...]]] = []
     for i, d in enumerate(deployments):
+        if isinstance(d, StackDeployment):
+            continue  # a stack has none of these fields (and is refused off a cluster)
         for path, what, given in (
             (("image",), "is a container image, used only by", d.image is not None),
             (
@@ -319,7 +358,20 @@ class Campaign(Strict):
     scale: ScaleProbe | None = None
     execution: Execution = Field(default_factory=Execution)
     results: Results = Field(default_factory=Results)
+    criteria: list[Criterion] = Field(
+        default_factory=list,
+        description="verdicts comparing treatments of the run: a metric, a baseline and"
+        " candidates chosen by factor values, a margin",
+    )
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    vars: dict[str, Any] = Field(
+        default_factory=dict, description="free-form values for templates ({{ vars.NAME }})"
+    )
+    steps: Steps = Field(default_factory=Steps, description="user steps by phase (TOPSAIL)")
+    commands: dict[COMMAND_KEY, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="named commands' arguments, by [prefix/]group.command[/suffix]",
+    )
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -334,7 +386,12 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Campaign:
-        problem = self._reference_problem() or self._probe_problem() or self._tgis_problem()
+        problem = (
+            self._reference_problem()
+            or self._probe_problem()
+            or self._tgis_problem()
+            or self._criteria_problem()
+        )
         if problem is None:
             refused = self.backend.refusals(self.deployments)
             problem = refused[0] if refused else None
@@ -342,6 +399,31 @@ class Campaign(Strict):
             message, at = problem
             raise located(message, *at)
         return self
+
+    def _criteria_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
+        """A criterion chooses treatments by matrix factors of a load probe."""
+        if self.criteria and self.load is None:
+            return ("criteria compare load metrics — add a load: section", ("criteria",))
+        factors = dict(self.matrix.factors) if self.matrix is not None else {}
+        for i, criterion in enumerate(self.criteria):
+            choices: list[tuple[tuple[int | str, ...], dict[str, Any]]] = [
+                (("baseline",), criterion.baseline),
+                *((("candidates", j), c) for j, c in enumerate(criterion.candidates)),
+            ]
+            for where, chosen in choices:
+                for key, value in chosen.items():
+                    if key not in factors:
+                        return (
+                            f"'{key}' is not a matrix factor, so it chooses no treatment —"
+                            f" use one of: {', '.join(factors) or '(no factors)'}",
+                            ("criteria", i, *where),
+                        )
+                    if value not in factors[key]:
+                        return (
+                            f"{key}: {value!r} is not one of its levels {factors[key]}",
+                            ("criteria", i, *where),
+                        )
+        return None
 
     def _probe_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
         if not any((self.correctness, self.load, self.ab, self.scale)):

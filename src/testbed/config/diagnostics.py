@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
 from testbed.config.provenance import Path, Provenance
+from testbed.config.server_kinds import KINDS
 
 #: The error type of :func:`located` problems.
 LOCATED = "located"
@@ -70,6 +71,8 @@ def data_path(loc: tuple[Any, ...], data: Any) -> Path:
     node = data
     for part in loc:
         inside_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if isinstance(node, dict) and part in (node.get("server"), node.get("kind")):
+            continue  # the union's tag (``server: manifests`` also has a manifests: field)
         if (isinstance(node, dict) and part in node) or inside_list:
             path.append(part)
             node = node[part]
@@ -87,7 +90,7 @@ def data_path(loc: tuple[Any, ...], data: Any) -> Path:
 def _looks_like_tag(part: str) -> bool:
     return (
         "[" in part
-        or part in {"sim", "hf", "vllm", "tgi", "tgis", "external"}
+        or part in KINDS
         or part
         in {
             "local",

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from testbed.config.deployments import Strict
+from testbed.config.steps import Capture
 
 
 class Phases(Strict):
@@ -36,3 +37,16 @@ class Execution(Strict):
     cpu_budget: float | None = Field(None, gt=0, description="cores (default: this machine's)")
     seed: int = Field(0, description="seeds case shuffling and synthetic workloads")
     phases: Phases = Field(default_factory=Phases)
+    toolbox: str = Field(
+        "toolbox",
+        description="folder of the named commands' scripts (group/command), relative to the"
+        " campaign's folder",
+    )
+    capture: Capture = Field(
+        default_factory=Capture, description="state and Prometheus captured around treatments"
+    )
+    keep: bool = Field(
+        False,
+        description="leave the servers and the stack running after the test (no final cleanup);"
+        " `testbed cleanup DIR` removes them",
+    )

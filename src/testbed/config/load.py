@@ -16,7 +16,7 @@ from testbed.config.server_metrics import ServerMetrics
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 # -- token length distributions -------------------------------------------------------------

@@ -17,10 +17,10 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from testbed.config.provenance import Origin, Path, Provenance
+from testbed.config.yamlsource import safe_load
 from testbed.core.errors import CampaignError, InputError
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -97,13 +97,7 @@ def parse_set(text: str, example: str = "load.concurrency=8") -> tuple[str, Any]
         raise CampaignError(f"--set {text}: expected KEY=VALUE, e.g. --set {example}")
     if any(not part for part in key.split(".")):
         raise CampaignError(f"--set {text}: '{key}' is not a dotted key, e.g. --set {example}")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise CampaignError(
-            f"--set {text}: the value is not valid YAML ({problem}) — quote it if it is text"
-        ) from None
+    value = safe_load(raw, f"--set {text}", " — quote it if it is text") if raw.strip() else ""
     return key, value
 
 

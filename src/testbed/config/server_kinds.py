@@ -47,6 +47,14 @@ class ServerKind:
     default_batch: int | None = None
     #: The KV cache is one preallocated pool (``params.kv_cache_gb``), not per sequence.
     kv_pool: bool = False
+    #: A stack of Kubernetes objects the cluster backend applies (``server: manifests``):
+    #: no adapter's pod, none of the pod fields (image, placement, limits).
+    stack: bool = False
+
+    @property
+    def pod(self) -> bool:
+        """Provisioned as one pod built from the kind's adapter."""
+        return self.provisioned and not self.stack
 
 
 KINDS: dict[str, ServerKind] = {
@@ -79,6 +87,12 @@ KINDS: dict[str, ServerKind] = {
         ),
         ServerKind(
             "tgis", protocols=("tgis",), tgis_by="always", under_test=True, default_batch=32
+        ),
+        ServerKind(
+            "manifests",
+            tgis_fix="use openai for it",
+            weights=False,
+            stack=True,
         ),
         ServerKind(
             "external",

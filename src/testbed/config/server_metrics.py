@@ -15,7 +15,7 @@ class ServerMetrics(BaseModel):
     """When and how often to scrape, and how far the server's token counts may differ from
     the client's before the difference is flagged."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     enabled: bool = Field(
         True,

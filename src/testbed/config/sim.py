@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Jitter(_Strict):
@@ -127,6 +127,23 @@ class SimParams(_Strict):
         description="Requests queued beyond max_concurrency (None: unlimited); more get 503.",
     )
 
+    # -- KV cache (off by default: admission is by max_concurrency alone)
+    kv_cache_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="KV-cache capacity (tokens): a request holds its prompt + output tokens"
+        " (in whole blocks) while it runs, and waits while they do not fit; None: unlimited.",
+    )
+    block_size: int = Field(
+        default=16, ge=1, description="Tokens per KV-cache block (vLLM's --block-size)."
+    )
+    prefix_caching: bool = Field(
+        default=False,
+        description="Keep finished requests' full prompt blocks cached (LRU within"
+        " kv_cache_tokens); a prompt's cached leading blocks skip prefill. Needs"
+        " kv_cache_tokens (vLLM's --enable-prefix-caching).",
+    )
+
     faults: Faults = Field(default_factory=Faults)
 
     # -- front doors
@@ -158,8 +175,22 @@ class SimParams(_Strict):
 
     @model_validator(mode="after")
     def _queue_needs_limit(self) -> SimParams:
-        if self.max_waiting is not None and self.effective_concurrency is None:
-            raise ValueError("max_waiting needs max_concurrency (or max_batch_size) to be set")
+        unbounded = self.effective_concurrency is None and self.kv_cache_tokens is None
+        if self.max_waiting is not None and unbounded:
+            raise ValueError(
+                "max_waiting needs max_concurrency (or max_batch_size, or kv_cache_tokens)"
+                " to be set"
+            )
+        if self.prefix_caching and self.kv_cache_tokens is None:
+            raise ValueError(
+                "prefix_caching needs kv_cache_tokens (the capacity cached blocks are evicted"
+                " within), e.g. kv_cache_tokens: 16384"
+            )
+        if self.kv_cache_tokens is not None and self.kv_cache_tokens < self.block_size:
+            raise ValueError(
+                f"kv_cache_tokens ({self.kv_cache_tokens}) is less than one block"
+                f" (block_size {self.block_size})"
+            )
         return self
 
     @property

@@ -9,8 +9,10 @@ what is and is not emulated, and where each part lives:
 - ``apiserver/``: the HTTP side (:class:`Emulator` owns the store and the HTTPS site);
 - ``storage/``: the :class:`Store`, watches, admission, CRDs, garbage collection;
 - ``controllers/``, ``scheduler/``, ``kubelet/``: the control plane's components;
-- ``machinery/``: what those share (controller loop, events, injected faults);
-- ``standins/``: software a real cluster runs that testbed plays (TGI/TGIS, Datashim);
+- ``machinery/``: what those share (controller loop, events, injected faults, handlers);
+- ``standins/``: software a real cluster runs that testbed plays (TGI/TGIS, Datashim, KServe's
+  InferenceService controller, a Gateway API implementation with llm-d's endpoint picker, vLLM
+  played by the simulator);
 - ``plane`` wires the components to an emulator; ``serve`` runs it in the foreground.
 
 This module is the emulator's public face: the CLI and tests use these names.
@@ -26,6 +28,7 @@ from testbed.emulator.machinery.faults import FaultRule
 from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
 from testbed.emulator.serve import serve_until_stopped
 from testbed.emulator.standins.tgi import Launcher, TgiStandIn
+from testbed.emulator.standins.vllm_sim import vllm_sim_stand_in
 from testbed.emulator.storage.errors import ApiError
 from testbed.emulator.storage.objects import clone
 from testbed.emulator.storage.store import Store
@@ -48,4 +51,5 @@ __all__ = [
     "attach",
     "clone",
     "serve_until_stopped",
+    "vllm_sim_stand_in",
 ]

@@ -30,7 +30,7 @@ from testbed.emulator.kubelet.pod import Host
 from testbed.emulator.kubelet.serving import register
 from testbed.emulator.machinery.faults import FaultRule
 from testbed.emulator.scheduler.scheduler import Scheduler
-from testbed.emulator.standins import datashim, datashim_mounts
+from testbed.emulator.standins import datashim, datashim_mounts, kserve
 
 if TYPE_CHECKING:
     from testbed.emulator.apiserver.server import Emulator
@@ -54,6 +54,11 @@ class PlaneSettings:
     faults: tuple[FaultRule, ...] = ()
     #: Serve Datashim's Dataset kind and act as its operator and webhook (``--datashim``).
     datashim: bool = False
+    #: Serve KServe's InferenceService kind and play its controller (``--kserve-stand-in``).
+    kserve_stand_in: bool = False
+    #: Program Gateways of the class testbed owns and route to InferencePools with the EPP
+    #: configuration the stack gives (``--gateway-stand-in``, ``standins.gateway``).
+    gateway_stand_in: bool = False
 
 
 class ControlPlane:
@@ -87,6 +92,16 @@ class ControlPlane:
         )
         if settings.datashim:
             self.controllers += (datashim.install(store),)
+        if settings.kserve_stand_in:
+            self.controllers += (kserve.install(store),)
+        if settings.gateway_stand_in:
+            from testbed.emulator.standins.gateway import GatewayStandIn
+
+            self.controllers += (GatewayStandIn(store, self._host_ports),)
+
+    def _host_ports(self, namespace: str, name: str) -> dict[int, int]:
+        runtime = self.kubelet.runtime(namespace, name)
+        return runtime.ports if runtime is not None else {}
 
     @property
     def logbook(self) -> LogBook:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.backends.base import Backend
+from testbed.config.loader import LoadedCampaign
 from testbed.core.errors import TestbedError
 from testbed.results.rundir import RESOLVED, RunDir
 
@@ -31,11 +33,32 @@ async def cleanup_run(path: Path) -> Cleanup:
     done = Cleanup()
     try:
         loaded = load_campaign(run_dir.path / RESOLVED)
+        loaded.base_dir = Path(run_dir.metadata().get("base_dir", "."))
         backend = make_backend(loaded, run_dir)
     except TestbedError as exc:
         done.notes.append(f"campaign not loadable ({exc}); ending local leftovers only")
         backend = LocalBackend(run_dir.path)
+    else:  # the user's final cleanup steps that have not run yet (execution.keep, a crash)
+        done.ended += await _final_steps(loaded, run_dir, backend)
     done.ended += await backend.cleanup_leftovers(run_dir.path)
     if not isinstance(backend, LocalBackend):
         done.ended += await LocalBackend(run_dir.path).cleanup_leftovers(run_dir.path)
     return done
+
+
+async def _final_steps(loaded: LoadedCampaign, run_dir: RunDir, backend: Backend) -> list[str]:
+    """Run the campaign's final cleanup steps that did not finish ok; say what ran."""
+    from testbed.execution.events import Silent
+    from testbed.execution.steps.session import make_runner
+
+    lines: list[str] = []
+
+    class Say(Silent):
+        def phase(self, name: str, detail: str = "") -> None:
+            if detail.endswith(("started", "earlier attempt")):
+                return
+            lines.append(f"{name}: {detail}")
+
+    steps, runner = make_runner(loaded, run_dir, backend, Say(), resume=True)
+    await runner.run_stage(steps, "final_cleanup")
+    return lines

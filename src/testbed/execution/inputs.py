@@ -25,6 +25,7 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
     """Raise CampaignError for the first named file or model that cannot be used."""
     _check_local_models(loaded)
     _check_scale_templates(loaded, plan)
+    _check_stacks(loaded, plan)
     for i, deployment in enumerate(loaded.campaign.deployments):
         bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
         if bundle:
@@ -46,6 +47,40 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
                 load_case_files([loaded.base_dir / path for path in config["cases"]])
 
 
+def check_api_keys(loaded: LoadedCampaign) -> None:
+    """An external deployment's ``api_key: ${env:NAME}`` must be set before a run starts
+    (CampaignError at its line), not found unset by the first request."""
+    import os
+
+    from testbed.core.secrets import names
+
+    for i, deployment in enumerate(loaded.campaign.deployments):
+        key = getattr(deployment, "api_key", None)
+        unset = [name for name in names(key or "") if name not in os.environ]
+        if unset:
+            at: DocPath = ("deployments", i, "api_key")
+            raise CampaignError(
+                f"{_where(loaded, at)}: deployments[{i}].api_key: environment variable"
+                f" {unset[0]} is not set — export {unset[0]}=… before running"
+            )
+
+
+def check_load_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Each load section (matrix levels included) must fit this machine's open files and
+    memory, when its load generator runs here (CampaignError at the field's line)."""
+    from testbed.config.load import LoadProbe
+    from testbed.probes.load.capacity import Limits, excess
+
+    limits = Limits.here()
+    for probe, config in _probe_configs(plan):
+        if probe != "load":
+            continue
+        found = excess(LoadProbe.model_validate(config), limits)
+        if found is not None:
+            at: DocPath = ("load", *found.field.split("."))
+            raise CampaignError(f"{_where(loaded, at)}: load.{found.field}: {found.message}")
+
+
 def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
     """Scale templates are rendered now: a missing file or placeholder is an input error."""
     if loaded.campaign.scale is None:
@@ -56,6 +91,34 @@ def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
     for probe, config in _probe_configs(plan):
         if probe == "scale":
             check_template(ScaleProbe.model_validate(config), loaded.base_dir)
+
+
+def _check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Each stack worker's manifests render with its values, parse, and hold what its
+    ``ready``/``endpoint``/``metrics`` name (placeholders: the run of ``testbed plan``)."""
+    stacks = [w for w in plan.workers.values() if kind_of(w.config).stack]
+    if not stacks:
+        return
+    from testbed.backends.kubernetes.stack import render_worker
+    from testbed.backends.kubernetes.stack_checks import reference_problems
+
+    index = {d.name: i for i, d in enumerate(loaded.campaign.deployments)}
+    backend = loaded.campaign.backend.model_dump(mode="json")
+    for worker in stacks:
+        i = index[worker.deployment]
+        combo = ", ".join(f"{k}={v}" for k, v in worker.params.items())
+        with_params = f" (with {combo})" if combo else ""
+        try:
+            objects = render_worker(f"{loaded.campaign.name}-plan", worker.id, worker.config,
+                                    backend, loaded.base_dir)  # fmt: skip
+        except InputError as exc:
+            at: DocPath = ("deployments", i, "manifests")
+            raise CampaignError(
+                f"{_where(loaded, at)}: deployments[{i}].manifests{with_params}: {exc}"
+            ) from None
+        for message, field in reference_problems(worker.config, objects):
+            at = ("deployments", i, *field)
+            raise CampaignError(f"{_where(loaded, at)}: deployments[{i}]: {message}{with_params}")
 
 
 def _check_local_models(loaded: LoadedCampaign) -> None:

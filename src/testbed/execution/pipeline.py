@@ -15,14 +15,17 @@ from typing import Any
 from testbed import __version__
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
-from testbed.config.server_kinds import provisioned
+from testbed.config.server_kinds import kind_of, provisioned
 from testbed.core.clock import wall_label
 from testbed.core.errors import InputError, Interrupted
 from testbed.core.ids import short_hash
-from testbed.execution.cluster_probes import check_shippable, remote_probe
+from testbed.execution.captures import Captures
+from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
-from testbed.execution.inputs import check_files
+from testbed.execution.inputs import check_api_keys, check_files, check_load_capacity
+from testbed.execution.steps import check_steps
+from testbed.execution.steps.session import StepSession
 from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting, write_summary
 from testbed.execution.worker_set import WorkerSetRunner
@@ -47,6 +50,7 @@ class RunOptions:
     # deployment name -> URL: provision nothing, probe these (``testbed worker --endpoint``)
     endpoints: Mapping[str, str] | None = None
     record_tee: Callable[[dict[str, Any]], None] | None = None  # ``testbed worker --stream``
+    no_wait: bool = False  # a shared cluster's Lease held by another run: exit 3, not wait
 
 
 @dataclass
@@ -63,15 +67,20 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     plan = expand(loaded)
     check_files(loaded, plan)
     check_shippable(loaded, plan)
+    if not in_cluster(loaded):  # a probe Job's pod has limits of its own
+        check_load_capacity(loaded, plan)
+    check_steps(loaded)  # templates, named commands, toolbox scripts, keep
     return plan
 
 
 def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) -> None:
     """A cluster campaign's kubeconfig, context or ``${env:}`` token, and the ``${env:}``
     keys of the Secrets its workers need (S3, hub token), must be usable before a run
-    directory exists (InputError, exit 2). Reads files and variables; sends nothing."""
+    directory exists (InputError, exit 2), as must the ``${env:}`` API keys of external
+    deployments. Reads files and variables; sends nothing."""
+    check_api_keys(loaded)
     if options.endpoints is None:
-        deployments = [w.config for w in plan.workers.values() if provisioned(w.config)]
+        deployments = [w.config for w in plan.workers.values() if kind_of(w.config).pod]
         backend = loaded.campaign.backend.model_dump(mode="json")
         backend_class(loaded.campaign.backend.kind).preflight(backend, deployments)
 
@@ -193,6 +202,30 @@ async def _phases(
         loaded.campaign.execution.fail_fast,
         asyncio.Event(),
     )
+    captures = Captures(backend, loaded.campaign.execution.capture)
+    runner.captures = captures if captures.active and options.endpoints is None else None
+
+    def say(message: str) -> None:
+        observer.phase("lease", message)
+
+    async with backend.exclusive(not options.no_wait, say):
+        return await _held(loaded, run_dir, plan, options, ledger, skip, backend, runner)
+
+
+async def _held(
+    loaded: LoadedCampaign,
+    run_dir: RunDir,
+    plan: Plan,
+    options: RunOptions,
+    ledger: Ledger,
+    skip: set[str],
+    backend: Backend,
+    runner: WorkerSetRunner,
+) -> RunOutcome:
+    """The phases, with the cluster's turn held (a shared cluster's Lease)."""
+    observer = options.observer
+    # a worker given --endpoint is the probe Job of a run whose steps run at its controller
+    steps = StepSession.open(loaded, run_dir, backend, observer, skip, options.endpoints is None)
     if "cleanup" not in skip:
         observer.phase("cleanup")
         for line in await backend.cleanup_leftovers(run_dir.path):
@@ -200,26 +233,56 @@ async def _phases(
     todo = [t for t in plan.planned() if t.id in ledger.to_run()]
     used = {w for t in todo for w in t.workers}
     try:  # from prepare on, what was made is released whatever happens
-        if "prepare" not in skip:
+        # a failing step stops the run: later phases are NOT RUN, the final cleanup runs
+        ok = "cleanup" in skip or await steps.stage("cleanup")
+        if ok and "prepare" not in skip:
             observer.phase("prepare")
             configs = [plan.workers[w].config for w in plan.workers if w in used]
             configs = [c for c in configs if provisioned(c)]
             for line in await backend.prepare(configs):
                 observer.phase("prepare", line)
-        todo = await _skip_infeasible(backend, plan, todo, ledger, observer, run_dir)
-        if "test" not in skip and todo:
-            observer.phase("test", f"{len(todo)} treatment(s)")
-            execution = loaded.campaign.execution
-            worker_sets = make_worker_sets(plan, todo, execution.unroll)
-            budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
-            await run_worker_sets(
-                worker_sets, execution, budget, _cost(plan, backend), runner, runner.stop
-            )
+            ok = await steps.stage("prepare")
+        if ok:
+            todo = await _skip_infeasible(backend, plan, todo, ledger, observer, run_dir)
+        if ok and "test" not in skip:
+            await _test(steps, todo, loaded, plan, options, backend, runner)
     finally:
-        if "final_cleanup" not in skip:
+        if loaded.campaign.execution.keep:
+            observer.phase("final cleanup", kept_message(run_dir))
+        elif "final_cleanup" not in skip:
             observer.phase("final cleanup")
+            await asyncio.shield(steps.stage("final_cleanup"))
             await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
     return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
+
+
+async def _test(
+    steps: StepSession,
+    todo: list[Treatment],
+    loaded: LoadedCampaign,
+    plan: Plan,
+    options: RunOptions,
+    backend: Backend,
+    runner: WorkerSetRunner,
+) -> None:
+    """The test phase: its steps before the treatments, the treatments, its steps after."""
+    if not await steps.stage("test"):
+        return
+    if todo:
+        options.observer.phase("test", f"{len(todo)} treatment(s)")
+        execution = loaded.campaign.execution
+        worker_sets = make_worker_sets(plan, todo, execution.unroll)
+        budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
+        await run_worker_sets(
+            worker_sets,
+            execution,
+            budget,
+            _cost(plan, backend),
+            runner,
+            runner.stop,
+            lambda ws: frozenset().union(*(backend.worker_devices(w) for w in ws.workers)),
+        )
+    await steps.stage("test_after")
 
 
 async def _skip_infeasible(
@@ -239,6 +302,7 @@ async def _skip_infeasible(
     keep = []
     for treatment in todo:
         reason = next((reasons[w] for w in treatment.workers if w in reasons), "")
+        reason = reason or backend.conflict(treatment.workers)
         if not reason:
             keep.append(treatment)
             continue
@@ -259,6 +323,14 @@ def _cost(plan: Plan, backend: Backend):  # type: ignore[no-untyped-def]
     return cost
 
 
+def kept_message(run_dir: RunDir) -> str:
+    """What ``execution.keep`` left running, and how to remove it."""
+    return (
+        f"skipped (execution.keep): the servers and the stack are left running — remove them"
+        f" with `testbed cleanup {run_dir.path}`"
+    )
+
+
 def backend_class(kind: str) -> type[Backend]:
     """The class of backend ``kind``, imported on demand (the kubernetes client is an extra)."""
     if kind == "local":
@@ -277,4 +349,5 @@ def backend_class(kind: str) -> type[Backend]:
 def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     """The backend the campaign names, for the run in ``run_dir``."""
     config = loaded.campaign.backend.model_dump(mode="json")
-    return backend_class(config["kind"]).for_run(run_dir.path, config, loaded.base_dir)
+    keep = loaded.campaign.execution.keep
+    return backend_class(config["kind"]).for_run(run_dir.path, config, loaded.base_dir, keep)

@@ -22,7 +22,7 @@ from testbed.config.correctness import CorrectnessProbe
 from testbed.config.load import LoadProbe
 from testbed.config.scale import ScaleProbe
 from testbed.core.clock import monotonic_ns, wall_label
-from testbed.core.errors import InfrastructureError
+from testbed.core.errors import InfrastructureError, InputError
 from testbed.plan.model import Plan, Treatment
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.results.files import RecordWriter, write_json
@@ -97,8 +97,8 @@ async def run_treatment(
         try:
             outcome = await _race(probe, list(mine.values()))
             verdict = outcome.verdict
-        except InfrastructureError as exc:
-            verdict = Verdict(status=Status.ERROR, reason=str(exc))
+        except (InfrastructureError, InputError) as exc:  # an InputError: e.g. an HTML page
+            verdict = Verdict(status=Status.ERROR, reason=str(exc))  # where a model list was
         except Exception as exc:  # a probe bug must not take the run down with it
             (out_dir / "error.txt").write_text(traceback.format_exc())
             verdict = Verdict(

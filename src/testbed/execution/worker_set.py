@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from testbed.backends.base import Backend, Handle
 from testbed.core.errors import InfrastructureError
+from testbed.execution.captures import Captures
 from testbed.execution.events import Observer
 from testbed.execution.grouping import WorkerSet
 from testbed.execution.treatment import Setting, run_treatment, write_summary
@@ -32,6 +33,7 @@ class WorkerSetRunner:
     fail_fast: bool
     stop: asyncio.Event
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    captures: Captures | None = None  # state and Prometheus around each treatment
 
     async def __call__(self, worker_set: WorkerSet) -> None:
         try:
@@ -78,15 +80,19 @@ class WorkerSetRunner:
             attempt = self.ledger.start(treatment.id)
             self.run_dir.reset_treatment(treatment.dirname, attempt - 1)
             self.observer.started(treatment, attempt)
+            out_dir = self.run_dir.treatment(treatment.dirname)
+            mark = await self.captures.before(treatment, out_dir) if self.captures else None
             verdict = await run_treatment(
                 self.setting,
                 treatment,
                 handles,
-                self.run_dir.treatment(treatment.dirname),
+                out_dir,
                 attempt,
                 {w: logs[w] for w in treatment.workers},
                 self._progress(treatment),
             )
+            if self.captures is not None and mark is not None:
+                await self.captures.after(treatment, out_dir, mark)
             died = any(h.died.done() for h in handles.values())
             if verdict.status == Status.ERROR and failures < self.retries:
                 failures += 1

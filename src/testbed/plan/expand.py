@@ -183,8 +183,13 @@ class _Expander:
         config = model.model_dump(mode="json")
         wid = f"{model.name}-{short_hash(config, 8)}"
         if wid not in self.workers:
-            written = self.loaded.document["deployments"][index].get("params") or {}
-            factors = {f.rsplit(".", 1)[-1]: v for f, v in params.items() if ".params." in f}
+            raw_doc = self.loaded.document["deployments"][index]
+            written = raw_doc.get("params") or raw_doc.get("values") or {}  # a stack's values
+            factors = {
+                f.rsplit(".", 1)[-1]: v
+                for f, v in params.items()
+                if ".params." in f or ".values." in f
+            }
             settings = {**written, **factors}
             self.workers[wid] = Worker(wid, model.name, model.server, config, params, settings)
             self.worker_slugs[wid] = (slugify(model.name, 30), [lv.slug for lv in levels])

@@ -24,6 +24,10 @@
    The same tests in the better direction give *improvements*: reported, never failures.
 4. A verdict that went from PASS to FAIL is a regression too.
 
+BASE and CANDIDATE may also be two *treatment* directories (``runs/R/003__…``), of one run or
+of two: those two are compared with each other whatever their factors — one picker against
+another — and the outcome line says which is better. No history is consulted then.
+
 The exit code follows the status: FAIL (1) on any regression, else ERROR (3) when a
 candidate treatment has no result to compare, else PASS (0).
 """
@@ -39,13 +43,13 @@ from typing import Any
 
 from testbed.core.errors import InputError
 from testbed.core.ids import short_hash
-from testbed.report.run_summary import campaign_results, read_summary, run_document
+from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
 from testbed.results import stats
 from testbed.results.files import read_records
 from testbed.results.index import Point, ResultsIndex, resolve_url
 from testbed.results.machine import IDENTITY
-from testbed.results.rundir import RECORDS, RunDir
+from testbed.results.rundir import PLAN, RECORDS, SUMMARY, RunDir, read_summary
 from testbed.results.summaries import NEUTRAL, Samples, direction
 from testbed.results.verdict import Status
 
@@ -101,6 +105,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     results: list[MetricResult] = field(default_factory=list)
     verdict_changes: list[dict[str, str]] = field(default_factory=list)
+    treatments: bool = False  # two treatment directories, not two runs
 
     @property
     def regressions(self) -> list[MetricResult]:
@@ -182,8 +187,43 @@ def pair(
     return pairs, warnings
 
 
+def is_treatment(path: Path) -> bool:
+    """A treatment directory of a run (its summary beside the run's plan)."""
+    return (path / SUMMARY).is_file() and (path.parent / PLAN).is_file()
+
+
+def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
+    """Compare two treatment directories with each other (see the module docstring)."""
+    docs = [run_document(RunDir.existing(p.parent)) for p in (base, candidate)]
+    same_run = base.parent.resolve() == candidate.parent.resolve()
+    differences = [] if same_run else setup_differences(docs[0], docs[1])
+    if differences and not options.force:
+        raise InputError(
+            "the treatments' runs have different setups:\n  " + "\n  ".join(differences)
+            + "\ncompare treatments of one campaign on one machine, or pass --force"
+        )  # fmt: skip
+    rows = []
+    for path, doc in zip((base, candidate), docs, strict=True):
+        row = next((r for r in doc["treatments"] if r["dir"] == path.name), None)
+        if row is None or row["status"] in _NO_RESULT:
+            raise InputError(f"{path}: not a treatment with a result in its run's plan")
+        rows.append(row)
+    comparison = Comparison(base, candidate, differences, treatments=True)
+    no_history = CompareOptions(**{**options.__dict__, "use_index": False})
+    thresholds = {**_campaign_thresholds(candidate.parent), **options.thresholds}
+    history = _History(candidate.parent, docs[1], no_history)
+    _verdict_change(comparison, rows[0], rows[1])
+    comparison.results = _compare_pair(
+        base.parent, candidate.parent, rows[0], rows[1], thresholds, no_history, history
+    )
+    return comparison
+
+
 def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
-    """Compare two run directories (see the module docstring)."""
+    """Compare two run directories, or two treatment directories (see the module
+    docstring)."""
+    if is_treatment(base) and is_treatment(candidate):
+        return compare_treatments(base, candidate, options)
     base_doc = run_document(RunDir.existing(base))
     cand_doc = run_document(RunDir.existing(candidate))
     differences = setup_differences(base_doc, cand_doc)

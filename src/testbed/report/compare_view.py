@@ -94,10 +94,26 @@ def render(comparison: Comparison, console: Console, show_all: bool = False) -> 
         console.print(f"[dim]interval: {method}[/dim]")
     counts = {o: sum(1 for r in comparison.results if r.outcome == o) for o in _STYLE}
     summary = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    if comparison.treatments:
+        console.print(which_is_better(comparison))
     if comparison.failed:
         console.print(f"[bold red]REGRESSION[/bold red] · {summary}")
     else:
         console.print(f"[bold green]no regression[/bold green] · {summary or 'nothing compared'}")
+
+
+def which_is_better(comparison: Comparison) -> str:
+    """Two treatments: which one the significant changes favour, and on what."""
+    better = [f"{r.metric} {_pct(r.change)}" for r in comparison.improvements]
+    worse = [f"{r.metric} {_pct(r.change)}" for r in comparison.regressions]
+    cand, base = comparison.candidate.name, comparison.base.name
+    if better and not worse:
+        return f"better: {cand} (candidate) beats {base} on {', '.join(better)}"
+    if worse and not better:
+        return f"better: {base} (base) beats {cand} on {', '.join(worse)}"
+    if better and worse:
+        return f"mixed: {cand} is better on {', '.join(better)} and worse on {', '.join(worse)}"
+    return f"neither is significantly better beyond the thresholds: {cand} vs {base}"
 
 
 def document(comparison: Comparison) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.secrets import redact
+from testbed.report.badges import styled
 from testbed.report.live import STYLE
 from testbed.results.verdict import Status
 
@@ -25,12 +26,6 @@ LOAD_COLUMNS = (
     ("tok/s", "throughput.output_tokens_per_s", "{:.0f}"),
     ("errors", "requests.errors", "{:.0f}"),
 )
-
-
-def styled(status: str) -> str:
-    """``status`` in its colour (a status this version does not know stays plain)."""
-    style = STYLE.get(Status(status), "") if status in set(Status) else ""
-    return f"[{style}]{status}[/{style}]" if style else status
 
 
 def verdict_table(document: Mapping[str, Any]) -> Table:
@@ -80,11 +75,23 @@ def print_summary(
     console: Console,
     details: Callable[[], None] | None = None,
 ) -> None:
-    """The verdict table, the load table, the evidence (``details``), the outcome line."""
+    """The steps, the verdict table, the load table, the evidence (``details``), the
+    outcome line."""
+    from testbed.report.steps_view import print_steps
+
+    print_steps(document.get("steps") or [], console)
     console.print(verdict_table(document))
     table = load_table(document)
     if table is not None:
         console.print(table)
+    from testbed.report.criteria_view import table as criteria_table
+
+    judged = criteria_table(document)
+    if judged is not None:
+        console.print(judged)
+        for criterion in document.get("criteria") or []:
+            for c in criterion["comparisons"]:
+                console.print(f"  {styled(c['status'])} {redact(c.get('reason', ''))}")
     if details is not None:
         details()
     counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))

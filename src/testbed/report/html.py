@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.secrets import redact
-from testbed.report import load_view, scale_view
+from testbed.report import captures_view, criteria_view, load_view, scale_view, steps_view
+from testbed.report.badges import badge
 from testbed.report.differential_view import differentials
-from testbed.report.run_summary import read_summary
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
-from testbed.results.rundir import PLAN, RECORDS, RESOLVED
+from testbed.results.rundir import PLAN, RECORDS, RESOLVED, read_summary
 
 _LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _STAT_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")
@@ -39,18 +39,17 @@ def pre_json(value: Any) -> str:
     return f"<pre><code>{e(json.dumps(value, indent=2, default=str))}</code></pre>"
 
 
-def badge(status: str) -> str:
-    return f'<span class="badge {e(status.replace(" ", "-"))}">{e(status)}</span>'
-
-
 def render(run_path: Path, document: Mapping[str, Any]) -> str:
     """The whole report of the run in ``run_path`` (``document`` is its run summary)."""
     rows = document["treatments"]
     summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
     sections = [
         ("verdicts", "Verdicts", _verdicts(rows)),
+        ("steps", "Steps", steps_view.section(document.get("steps") or [])),
         ("correctness", "Correctness", _correctness(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),
+        ("criteria", "Criteria", criteria_view.section(document)),
+        ("captures", "Captures", captures_view.section(run_path, rows)),
         ("ab", "A/B", _ab(run_path, rows, summaries)),
         ("scale", "Scale", scale_view.section(run_path, rows, summaries)),
         ("treatments", "Treatments", _treatments(rows, summaries)),

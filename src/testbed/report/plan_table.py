@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from testbed.backends.local.gpus import Assignment, Inventory
 from testbed.core.secrets import redact
 from testbed.plan.model import Plan
 
@@ -55,6 +56,21 @@ def render_plan(plan: Plan, console: Console) -> None:
     if len(plan.treatments) > _MAX_ROWS:
         console.print(f"… and {len(plan.treatments) - _MAX_ROWS} more (use --json for all)")
     for note in plan.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def render_gpus(inventory: Inventory, assignment: Assignment, console: Console) -> None:
+    """The local backend's GPUs and the devices each worker gets (or why it cannot fit)."""
+    ids = ", ".join(map(str, inventory.ids)) or "none"
+    table = Table(title=f"GPUs ({inventory.source}: {ids})", title_justify="left")
+    table.add_column("worker")
+    table.add_column("CUDA_VISIBLE_DEVICES")
+    for worker, devices in assignment.devices.items():
+        table.add_row(worker, ",".join(map(str, devices)))
+    for worker, reason in assignment.unfit.items():
+        table.add_row(worker, f"[yellow]skipped[/yellow]: {reason}")
+    console.print(table)
+    for note in inventory.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
 
 

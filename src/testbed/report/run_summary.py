@@ -34,8 +34,9 @@ from testbed.report.details import print_details
 from testbed.results.files import write_atomic, write_json
 from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
-from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir
+from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir, read_summary
 from testbed.results.s3 import upload_run
+from testbed.results.steps import step_rows, step_statuses
 from testbed.results.summaries import summary_metrics
 from testbed.results.verdict import Status, exit_code, worst
 
@@ -137,9 +138,13 @@ def _record(path: Path, document: dict[str, Any], url: str | None, console: Cons
 
 def run_document(run_dir: RunDir) -> dict[str, Any]:
     """The run summary (summary.json) from the run directory's files."""
+    from testbed.report.criteria import judge_all
+
     meta = run_dir.metadata()
     rows = treatment_rows(run_dir.path)
-    status = run_status(rows)
+    criteria = judge_all(run_dir.path, rows)
+    steps = step_rows(run_dir.path)
+    status = worst([run_status(rows), *(c["status"] for c in criteria), *step_statuses(steps)])
     return {
         "schema_version": RUN_SUMMARY_VERSION,
         "kind": "testbed.run",
@@ -153,6 +158,8 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
         "status": status.value,
         "counts": dict(Counter(row["status"] for row in rows)),
         "treatments": rows,
+        "criteria": criteria,
+        "steps": steps,
     }
 
 
@@ -222,15 +229,6 @@ def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
             }
         )
     return rows
-
-
-def read_summary(folder: Path) -> dict[str, Any]:
-    """A treatment's summary.json, or {} when it has none (never run, or interrupted)."""
-    try:
-        value = json.loads((folder / SUMMARY).read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def index_entry(document: dict[str, Any]) -> RunEntry:

@@ -39,8 +39,22 @@ class RunDir:
     @classmethod
     def create(cls, parent: Path, campaign: str, explicit: Path | None = None) -> RunDir:
         """A new run directory: ``explicit`` if given (must be empty), else a fresh one."""
+        try:
+            return cls._create(parent, campaign, explicit)
+        except OSError as exc:  # a file in the way, no permission, a read-only disk
+            where = explicit if explicit is not None else parent
+            raise InputError(
+                f"cannot create the run directory {where}: {exc.strerror or exc}"
+                f"{f' ({exc.filename})' if exc.filename else ''} — choose another"
+                f" {'--out' if explicit is not None else 'results.dir'}"
+            ) from None
+
+    @classmethod
+    def _create(cls, parent: Path, campaign: str, explicit: Path | None) -> RunDir:
         if explicit is not None:
-            if explicit.exists() and any(explicit.iterdir()):
+            if explicit.exists() and not explicit.is_dir():
+                raise InputError(f"--out {explicit} is a file, not a directory — choose another")
+            if explicit.is_dir() and any(explicit.iterdir()):
                 raise InputError(
                     f"{explicit} is not empty — use --resume {explicit} to continue that run,"
                     " or choose another --out"
@@ -102,3 +116,12 @@ class RunDir:
         keep.mkdir(parents=True, exist_ok=True)
         for item in leftovers:
             shutil.move(str(item), keep / item.name)
+
+
+def read_summary(folder: Path) -> dict[str, Any]:
+    """A treatment's summary.json, or {} when it has none (never run, or interrupted)."""
+    try:
+        value = json.loads((folder / SUMMARY).read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -157,29 +157,36 @@ def prepare(
                 progress(f"{target} failed verification ({exc}); converting again")
             else:
                 return target
-        source = gguf_path(entry)
         staging = cache / f".{name}.partial-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
-        progress(f"converting {source.name} into {target}")
-        from testbed.servers.reference.convert import convert_gguf
-
-        meta = convert_gguf(source, staging)
-        write_manifest(
-            staging,
-            {
-                "model": name,
-                "source": {
-                    "package": entry.package,
-                    "version": importlib.metadata.version(entry.package),
-                    "file": entry.gguf_file,
-                    "sha256": sha256_file(source),
-                },
-                **meta,
-            },
-        )
+        write_manifest(staging, {"model": name, **_make(entry, staging, cache, progress)})
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
     return target
+
+
+def _make(
+    entry: BundledModel, staging: Path, cache: Path, progress: Callable[[str], None]
+) -> dict[str, Any]:
+    """Write ``entry``'s transformers folder into ``staging``; its provenance."""
+    source = gguf_path(entry)
+    origin = {
+        "package": entry.package,
+        "version": importlib.metadata.version(entry.package),
+        "file": entry.gguf_file,
+        "sha256": sha256_file(source),
+    }
+    if entry.recipe == "seeded-t5":
+        tokenizer = prepare(entry.tokenizer_of, cache=cache, progress=progress)
+        progress(f"building {entry.name} (seeded weights, {entry.tokenizer_of}'s tokenizer)")
+        from testbed.servers.reference.seeded import build_seeded_t5
+
+        meta = build_seeded_t5(staging, tokenizer)
+        return {"source": {"recipe": entry.recipe, "tokenizer": origin}, **meta}
+    progress(f"converting {source.name} into {cache / entry.name}")
+    from testbed.servers.reference.convert import convert_gguf
+
+    return {"source": origin, **convert_gguf(source, staging)}
 
 
 @dataclass(frozen=True)

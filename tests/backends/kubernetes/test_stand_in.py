@@ -1,6 +1,7 @@
 """TGI and TGIS deployments rehearsed on the emulator (``--tgi-stand-in``): the images'
 launcher command lines run testbed's reference server, so the campaign's cases pass over
-TGIS's gRPC and TGI's HTTP, with the weights fetched from S3 as on a cluster."""
+TGIS's gRPC and TGI's HTTP, with the weights fetched from S3 as on a cluster — a decoder
+(SmolLM2) and an encoder-decoder (tiny-t5, flan-t5's architecture) alike."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from tests.backends.kubernetes.conftest import leftovers_at, run_cli
 from tests.fixtures.cluster import emulated_cluster
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow, pytest.mark.reference]
-CASES = Path(__file__).resolve().parents[3] / "examples" / "cases" / "smollm2.yaml"
+CASES = Path(__file__).resolve().parents[3] / "examples" / "cases"
 
 
-def campaign(tmp_path: Path, server: str, protocol: str | None, moto_s3: str) -> Path:
-    """One deployment of ``server``; its correctness cases over ``protocol`` (None: each
-    case's own, OpenAI by default)."""
+def campaign(
+    tmp_path: Path, server: str, protocol: str | None, moto_s3: str, model: str = "smollm2-135m"
+) -> Path:
+    """One deployment of ``server`` serving ``model`` from S3; its correctness cases (the
+    model's goldens) over ``protocol`` (None: each case's own, OpenAI by default)."""
+    cases = CASES / ("tiny-t5.yaml" if model == "tiny-t5" else "smollm2.yaml")
     data = {
         "name": f"{server}-stand-in",
         "backend": {"kind": "kubernetes", "ready_timeout_s": 300},
@@ -27,15 +31,15 @@ def campaign(tmp_path: Path, server: str, protocol: str | None, moto_s3: str) ->
             {
                 "name": server,
                 "server": server,
-                "model": "s3://models/smollm2-135m",
+                "model": f"s3://models/{model}",
                 "s3_endpoint_url": moto_s3,
                 "params": {"max_batch_size": 4},
                 "resources": {"gpu": None, "cpu": 1, "memory_gb": 2},
             }
         ],
-        "correctness": {"cases": [str(CASES)], **({"protocol": protocol} if protocol else {})},
+        "correctness": {"cases": [str(cases)], **({"protocol": protocol} if protocol else {})},
     }
-    path = tmp_path / f"{server}.yaml"
+    path = tmp_path / f"{server}-{model}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -52,9 +56,11 @@ def test_tgi_and_tgis_images_pass_their_cases_on_the_stand_in(
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "seed-004-key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "seed-004-secret")
     with emulated_cluster(tmp_path / "emulator", "--tgi-stand-in") as kubeconfig:
-        for server, protocol in (("tgis", "tgis"), ("tgi", None)):
-            run_dir = tmp_path / f"k8s-{server}"
-            path = campaign(tmp_path, server, protocol, moto_s3)
+        runs = (("tgis", "tgis", "smollm2-135m"), ("tgi", None, "smollm2-135m"),
+                ("tgis", "tgis", "tiny-t5"))  # fmt: skip
+        for server, protocol, model in runs:
+            run_dir = tmp_path / f"k8s-{server}-{model}"
+            path = campaign(tmp_path, server, protocol, moto_s3, model)
             result = run_cli(["run", str(path), "--out", str(run_dir)], kubeconfig, tmp_path, 600)
             assert result.returncode == 0, result.stdout + result.stderr
             ran = statuses(run_dir, server)
@@ -62,4 +68,4 @@ def test_tgi_and_tgis_images_pass_their_cases_on_the_stand_in(
             assert "FAIL" not in ran, ran
             log = next(run_dir.glob("workers/*/server.log")).read_text()
             assert "is played by testbed's reference server" in log.splitlines()[0]
-            assert leftovers_at(kubeconfig, f"k8s-{server}") == []
+            assert leftovers_at(kubeconfig, f"k8s-{server}-{model}") == []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from testbed.backends.base import Backend, Handle
 from testbed.backends.endpoints import adapter_endpoint
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capacity import infeasible_reason
+from testbed.backends.kubernetes.capture import capture
+from testbed.backends.kubernetes.lease import ClusterLease, holder_identity
 from testbed.backends.kubernetes.names import (
     owns_namespace,
     run_namespace,
@@ -33,9 +35,11 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
+from testbed.backends.kubernetes.stack import Stacks, remove_journalled
 from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import (
     ClusterAccessDenied,
     ClusterConflict,
@@ -56,20 +60,28 @@ class KubernetesBackend(Backend):
     name = "kubernetes"
 
     def __init__(
-        self, run_dir: Path, backend: Mapping[str, Any], base_dir: Path | None = None
+        self,
+        run_dir: Path,
+        backend: Mapping[str, Any],
+        base_dir: Path | None = None,
+        keep: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
         self.run_id = run_dir.name
         self.config = dict(backend)
+        self.keep = keep  # execution.keep: workers stay after the run (testbed cleanup DIR)
         self.namespace = run_namespace(self.run_id, self.config)
         self._kube: Kube | None = None
         self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
         self._lock = asyncio.Lock()
+        self._stacks = Stacks(self)  # server: manifests workers
 
     @classmethod
-    def for_run(cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path) -> KubernetesBackend:
-        return cls(run_dir, config, base_dir)
+    def for_run(
+        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+    ) -> KubernetesBackend:
+        return cls(run_dir, config, base_dir, keep=keep)
 
     @classmethod
     def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
@@ -93,6 +105,10 @@ class KubernetesBackend(Backend):
     # -- the run's shared objects ---------------------------------------------------------
     async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
         return await self._ensure_run(deployments)
+
+    async def ensure_run_objects(self) -> None:
+        """The run's namespace (a stack worker provisioned with prepare skipped)."""
+        await self._ensure_run([])
 
     async def _ensure_run(self, deployments: list[dict[str, Any]]) -> list[str]:
         """Apply the shared objects ``deployments`` need that this run has not applied yet
@@ -137,6 +153,42 @@ class KubernetesBackend(Backend):
                 done.append(f"namespace {self.namespace} labelled for Datashim")
             return done
 
+    @contextlib.asynccontextmanager
+    async def exclusive(self, wait: bool, say: Callable[[str], None]) -> AsyncIterator[None]:
+        """The cluster's Lease (``backend.lease``) for the whole run, when one is named."""
+        settings = self.config.get("lease")
+        if not settings:
+            yield
+            return
+        lease = ClusterLease(
+            await self.kube(),
+            settings["namespace"],
+            settings["name"],
+            holder_identity(self.run_id),
+            int(settings["duration_s"]),
+            say,
+        )
+        async with lease.held(wait):
+            yield
+
+    def step_env(self) -> dict[str, str]:
+        """The run's namespace, and the kubeconfig testbed itself uses (a step passes
+        ``--context {{ backend.context }}`` itself when the campaign names a context)."""
+        env = {"NAMESPACE": self.namespace, "TESTBED_NAMESPACE": self.namespace}
+        path = ConnectionSpec.from_backend(self.config).kubeconfig_path()
+        if path is not None and not self.config.get("server"):
+            env["KUBECONFIG"] = str(path.resolve())
+        return env
+
+    async def capture_state(
+        self, folder: Path, workers: Collection[str] | None = None
+    ) -> list[str]:
+        """The run's objects, events and pod logs, as kubectl shows them."""
+        del workers  # a stack's objects belong to no worker: the whole run is dumped
+        kube = await self.kube()
+        selector = None if owns_namespace(self.config) else run_selector(self.run_id)
+        return await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+
     def worker_cost(self, config: dict[str, Any]) -> float:
         """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
         del config
@@ -146,14 +198,15 @@ class KubernetesBackend(Backend):
         self, workers: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, str], list[str]]:
         """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
-        if not workers:
+        pods = {w: c for w, c in workers.items() if kind_of(c).pod}  # a stack has no one pod
+        if not pods:
             return {}, []
         kube = await self.kube()
         try:
             nodes, _ = await asyncio.to_thread(kube.list_objects, "Node")
         except ClusterAccessDenied as exc:
             return {}, [f"capacity not checked against nodes (no permission to list them): {exc}"]
-        reasons = {w: infeasible_reason(c, nodes) for w, c in workers.items()}
+        reasons = {w: infeasible_reason(c, nodes) for w, c in pods.items()}
         return {w: r for w, r in reasons.items() if r}, []
 
     # -- one worker ---------------------------------------------------------------------
@@ -161,6 +214,10 @@ class KubernetesBackend(Backend):
     async def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
+        if kind_of(deployment).stack:
+            async with self._stacks.provision(worker_id, deployment, work_dir) as handle:
+                yield handle
+            return
         await self._ensure_run([deployment])
         kube = await self.kube()
         objects = manifests.worker(self.run_id, worker_id, deployment, self.config, self.namespace)
@@ -205,7 +262,8 @@ class KubernetesBackend(Backend):
                 await asyncio.gather(death, return_exceptions=True)
             if follower is not None:
                 await asyncio.to_thread(follower.close)
-            await asyncio.shield(self._delete_worker(kube, objects))
+            if not self.keep:
+                await asyncio.shield(self._delete_worker(kube, objects))
 
     @contextlib.asynccontextmanager
     async def _reach(
@@ -267,6 +325,8 @@ class KubernetesBackend(Backend):
 
     async def _cleanup(self) -> list[str]:
         kube = await self.kube()
+        # Stacks first: their custom objects go before the CRDs and the namespace they need.
+        stacks = await remove_journalled(kube, self.run_id, self.run_dir)
         selector = run_selector(self.run_id)
         kinds = [*RUN_KINDS, *(["Dataset"] if self.config.get("datashim") else [])]
         gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
@@ -277,7 +337,7 @@ class KubernetesBackend(Backend):
         if gone:
             await self._wait_gone(kube, kinds, selector)
         self._applied.clear()
-        return [f"deleted {name}" for name in gone]
+        return [f"deleted {name}" for name in [*stacks, *gone]]
 
     async def _wait_gone(self, kube: Kube, kinds: list[str], selector: str) -> None:
         loop = asyncio.get_running_loop()

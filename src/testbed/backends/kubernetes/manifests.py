@@ -21,7 +21,7 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.weights import datasets, pod_model, run_secrets
-from testbed.config.server_kinds import provisioned
+from testbed.config.server_kinds import kind_of
 from testbed.core.kube.gpu import GPU, mig_profile, mig_resource
 from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.servers.adapters import adapter_for
@@ -29,6 +29,7 @@ from testbed.servers.adapters import adapter_for
 DATASET_API = "datashim.io/v1alpha1"
 DATASHIM_LABEL = "monitor-pods-datasets"
 PROBE_PERIOD_S = 1  # the kubelet probes this often until ready (s)
+#: Server kinds that are no pod of testbed's: a URL, or a stack (backends.kubernetes.stack).
 
 
 def resources(res: Mapping[str, Any]) -> dict[str, dict[str, str]]:
@@ -209,7 +210,7 @@ def run_objects(
     reveal: Callable[[str], str],
 ) -> list[dict[str, Any]]:
     """Every object of a run, in creation order: namespace, Secrets, Datasets, workers."""
-    deployments = [d for d in workers.values() if provisioned(d)]
+    deployments = [d for d in workers.values() if kind_of(d).pod]
     objects: list[dict[str, Any]] = []
     if own_namespace:
         objects.append(namespace(ns, run_id, bool(backend.get("datashim"))))
@@ -218,6 +219,6 @@ def run_objects(
     s3_secret = next((name for name, _ in secrets if name == "testbed-s3"), "testbed-s3")
     objects += [dataset(spec, ns, run_id, s3_secret) for spec in datasets(deployments, backend)]
     for worker_id, deployment in workers.items():
-        if provisioned(deployment):
+        if kind_of(deployment).pod:
             objects += worker(run_id, worker_id, deployment, backend, ns)
     return objects

@@ -4,6 +4,11 @@ Readiness is awaited with the deployment's timeout; the server's output goes to
 ``server.log`` in the worker's directory; a server that exits at any moment resolves the
 handle's ``died`` future with the tail of its log, which the pipeline reports as an
 infrastructure ERROR. Leaving :meth:`provision` always stops the whole process group.
+
+GPUs (``gpus.py``): the machine's are found once per run, each worker asking
+``resources.gpu`` gets its own devices through ``CUDA_VISIBLE_DEVICES``, a worker asking more
+than there are is skipped with the numbers, and the run directory keeps the assignment in
+``gpus.json``.
 """
 
 from __future__ import annotations
@@ -12,16 +17,17 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from testbed import __version__
 from testbed.backends.base import Backend, Handle
-from testbed.backends.local import process
+from testbed.backends.local import capture, gpus, process
 from testbed.backends.local.ports import free_port
 from testbed.backends.local.readiness import http_get, wait_ready
 from testbed.clients.endpoint import Endpoint
+from testbed.config.deployments import gpu_count
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import ServerStartError
 from testbed.servers.adapters import adapter_for
@@ -29,6 +35,7 @@ from testbed.servers.models import parse_source, resolve_model
 
 HOST = "127.0.0.1"
 PID_DIR = "pids"
+GPUS_FILE = "gpus.json"
 
 
 class LocalBackend(Backend):
@@ -36,9 +43,89 @@ class LocalBackend(Backend):
 
     name = "local"
 
-    def __init__(self, run_dir: Path, base_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        base_dir: Path | None = None,
+        config: dict[str, Any] | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self.base_dir = base_dir or Path.cwd()  # relative paths of the campaign start here
+        config = config or {}
+        self.declared_gpus: list[int] | None = config.get("gpus")
+        self.share_gpus = bool(config.get("share_gpus", False))
+        self._environ = environ  # None: this process's, read when a server starts
+        self._inventory: gpus.Inventory | None = None
+        self._assignment = gpus.Assignment()
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return dict(os.environ if self._environ is None else self._environ)
+
+    def inventory(self) -> gpus.Inventory:
+        """The GPUs this run may use, found once (``nvidia-smi -L`` runs here)."""
+        if self._inventory is None:
+            self._inventory = gpus.discover(self.declared_gpus, self.environ)
+        return self._inventory
+
+    async def infeasible(
+        self, workers: dict[str, dict[str, Any]]
+    ) -> tuple[dict[str, str], list[str]]:
+        """Assign GPUs to the workers; those asking more than the run has are skipped."""
+        inventory = await asyncio.to_thread(self.inventory)
+        wanted = {w: gpu_count(c["resources"].get("gpu")) for w, c in workers.items()}
+        self._assignment = gpus.assign(wanted, inventory)
+        notes = []
+        if any(wanted.values()) or inventory.devices:
+            ids = ", ".join(map(str, inventory.ids)) or "none"
+            notes.append(f"GPUs by {inventory.source}: {ids}")
+            notes += list(inventory.notes)
+            notes += [
+                f"{w} gets GPU {', '.join(map(str, d))}"
+                for w, d in self._assignment.devices.items()
+            ]
+        record = {
+            **inventory.to_json(),
+            **self._assignment.to_json(),
+            "share_gpus": self.share_gpus,
+        }
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / GPUS_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        return dict(self._assignment.unfit), notes
+
+    def worker_devices(self, worker_id: str) -> frozenset[int]:
+        if self.share_gpus:
+            return frozenset()
+        return frozenset(self._assignment.devices.get(worker_id, ()))
+
+    def conflict(self, worker_ids: tuple[str, ...]) -> str:
+        if self.share_gpus:
+            return ""
+        held: dict[int, str] = {}
+        for worker in worker_ids:
+            for device in self._assignment.devices.get(worker, ()):
+                if device in held:
+                    return (
+                        f"{held[device]} and {worker} must run at once but both are given GPU"
+                        f" {device} ({len(self.inventory().devices)} GPU(s) for"
+                        f" {len(worker_ids)} workers) — give them fewer GPUs, or set"
+                        " backend.share_gpus: true"
+                    )
+                held[device] = worker
+        return ""
+
+    def _devices(self, worker_id: str, deployment: dict[str, Any]) -> tuple[int, ...]:
+        """The worker's devices: assigned for the run, or (a lone server) assigned now."""
+        wanted = gpu_count((deployment.get("resources") or {}).get("gpu"))
+        if not wanted:
+            return ()
+        if worker_id not in self._assignment.devices:
+            alone = gpus.assign({worker_id: wanted}, self.inventory())
+            if worker_id in alone.unfit:
+                raise ServerStartError(f"{deployment['name']} {alone.unfit[worker_id]}")
+            self._assignment.devices[worker_id] = alone.devices[worker_id]
+        return self._assignment.devices[worker_id]
 
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
         ended = []
@@ -49,9 +136,19 @@ class LocalBackend(Backend):
         return ended
 
     @classmethod
-    def for_run(cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path) -> LocalBackend:
-        del config
-        return cls(run_dir, base_dir)
+    def for_run(
+        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+    ) -> LocalBackend:
+        del keep  # local servers never outlive the run
+        return cls(run_dir, base_dir, dict(config))
+
+    async def capture_state(
+        self, folder: Path, workers: Collection[str] | None = None
+    ) -> list[str]:
+        """The workers' process groups as ``ps`` shows them and their logs' ends."""
+        return await asyncio.to_thread(
+            capture.capture, self.run_dir, self.run_dir / PID_DIR, folder, workers
+        )
 
     async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
         done = []
@@ -80,7 +177,14 @@ class LocalBackend(Backend):
         argv = adapter.command(params, model_path, HOST, port)
         if grpc_port is not None:
             argv += adapter.grpc_args(grpc_port)
-        env = {**os.environ, **adapter.env(params), **(params.get("env") or {})}
+        devices = self._devices(worker_id, deployment)
+        machine_has_gpus = bool(devices) or bool(self._inventory and self._inventory.devices)
+        env = {
+            **self.environ,
+            **gpus.device_environment(devices, machine_has_gpus),
+            **adapter.env(params),
+            **(params.get("env") or {}),
+        }
         server = await process.start(
             argv, env, work_dir / "server.log", self.run_dir / PID_DIR / f"{worker_id}.json"
         )
@@ -108,6 +212,7 @@ class LocalBackend(Backend):
                     "pid": server.pid,
                     "argv": argv,
                     "port": port,
+                    **({"gpus": list(devices)} if devices else {}),
                     **({"grpc_port": grpc_port} if grpc_port is not None else {}),
                     "version": await _version(port, deployment["server"]),
                 },

@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from testbed.clients.kube.rest import Kube, kind_info
+from testbed.clients.kube.rest import KindInfo, Kube, kind_info
 from testbed.clients.kube.watch import Failed, Seen, Synced, Watcher
 from testbed.core.errors import ClusterError
 
@@ -24,12 +24,19 @@ class Changes:
     """Watch events of one kind (in a namespace, matching a selector) for asyncio."""
 
     def __init__(
-        self, kube: Kube, kind: str, namespace: str | None, label_selector: str | None
+        self,
+        kube: Kube,
+        kind: str | KindInfo,
+        namespace: str | None,
+        label_selector: str | None,
     ) -> None:
+        """``kind``: a kind testbed knows by name, or any resource found by discovery."""
         self._queue: asyncio.Queue[Seen | Failed | None] = asyncio.Queue()  # None: closed
         self._loop = asyncio.get_running_loop()
         self._failed: ClusterError | None = None
-        self._watcher = Watcher(kube, kind_info(kind), namespace, label_selector, self, kind)
+        info = kind_info(kind) if isinstance(kind, str) else kind
+        tag = kind if isinstance(kind, str) else info.plural
+        self._watcher = Watcher(kube, info, namespace, label_selector, self, tag)
         self._watcher.start()
 
     def put(self, item: Seen | Failed | Synced | None, /) -> None:

@@ -51,6 +51,7 @@ KINDS: dict[str, KindInfo] = {
     "ReplicaSet": KindInfo("apps/v1", "replicasets"),
     "Job": KindInfo("batch/v1", "jobs"),
     "Dataset": KindInfo("datashim.io/v1alpha1", "datasets"),
+    "Lease": KindInfo("coordination.k8s.io/v1", "leases"),
 }
 
 JSON = "application/json"

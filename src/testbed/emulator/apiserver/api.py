@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator.apiserver import discovery, openapi, protobuf, tables, views
+from testbed.emulator.apiserver import discovery, openapi, protobuf, subresources, tables, views
 from testbed.emulator.apiserver.routes import Target, parse
 from testbed.emulator.apiserver.streaming import stream_error, stream_events
 from testbed.emulator.machinery.handlers import SubresourceHandler, query_flag
@@ -119,9 +119,7 @@ class Api:
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if t.subresource in (None, "status"):
             return await self._object(request, t)
-        from testbed.emulator.apiserver import subresources
-
-        return await subresources.serve(self, request, t)
+        return await subresources.serve(self.store, request, t)
 
     # -- collections -------------------------------------------------------------------
     def _selectors(self, request: web.Request, t: Target) -> tuple[str | None, str | None]:

@@ -18,7 +18,7 @@ from testbed.emulator.storage.errors import ApiError, bad_request, conflict, met
 from testbed.emulator.storage.patch import apply_patch
 
 if TYPE_CHECKING:
-    from testbed.emulator.apiserver.api import Api
+    from testbed.emulator.storage.store import Store
 
 Obj = dict[str, Any]
 
@@ -74,9 +74,9 @@ def _respond(body: Obj, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
 
 
-async def serve(api: Api, request: web.Request, t: Target) -> web.StreamResponse:
+async def serve(store: Store, request: web.Request, t: Target) -> web.StreamResponse:
     assert t.name is not None
-    store, key, method = api.store, t.rt.key, request.method
+    key, method = t.rt.key, request.method
     if t.subresource == "scale":
         current = store.get(key, t.namespace, t.name)
         if method == "GET":
@@ -106,7 +106,7 @@ async def serve(api: Api, request: web.Request, t: Target) -> web.StreamResponse
             scale_of(store.mutate(key, t.namespace, t.name, set_replicas), t.rt.scale_paths)
         )
     if method == "POST" and t.subresource == "binding":
-        return _respond(_bind(api, t, _json(await request.read())), 201)
+        return _respond(_bind(store, t, _json(await request.read())), 201)
     if method == "POST" and t.subresource == "eviction":
         body = _json(await request.read())
         grace = ((body.get("deleteOptions") or {}) if isinstance(body, dict) else {}).get(
@@ -132,19 +132,19 @@ async def serve(api: Api, request: web.Request, t: Target) -> web.StreamResponse
     )
 
 
-def _bind(api: Api, t: Target, body: Any) -> Obj:
+def _bind(store: Store, t: Target, body: Any) -> Obj:
     assert t.name is not None
     node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
     if not node:
         raise ApiError(
             422, "Invalid", f'Binding "{t.name}" is invalid: target.name: Required value'
         )
-    pod = api.store.get("pods", t.namespace, t.name)
+    pod = store.get("pods", t.namespace, t.name)
     if pod["spec"].get("nodeName"):
         raise ApiError(
             409, "Conflict", f'pod {t.name} is already assigned to node "{pod["spec"]["nodeName"]}"'
         )
-    bind_pod(api.store, t.namespace or "default", t.name, node)
+    bind_pod(store, t.namespace or "default", t.name, node)
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 

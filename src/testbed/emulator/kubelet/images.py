@@ -12,8 +12,12 @@ Two kinds of image are *known* and run as local processes:
   ``$TESTBED_VLLM_PYTHON``, ``.venv-vllm`` of the checkout or of the current directory).
 
 Handed a ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
-``tgi_pattern``) is a third kind: the stand-in plays it (``standins.tgi``, testbed's
+``tgi_pattern``) is a third family: the stand-in plays it (``standins.tgi``, testbed's
 reference server).
+
+Handed a ``sim_stand_in`` (``--gateway-stand-in``, ``--vllm-stand-in``), a vLLM image (name
+matching ``sim_pattern``: vLLM's and llm-d's) is played by it instead (``standins.vllm_sim``,
+testbed's simulator).
 
 Every other image is *unknown*: the kubelet runs no process for it and moves the container
 through KWOK-like stages instead (see ``kubelet.container``).
@@ -54,13 +58,19 @@ class ImageRules:
     #: The vLLM interpreter lookup, handed in (the vLLM adapter's): the interpreter, or a
     #: TestbedError saying why there is none. None: vLLM images cannot start here.
     vllm_python: Callable[[], Path] | None = None
+    #: What plays vLLM images matching ``sim_pattern`` instead of vLLM (``standins.vllm_sim``,
+    #: handed in for ``--vllm-stand-in``); None: they run vLLM.
+    sim_stand_in: StandIn | None = None
+    sim_pattern: str = r"vllm|(^|/)llm-d(-cuda|-cpu|-xpu|-rocm|-aws|-gke)?([:@]|$)"
     python: str = field(default=sys.executable)
 
     def family(self, image: str) -> str:
-        """The image's family (not a server kind): ``testbed``, ``vllm``, ``tgi`` (played by
-        the stand-in) or ``unknown``."""
+        """The image's family (not a server kind): ``testbed``, ``sim`` or ``tgi`` (played by
+        a stand-in), ``vllm`` or ``unknown``."""
         if re.search(self.testbed_pattern, image):
             return "testbed"
+        if self.sim_stand_in is not None and re.search(self.sim_pattern, image):
+            return "sim"
         if re.search(self.vllm_pattern, image):
             return "vllm"
         if self.tgi_stand_in is not None and re.search(self.tgi_pattern, image):
@@ -85,6 +95,8 @@ def host_argv(container: Mapping[str, Any], rules: ImageRules) -> tuple[list[str
         return _vllm_argv(command, args, rules), ""
     if family == "tgi" and rules.tgi_stand_in is not None:
         return rules.tgi_stand_in(rules.python, image, command, args)
+    if family == "sim" and rules.sim_stand_in is not None:
+        return rules.sim_stand_in(rules.python, image, command, args)
     return None, ""
 
 

@@ -11,13 +11,38 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from testbed.emulator.kubelet.probes import Timing, check
+from testbed.emulator.kubelet.process import HostProcess
+from testbed.emulator.kubelet.status import ContainerRecord
 
-if TYPE_CHECKING:
-    from testbed.emulator.kubelet.container import ContainerRunner
-    from testbed.emulator.kubelet.process import HostProcess
+
+class _Launched(Protocol):
+    @property
+    def ports(self) -> Mapping[int, int]: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+
+class ContainerRunner(Protocol):
+    """What the probes read and do of the container they watch (``container.ContainerRunner``)."""
+
+    @property
+    def spec(self) -> Mapping[str, Any]: ...
+
+    @property
+    def record(self) -> ContainerRecord: ...
+
+    @property
+    def launch(self) -> _Launched: ...
+
+    def emit(self, type_: str, reason: str, note: str, /) -> None: ...
+
+    def changed(self) -> None: ...
+
+    def kill_for_probe(self, host: HostProcess, kind: str) -> None: ...
 
 
 async def supervise(runner: ContainerRunner, host: HostProcess) -> None:

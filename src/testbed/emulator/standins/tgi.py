@@ -60,7 +60,7 @@ class TgiStandIn:
         """``(argv of testbed serve hf, the note for the container's log)`` for a TGI or TGIS
         container, from its launcher command line."""
         words = [*command[1:], *args] if command else [*args]
-        pairs = _pairs(words, self.tgi.switches | self.tgis.switches)
+        pairs = flag_pairs(words, self.tgi.switches | self.tgis.switches)
         only_tgis = {self.tgis.flags["model"], self.tgis.flags["grpc_port"]}
         tgis = any(name in only_tgis for name, _ in pairs)
         table = (self.tgis if tgis else self.tgi).played()
@@ -85,7 +85,7 @@ class TgiStandIn:
         return argv, note
 
 
-def _pairs(words: Sequence[str], switches: frozenset[str]) -> list[tuple[str, str]]:
+def flag_pairs(words: Sequence[str], switches: frozenset[str]) -> list[tuple[str, str]]:
     """``--flag value`` / ``--flag=value`` / ``--switch`` as (flag, value) pairs."""
     pairs, i = [], 0
     while i < len(words):

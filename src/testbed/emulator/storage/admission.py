@@ -8,7 +8,7 @@ node's), and the kind's defaults and checks are applied (:mod:`defaults`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Protocol
 
 from testbed.emulator.storage import meta as _meta
 from testbed.emulator.storage.defaults import prepare_create
@@ -19,12 +19,16 @@ from testbed.emulator.storage.errors import (
     invalid,
     not_found,
 )
+from testbed.emulator.storage.objects import Obj
 from testbed.emulator.storage.resources import ResourceType
 
-if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
 
-Obj = dict[str, Any]
+class Reader(Protocol):
+    """What admission reads of the store it admits into (:class:`.store.Store`)."""
+
+    def try_get(self, key: str, namespace: str | None, name: str) -> Obj | None: ...
+
+
 #: Kinds whose status a create keeps (the real server keeps node status and resets others').
 _STATUS_ON_CREATE = frozenset({"nodes"})
 _SERVER_OWNED = (
@@ -39,18 +43,21 @@ _SERVER_OWNED = (
 )
 
 
-def admit_new(store: Store, rt: ResourceType, obj: Obj, namespace: str | None) -> tuple[str, str]:
+def admit_new(store: Reader, rt: ResourceType, obj: Obj, namespace: str | None) -> tuple[str, str]:
     """Prepare ``obj`` (a private copy) in place; its namespace ("" if cluster-scoped) and name."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         meta = obj["metadata"] = {}
     obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
     space = _namespace(store, rt, meta, namespace)
-    taken = store.bucket(rt.key).objects.get(space, {})
+
+    def taken(name: str) -> bool:
+        return store.try_get(rt.key, space, name) is not None
+
     name = meta.get("name") or ""
     if not name and meta.get("generateName"):
         name = _meta.generated_name(meta["generateName"])
-        while name in taken:
+        while taken(name):
             name = _meta.generated_name(meta["generateName"])
     if not name:
         required = [("metadata.name", "Required value: name or generateName is required")]
@@ -58,7 +65,7 @@ def admit_new(store: Store, rt: ResourceType, obj: Obj, namespace: str | None) -
     errors = _meta.name_errors(rt.kind, name) + _meta.metadata_errors(meta)
     if errors:
         raise invalid(rt.kind, rt.group, name, errors)
-    if name in taken:
+    if taken(name):
         raise already_exists(rt.plural, rt.group, name)
     for field in _SERVER_OWNED:
         meta.pop(field, None)
@@ -74,7 +81,7 @@ def admit_new(store: Store, rt: ResourceType, obj: Obj, namespace: str | None) -
     return space, name
 
 
-def _namespace(store: Store, rt: ResourceType, meta: Obj, namespace: str | None) -> str:
+def _namespace(store: Reader, rt: ResourceType, meta: Obj, namespace: str | None) -> str:
     if not rt.namespaced:
         meta.pop("namespace", None)
         return ""

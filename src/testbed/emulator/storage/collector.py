@@ -18,14 +18,13 @@ synchronously at the moment of the write that makes it due:
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from testbed.emulator.storage import meta as _meta
 from testbed.emulator.storage.errors import forbidden
 from testbed.emulator.storage.objects import Obj, clone
-
-if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+from testbed.emulator.storage.resources import ResourceType
 
 Ref = tuple[str, str, str]  # store key, namespace, name
 _PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
@@ -39,10 +38,36 @@ def _owner_uids(obj: Obj | None) -> set[str]:
     return {ref["uid"] for ref in obj["metadata"].get("ownerReferences") or [] if ref.get("uid")}
 
 
-class Collector:
-    """Owner index and deletion rules of one :class:`Store`."""
+class _Bucket(Protocol):
+    @property
+    def rt(self) -> ResourceType: ...
 
-    def __init__(self, store: Store) -> None:
+
+class Kept(Protocol):
+    """What the collector does to the store that owns it (:class:`.store.Store`)."""
+
+    graceful_pods: bool
+
+    def try_get(self, key: str, namespace: str | None, name: str) -> Obj | None: ...
+
+    def bucket(self, key: str) -> _Bucket: ...
+
+    def storage_keys(self) -> list[str]: ...
+
+    def namespace_is_empty(self, namespace: str) -> bool: ...
+
+    def commit(self, key: str, current: Obj, new: Obj) -> Obj: ...
+
+    def remove(self, key: str, obj: Obj) -> Obj: ...
+
+    # Last: below it, ``list`` would name this method.
+    def list(self, key: str, namespace: str | None = None) -> tuple[Sequence[Obj], int]: ...
+
+
+class Collector:
+    """Owner index and deletion rules of one :class:`.store.Store`."""
+
+    def __init__(self, store: Kept) -> None:
         self._store = store
         self._where: dict[str, Ref] = {}
         self._dependents: dict[str, set[Ref]] = {}

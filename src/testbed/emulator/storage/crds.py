@@ -9,14 +9,12 @@ stored, not enforced (no structural-schema validation, pruning or conversion web
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage.resources import BUILTIN_GROUPS, ResourceType
-
-if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
-    from testbed.emulator.storage.watchers import Event
+from testbed.emulator.storage.resources import BUILTIN_GROUPS, Registry, ResourceType
+from testbed.emulator.storage.watchers import Event
 
 KEY = "customresourcedefinitions.apiextensions.k8s.io"
 Errors = list[tuple[str, str]]
@@ -117,7 +115,19 @@ def _scale_paths(scale: dict[str, Any] | None) -> tuple[str, str, str]:
     )
 
 
-def follow(store: Store) -> None:
+class Served(Protocol):
+    """What keeps the served types: the store (:class:`.store.Store`) that holds the CRDs."""
+
+    registry: Registry
+
+    def add_bucket(self, rt: ResourceType) -> None: ...
+
+    def drop_bucket(self, key: str) -> None: ...
+
+    def subscribe(self, key: str, callback: Callable[[Event], None]) -> None: ...
+
+
+def follow(store: Served) -> None:
     """Keep the store's registry in step with the CRDs it holds."""
 
     def changed(event: Event) -> None:

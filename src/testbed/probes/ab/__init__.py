@@ -73,12 +73,15 @@ async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) ->
     pool = pool_for(endpoint, max_connections=connections)
     if not model and config.api != "tgi":
         try:
-            model = await openai.discover_model(pool, timeout_s=config.timeout_s) or ""
+            model = await openai.find_model(pool, config.timeout_s, "name its model (model:)")
         except HttpClientError as exc:
             await pool.aclose()
             raise InfrastructureError(
-                f"{side} deployment '{name}' at {endpoint.base_url} is unreachable: {exc}"
+                f"{side} deployment '{name}' at {endpoint.base_url}: {exc}"
             ) from exc
+        except InputError as exc:
+            await pool.aclose()
+            raise InputError(f"{side} deployment '{name}' at {endpoint.base_url}: {exc}") from None
     return Target(
         side,
         name,

@@ -10,8 +10,11 @@ of non-inferiority testing:
   observations exist — too little data is never a pass.
 
 The campaign's verdict is the worst criterion's (FAIL > INCONCLUSIVE > PASS, the order of
-:data:`testbed.results.verdict.SEVERITY`); a campaign with no criterion at all is refused by
-:class:`~testbed.config.ab.AbCriteria`, so there is always one to judge. Each criterion's
+:data:`testbed.results.verdict.SEVERITY`), and FAIL when every request to the canary failed
+(errors the canary's server answered or cut short: an unreachable side is ERROR before this),
+however the stable side fared — a canary that answered nothing is never good enough. A
+campaign with no criterion at all is refused by :class:`~testbed.config.ab.AbCriteria`, so
+there is always one to judge. Each criterion's
 evidence also carries two one-sided tests against the threshold: ``p_meets`` (small: the
 data show the threshold is met) and ``p_violates`` (small: they show it is missed), and
 ``p_value``, the one matching the status (the smaller of the two when INCONCLUSIVE).
@@ -191,6 +194,11 @@ def judge(
     evidence = {"criteria": entries, "confidence": criteria.confidence}
     assert entries, "AbCriteria refuses a probe without a criterion"
     status = worst(e["status"] for e in entries)
+    failed, sent = samples.errors.get("canary", (0, 0))
+    if sent and failed == sent:  # nothing to compare, whatever the stable side did
+        kinds = ", ".join(summary["errors"]["kinds"].get("canary", {}))
+        reason = f"every one of {sent} requests to the canary failed ({kinds})"
+        return entries, Verdict(status=Status.FAIL, reason=reason, evidence=evidence)
     if status is Status.PASS:
         reason = f"all {len(entries)} criteria met at {criteria.confidence:.0%} confidence"
     else:

@@ -5,7 +5,9 @@ TGI ``/generate``, or a TGIS ``Generate`` request sent over gRPC), sent with the
 clients of :mod:`testbed.clients`, and the answer is kept twice: decoded into an
 :class:`Output`, and as the raw event payloads of a stream so that :mod:`stream_check` can
 judge the stream itself. Connection failures and
-timeouts raise :class:`Unreachable` (an infrastructure error: the case is ERROR, not FAIL).
+timeouts raise :class:`Unreachable` (an infrastructure error: the case is ERROR, not FAIL), and
+so does an answer cut short by a server that then accepts no new connection (it was killed
+or evicted mid-answer); one cut short by a server that lives on is the server's: FAIL.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import orjson
 
 from testbed.clients import openai, tgi, tgis
 from testbed.clients.http import ConnectionPool, HttpClientError
-from testbed.clients.response import Sink
+from testbed.clients.response import Response, Sink
 from testbed.clients.sse import SseParser
 from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
@@ -43,6 +45,7 @@ class Exchange:
     status: int = 0
     payloads: list[bytes] = field(default_factory=list)  # raw SSE data, [DONE] included
     incomplete_tail: bool = False  # the stream ended inside an event
+    cut_short: str | None = None  # how a stream ended before its terminator (the client's words)
     duration_ms: float = 0.0
 
 
@@ -74,11 +77,18 @@ class _Capture:
         self.inner.on_data(data, t_ns)
 
     def on_end(self, t_ns: int) -> None:
+        self._flush()
+        self.inner.on_end(t_ns)
+
+    def on_cut(self, reason: str, t_ns: int) -> None:
+        self._flush()
+        self.inner.on_cut(reason, t_ns)
+
+    def _flush(self) -> None:
         if self.stream and 200 <= self.status < 300:
             tail = self._sse.feed(b"\n\n")  # an event the server never finished
             self.incomplete = bool(tail)
             self.payloads.extend(tail)
-        self.inner.on_end(t_ns)
 
 
 def openai_body(spec: RequestSpec, model: str, logprobs: int | None) -> dict[str, Any]:
@@ -211,13 +221,27 @@ async def send_tgis(
     response = capture.response
     exchange = Exchange("tgis", stream, body, Output(), response.status)
     exchange.duration_ms = round((monotonic_ns() - started) / 1e6, 3)
-    if response.error is not None:
+    if response.error is not None and response.status != 200:  # a gRPC error status
         exchange.output = Output(error=ErrorOutput(response.status, response.error))
         return exchange
-    if stream:
+    if stream:  # a stream cut short is judged by the stream check, message by message
         exchange.payloads = [orjson.dumps(message) for message in response.raw]
-    exchange.output = tgis_output(response.raw)
+        exchange.cut_short = _cut_short(response, stream)
+    exchange.output = _unfinished(tgis_output(response.raw), response, stream)
     return exchange
+
+
+def _cut_short(response: Response, stream: bool) -> str | None:
+    """The client's account of a stream that ended before its terminator, if it did."""
+    return response.error if stream and not response.ended else None
+
+
+def _unfinished(output: Output, response: Response, stream: bool) -> Output:
+    """``output``, made an error when the client found the unary answer incomplete (no
+    finish reason, body cut short) and the decoded answer does not already carry one."""
+    if not stream and output.error is None and response.error is not None:
+        output.error = ErrorOutput(response.status, response.error)
+    return output
 
 
 async def send(
@@ -248,6 +272,10 @@ async def send(
     except TimeoutError as exc:
         raise Unreachable(f"no complete answer within {timeout_s:g} s (timeout_s)") from exc
     response = capture.inner.response
+    if 200 <= capture.status < 300 and not response.ended and not await pool.reachable():
+        # Killed or evicted mid-answer: the infrastructure's doing (ERROR), unlike an answer
+        # cut short by a server that lives on (FAIL).
+        raise Unreachable(f"{response.error}; then no new connection: the server went away")
     exchange = Exchange(protocol, stream, body, Output(), capture.status)
     exchange.duration_ms = round((monotonic_ns() - started) / 1e6, 3)
     if not 200 <= capture.status < 300:
@@ -256,12 +284,13 @@ async def send(
         return exchange
     exchange.payloads = capture.payloads
     exchange.incomplete_tail = capture.incomplete
+    exchange.cut_short = _cut_short(response, stream)
     objects = response.raw
     if not stream and not objects:
         message = response.error or "the body is not JSON"
         exchange.output = Output(error=ErrorOutput(capture.status, message))
         return exchange
-    exchange.output = decode(protocol, objects)
+    exchange.output = _unfinished(decode(protocol, objects), response, stream)
     return exchange
 
 

@@ -22,6 +22,7 @@ from testbed.clients import tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import pool_for
 from testbed.config.correctness import CorrectnessProbe
+from testbed.config.yamlsource import safe_load
 from testbed.core.clock import wall_label
 from testbed.core.errors import CampaignError, InfrastructureError
 from testbed.probes.correctness.cases import (
@@ -163,7 +164,7 @@ async def record_file(
 
 
 def _raw_cases(path: Path) -> list[dict[str, Any]]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = safe_load(path.read_text(encoding="utf-8"), str(path))
     cases = data["cases"] if isinstance(data, dict) else data
     if not isinstance(cases, list):
         raise CampaignError(f"{path}: a case file is a list of cases")

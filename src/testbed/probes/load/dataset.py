@@ -90,7 +90,8 @@ def _from_file(
 ) -> list[Item]:
     path = base_dir / ds.path
     if not path.is_file():
-        raise InputError(f"dataset file {str(path)!r} does not exist")
+        what = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise InputError(f"dataset file {str(path)!r} {what}")
     rows = _read_rows(path)
     pairs = _sharegpt_pairs(rows) if ds.format == "sharegpt" else _jsonl_pairs(rows, ds.path)
     if ds.shuffle:
@@ -112,10 +113,13 @@ def _from_file(
 
 
 def _read_rows(path: Path) -> list[Any]:
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
+        raise InputError(f"dataset file {path}: cannot read it: {reason}") from None
     if text.lstrip().startswith("["):
-        rows = json.loads(text)
-        return rows if isinstance(rows, list) else []
+        return _json_array(path, text)
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
@@ -123,7 +127,19 @@ def _read_rows(path: Path) -> list[Any]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
                 raise InputError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            except RecursionError:
+                raise InputError(f"{path}:{number}: JSON nested too deep") from None
     return rows
+
+
+def _json_array(path: Path, text: str) -> list[Any]:
+    try:
+        rows = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}:{exc.colno}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deep") from None
+    return rows if isinstance(rows, list) else []
 
 
 def _jsonl_pairs(rows: list[Any], name: str) -> list[tuple[str, int | str | None]]:

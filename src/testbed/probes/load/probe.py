@@ -21,7 +21,7 @@ from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
 from testbed.probes import server_metrics
 from testbed.probes.base import ProbeContext, ProbeOutcome
-from testbed.probes.load import dataset, multiprocess, profiles
+from testbed.probes.load import capacity, dataset, multiprocess, profiles
 from testbed.probes.load.loops import loop_name
 from testbed.probes.load.recording import BackgroundWriter
 from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
@@ -47,19 +47,21 @@ class Setup:
 async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Path) -> Setup:
     """Discover the model and tokenizer, build and encode the prompts (a dataset file's
     relative path starts at ``base_dir``)."""
+    capacity.raise_open_files(capacity.open_files_needed(config))
     pool = pool_for(endpoint, max_connections=max(config.max_in_flight, config.concurrency) + 8)
     try:
         model = config.model or endpoint.model
         if not model and config.api not in ("tgi", "tgis"):
-            model = await openai.discover_model(pool) or ""
-            if not model:
-                raise InputError(
-                    f"{endpoint.base_url} lists no model at /v1/models; give one with --model"
-                )
+            model = await openai.find_model(
+                pool, min(10.0, config.timeout_s), "name the model (--model, or model:)"
+            )
         counter = await counter_for(endpoint.tokenizer, pool)
     except HttpClientError as exc:
         await pool.aclose()
-        raise InfrastructureError(f"server at {endpoint.base_url} is unreachable: {exc}") from exc
+        raise InfrastructureError(f"server at {endpoint.base_url}: {exc}") from exc
+    except InputError as exc:
+        await pool.aclose()
+        raise InputError(f"{endpoint.base_url}: {exc}") from None
     items = dataset.build(config.dataset, counter, seed, base_dir)
     payloads = dataset.encode(
         items, pool, api=config.api, model=model, stream=config.stream, ignore_eos=config.ignore_eos

@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 from typing import Any, Protocol
 
-from testbed.clients.http import ConnectionPool
+from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.openai import get_json
 from testbed.clients.response import BodySinkJson
 from testbed.core.errors import InputError
@@ -193,7 +193,11 @@ async def _sim_rule(pool: ConnectionPool) -> str | None:
         return None
     probe = "a b c d e f g h"  # whitespace: 8 tokens; chars4: ceil(15 / 4) = 4
     sink = BodySinkJson(lambda _r, _o, _t: None, keep_raw=True)
-    await pool.send(pool.encode("POST", "/tokenize", b'{"prompt":"%s"}' % probe.encode()), sink)
+    payload = pool.encode("POST", "/tokenize", b'{"prompt":"%s"}' % probe.encode())
+    try:
+        await pool.send(payload, sink, 10.0)
+    except TimeoutError:
+        raise HttpClientError("POST /tokenize: no answer within 10 s") from None
     body = sink.response.raw[0] if sink.response.ok and sink.response.raw else {}
     count = body.get("count") if isinstance(body, dict) else None
     return {8: "whitespace", 4: "chars4"}.get(count) if isinstance(count, int) else None

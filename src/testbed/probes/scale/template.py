@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from testbed.config.yamlsource import safe_load_all
 from testbed.core.errors import InputError, MissingDependency
 
 RUN_LABEL = "testbed.io/scale-run"
@@ -53,15 +52,9 @@ class Template:
         """The objects of one workload, labelled. Raises InputError naming the template,
         the line and the fix."""
         text = _render_text(self, values)
-        try:
-            documents = [d for d in yaml.safe_load_all(text) if d is not None]
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{self.origin}:{mark.line + 1}" if mark is not None else self.origin
-            raise InputError(
-                f"{where} (rendered): not valid YAML: {getattr(exc, 'problem', exc)}"
-                " — quote placeholders that may render special characters"
-            ) from None
+        hint = " — quote placeholders that may render special characters"
+        loaded = safe_load_all(text, f"{self.origin} (rendered)", hint)
+        documents = [d for d in loaded if d is not None]
         if not documents:
             raise InputError(f"template {self.origin}: renders no object")
         objects = []

@@ -60,7 +60,8 @@ def _targets(
         if not endpoint.metrics_path:
             session.problems.append(f"{name}: the server has no metrics endpoint")
             continue
-        targets.append({"name": name, "base_url": endpoint.base_url, "path": endpoint.metrics_path})
+        base_url = endpoint.metrics_url or endpoint.base_url
+        targets.append({"name": name, "base_url": base_url, "path": endpoint.metrics_path})
         keys.append(resolve(endpoint.api_key) if endpoint.api_key else None)
     return targets, keys
 

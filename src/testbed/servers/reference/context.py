@@ -57,6 +57,11 @@ class ServerContext:
 
     def chat_ids(self, messages: list[Any], add_generation_prompt: bool = True) -> list[int]:
         """Token ids of ``messages`` rendered by the model's chat template."""
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise BadRequest(
+                f"the model `{self.model_name}` has no chat template, so chat messages cannot be"
+                " rendered; send a prompt to /v1/completions (or TGI's /generate) instead"
+            )
         plain = []
         for m in messages:
             if not isinstance(m, dict) or "role" not in m:

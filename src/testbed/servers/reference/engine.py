@@ -21,13 +21,15 @@ import threading
 from collections import deque
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
 from testbed.core.clock import monotonic_ns
 from testbed.servers.reference.metrics import EngineMetrics
-from testbed.servers.reference.model import LoadedModel, RowCache
+from testbed.servers.reference.model import RowCache
 from testbed.servers.reference.sampling import SamplingParams, choose, logprobs_of, new_generator
+from testbed.servers.reference.served import ServedModel, special_ids
 
 FIRST_CAPACITY = 256  # KV slots reserved beyond the prompt at first; the cache grows on demand
 
@@ -68,7 +70,7 @@ class _Sequence:
     generated: list[int] = field(default_factory=list)
     text: str = ""  # everything decoded so far (cut at a stop string when one matches)
     sent: int = 0  # characters of ``text`` already sent
-    cache: RowCache | None = None
+    cache: Any = None  # the model's per-request cache (RowCache, Seq2SeqRow)
     generator: torch.Generator | None = None
     first_token_ns: int = 0
     cancelled: bool = False
@@ -80,7 +82,7 @@ class _Sequence:
 class Engine:
     """Owns the model, the waiting queue and the running batch."""
 
-    def __init__(self, loaded: LoadedModel, *, max_batch: int, max_len: int, threads: int) -> None:
+    def __init__(self, loaded: ServedModel, *, max_batch: int, max_len: int, threads: int) -> None:
         self.loaded = loaded
         self.max_batch = max_batch
         self.max_len = max_len
@@ -90,6 +92,8 @@ class Engine:
         self._running: list[_Sequence] = []
         self._wake = threading.Condition()
         self._stopping = False
+        # Tokens the text leaves out (decode skips them): EOS and every added special token.
+        self._special = loaded.eos_ids | special_ids(loaded.tokenizer)
 
     # -- asyncio side ---------------------------------------------------------------------
 
@@ -205,14 +209,14 @@ class Engine:
         seq.generated.append(token)
         self.metrics.generation_tokens += 1
         tokenizer = self.loaded.tokenizer
-        special = token in self.loaded.eos_ids
+        special = token in self._special
         info = TokenInfo(token, tokenizer.decode([token]), None, special=special)
         if params.logprobs is not None:
             chosen, top = logprobs_of(logits, token, params.logprobs)
             alternatives = tuple((i, tokenizer.decode([i]), lp) for i, lp in top)
             info = TokenInfo(token, info.text, chosen, alternatives, special)
         finish, kind = None, None
-        if special and not params.ignore_eos:
+        if token in self.loaded.eos_ids and not params.ignore_eos:
             finish, kind = "stop", "eos_token"
         else:
             seq.text = tokenizer.decode(seq.generated, skip_special_tokens=True)

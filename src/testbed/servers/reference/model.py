@@ -136,6 +136,7 @@ class LoadedModel:
     max_len: int
     row_multiple: int
     dtype: torch.dtype
+    kind: str = "causal"
     info: dict[str, Any] = field(default_factory=dict)
 
     def unpad(self) -> None:
@@ -178,7 +179,7 @@ class LoadedModel:
         return out.logits[:, -1].float()  # type: ignore[no-any-return]
 
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def load_model(
@@ -196,7 +197,7 @@ def load_model(
     from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
 
     AttentionInterface.register(ATTENTION, rows_attention)
-    torch_dtype = _DTYPES["float32" if dtype == "auto" else dtype]
+    torch_dtype = DTYPES["float32" if dtype == "auto" else dtype]
     guessed = expected_shapes(json.loads((folder / "config.json").read_text()))
     with ThreadPoolExecutor(max_workers=1) as pool:
         # Matrix products release the GIL: calibration runs on the second core while the

@@ -197,14 +197,14 @@ def serve(
         resolving = pool.submit(models.resolve_model, source)
         offline_environment()
         set_threads(settings.threads)
-        from testbed.servers.reference.model import load_model
+        from testbed.servers.reference.served import load_served
 
         folder = resolving.result()
 
     name = settings.served_model_name or models.parse_source(source).served_name
     max_batch = settings.max_batch_size or 8
     store = models.models_dir() / "row-multiples.json"
-    loaded = load_model(folder, name=name, dtype=settings.dtype, max_batch=max_batch, store=store)
+    loaded = load_served(folder, name=name, dtype=settings.dtype, max_batch=max_batch, store=store)
     if not settings.batch_invariant:
         loaded.unpad()
     max_len = min(settings.max_model_len or loaded.max_len, loaded.max_len)
@@ -212,7 +212,8 @@ def serve(
     aliases = frozenset({source, str(folder)})
     ctx = ServerContext(engine, name, aliases, max_len, max_batch)
     sys.stderr.write(
-        f"testbed hf: {folder} as {name!r}, dtype {settings.dtype}, {settings.threads} thread(s),"
+        f"testbed hf: {folder} ({loaded.kind}) as {name!r}, dtype {settings.dtype},"
+        f" {settings.threads} thread(s),"
         f" max batch {max_batch}, max length {max_len}, row multiple {loaded.row_multiple}\n"
     )
     grpc = grpc_port if "tgis" in settings.protocols else None

@@ -151,8 +151,12 @@ class ReferenceServicer:
 
     async def ModelInfo(self, request: Any, context: Any) -> Any:
         _, pb, _ = grpc_server.modules()
+        seq2seq = self.ctx.engine.loaded.kind == "seq2seq"
+        kind = (
+            pb.ModelInfoResponse.ENCODER_DECODER if seq2seq else pb.ModelInfoResponse.DECODER_ONLY
+        )
         return pb.ModelInfoResponse(
-            model_kind=pb.ModelInfoResponse.DECODER_ONLY,
+            model_kind=kind,
             max_sequence_length=self.ctx.max_len,
             max_new_tokens=self.ctx.max_len,
         )

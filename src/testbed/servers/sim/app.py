@@ -20,6 +20,7 @@ from testbed.servers.sim.delivery import Delivery
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
 from testbed.servers.sim.faults import FaultInjector
 from testbed.servers.sim.http import Connection, Request
+from testbed.servers.sim.kvcache import KvCache, block_hashes
 from testbed.servers.sim.latency import LatencyModel
 from testbed.servers.sim.metrics import SimMetrics
 from testbed.servers.sim.openai import (
@@ -56,7 +57,13 @@ class SimApp:
         self._queue: deque[Delivery] = deque()
         self._ready_at = loop.time() + params.faults.slow_start_s
         self._ids = itertools.count(1)
-        self._instant = params.instant
+        self._kv = (
+            KvCache(params.kv_cache_tokens, params.block_size)
+            if params.kv_cache_tokens is not None
+            else None
+        )
+        self.metrics.kv = self._kv
+        self._instant = params.instant and self._kv is None
         self._routes: dict[tuple[str, str], _Route] = {
             ("POST", "/v1/completions"): functools.partial(self._serve, CompletionRequest, False),
             ("POST", "/v1/chat/completions"): functools.partial(self._serve, ChatRequest, False),
@@ -157,7 +164,24 @@ class SimApp:
             self._answer_now(req, gen, conn)
             return
         delivery = Delivery(self, conn, req, gen, faults, request.arrival)
+        if self._kv is not None:
+            self._kv_needs(delivery, req, len(gen.ids))
         self._admit(delivery)
+
+    def _kv_needs(self, delivery: Delivery, req: GenerationRequest, output_tokens: int) -> None:
+        """What the request will ask of the KV cache: its tokens and its prompt's block names."""
+        params = self.params
+        delivery.kv_tokens = req.prompt_tokens + output_tokens
+        if params.prefix_caching:
+            pieces = (
+                req.prompt.split()
+                if params.tokenizer == "whitespace"
+                else [req.prompt[i : i + 4] for i in range(0, len(req.prompt), 4)]
+            )
+            # The last prompt token is always computed (module kvcache), so blocks that
+            # would cover it never count as hits.
+            limit = (req.prompt_tokens - 1) // params.block_size
+            delivery.kv_hashes = block_hashes(pieces, params.block_size, limit)
 
     def _check(self, req: GenerationRequest) -> None:
         if not self.ready:
@@ -170,6 +194,13 @@ class SimApp:
                 f"This model's maximum context length is {limit} tokens. However, you"
                 f" requested {req.prompt_tokens + req.max_tokens} tokens"
                 f" ({req.prompt_tokens} in the messages, {req.max_tokens} in the completion).",
+                "max_tokens",
+            )
+        kv = self._kv
+        if kv is not None and kv.blocks_for(req.prompt_tokens + req.max_tokens) > kv.total_blocks:
+            raise BadRequest(
+                f"the request needs {req.prompt_tokens + req.max_tokens} tokens of KV cache;"
+                f" the whole cache holds {kv.total_blocks * kv.block_size} (kv_cache_tokens)",
                 "max_tokens",
             )
 
@@ -198,7 +229,12 @@ class SimApp:
     def _admit(self, delivery: Delivery) -> None:
         metrics = self.metrics
         limit = self._limit
-        if limit is None or metrics.running < limit:
+        # First come, first served: nobody overtakes a request waiting for KV blocks.
+        if (
+            (limit is None or metrics.running < limit)
+            and not metrics.waiting
+            and self._hold(delivery)
+        ):
             metrics.running += 1
             delivery.start(self.loop.time(), queued=False)
         elif self._max_waiting is None or metrics.waiting < self._max_waiting:
@@ -218,6 +254,9 @@ class SimApp:
             metrics.aborted += 1
             return  # left in the queue; skipped when popped
         metrics.running -= 1
+        if delivery.kv is not None and self._kv is not None:
+            self._kv.release(delivery.kv)
+            delivery.kv = None
         if aborted:
             metrics.aborted += 1
         else:
@@ -232,13 +271,33 @@ class SimApp:
     def _admit_waiting(self) -> None:
         queue, metrics, limit = self._queue, self.metrics, self._limit
         while queue and (limit is None or metrics.running < limit):
-            delivery = queue.popleft()
+            delivery = queue[0]
             if not delivery.waiting:
+                queue.popleft()
                 continue  # its client left while it waited
+            if not self._hold(delivery):
+                break  # the head waits for KV blocks; nobody overtakes it
+            queue.popleft()
             delivery.waiting = False
             metrics.waiting -= 1
             metrics.running += 1
             delivery.start(self.loop.time(), queued=True)
+
+    def _hold(self, delivery: Delivery) -> bool:
+        """Take the request's KV blocks (its cached prompt tokens counted); False when they
+        do not fit now. Always True without a KV cache."""
+        kv = self._kv
+        if kv is None:
+            return True
+        alloc = kv.allocate(delivery.kv_hashes, delivery.kv_tokens)
+        if alloc is None:
+            return False
+        delivery.kv = alloc
+        delivery.cached_tokens = alloc.cached_tokens
+        metrics = self.metrics
+        metrics.prefix_cache_queries += delivery.request.prompt_tokens
+        metrics.prefix_cache_hits += alloc.cached_tokens
+        return True
 
     # -- everything else
     def _tokenize(self, request: Request, conn: Connection) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from testbed.servers.sim.dialect import GenerationRequest
 from testbed.servers.sim.faults import FaultPlan
 from testbed.servers.sim.http import Connection
+from testbed.servers.sim.kvcache import Allocation
 from testbed.servers.sim.pacing import Entry
 from testbed.servers.sim.text import Generation
 
@@ -43,6 +44,10 @@ class Delivery:
         "_i",
         "_req",
         "_tail",
+        "cached_tokens",
+        "kv",
+        "kv_hashes",
+        "kv_tokens",
         "waiting",
     )
 
@@ -71,6 +76,11 @@ class Delivery:
         self._constant = app.latency.constant_itl
         self._first_at = 0.0
         self.waiting = False
+        # KV cache (set by the app when it has one): what the request holds and asks for.
+        self.kv: Allocation | None = None
+        self.kv_hashes: list[int] = []
+        self.kv_tokens = 0
+        self.cached_tokens = 0
         if req.stream:
             events = req.events(gen)
             if faults.malformed:
@@ -93,7 +103,8 @@ class Delivery:
         app.metrics.queue_time.observe(now - self._base if queued else 0.0)
         model = app.latency
         others = app.metrics.running - 1
-        self._deadline = self._base + model.ttft(self._req.prompt_tokens, others)
+        prefill = self._req.prompt_tokens - self.cached_tokens  # cached tokens skip prefill
+        self._deadline = self._base + model.ttft(prefill, others)
         if self._constant:
             self._gap = model.itl(0)
         if self._req.stream:

@@ -1,6 +1,7 @@
 """The simulator's latency model: the ground truth that load probes measure against.
 
-Time to first token = ``ttft_ms`` + ``ttft_per_prompt_token_ms`` × prompt tokens +
+Time to first token = ``ttft_ms`` + ``ttft_per_prompt_token_ms`` × prompt tokens to prefill
+(those not found in the prefix cache, :mod:`testbed.servers.sim.kvcache`) +
 ``ttft_per_running_ms`` × other running requests + jitter. Each inter-token gap = ``itl_ms`` +
 ``itl_per_running_ms`` × other running requests + jitter. Delays are in seconds here (the
 event loop's unit) and never negative.
@@ -44,7 +45,7 @@ class LatencyModel:
         )
 
     def ttft(self, prompt_tokens: int, others_running: int) -> float:
-        """Seconds from admission to the first token."""
+        """Seconds from admission to the first token; ``prompt_tokens``: those to prefill."""
         base = (
             self._ttft + self._per_prompt * prompt_tokens + self._ttft_per_running * others_running
         )

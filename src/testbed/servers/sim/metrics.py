@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from testbed.servers.sim.kvcache import KvCache
 
 _LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
@@ -55,6 +59,9 @@ class SimMetrics:
         self.running = 0
         self.waiting = 0
         self.prompt_tokens = 0
+        self.kv: KvCache | None = None  # the app's KV cache, when it has one
+        self.prefix_cache_queries = 0  # prompt tokens of admitted requests (with a KV cache)
+        self.prefix_cache_hits = 0  # of which were cached
         self.generation_tokens = 0
         self.finished: Counter[str] = Counter()  # finish reason -> requests
         self.aborted = 0  # the client went away before the end
@@ -79,6 +86,21 @@ class SimMetrics:
 
         scalar("gauge", "vllm:num_requests_running", self.running, "Requests being served.")
         scalar("gauge", "vllm:num_requests_waiting", self.waiting, "Requests queued.")
+        usage = self.kv.usage if self.kv is not None else 0.0
+        scalar("gauge", "vllm:kv_cache_usage_perc", usage, "KV-cache usage. 1 means 100 percent.")
+        # Counters are exposed with _total, as prometheus_client does for vLLM's.
+        scalar(
+            "counter",
+            "vllm:prefix_cache_queries_total",
+            self.prefix_cache_queries,
+            "Prefix cache queries, in terms of number of queried tokens.",
+        )
+        scalar(
+            "counter",
+            "vllm:prefix_cache_hits_total",
+            self.prefix_cache_hits,
+            "Prefix cache hits, in terms of number of cached tokens.",
+        )
         scalar("counter", "vllm:prompt_tokens_total", self.prompt_tokens, "Prompt tokens.")
         scalar("counter", "vllm:generation_tokens_total", self.generation_tokens, "Output tokens.")
         lines.append("# TYPE vllm:request_success_total counter")

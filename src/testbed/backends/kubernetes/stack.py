@@ -1,0 +1,377 @@
+"""A stack worker (``server: manifests``) on a cluster: apply, wait, reach, remove.
+
+For one worker the stack is rendered with its values (``stack_render``), then applied:
+CustomResourceDefinitions first, each waited for until ``Established`` (by WATCH), then
+every other object in the order written, each through API discovery (any kind the cluster
+serves, custom resources included). Before an object is created its reference is appended
+to the worker's journal (``RUN_DIR/stacks/WORKER.jsonl``, fsynced), so even after a SIGKILL
+``testbed cleanup`` knows every object the stack may have made. Then the ``ready``
+conditions are watched, all at once, each with its own timeout (``conditions``); the
+endpoint is reached (``stack_reach``). Leaving deletes the objects in reverse order and
+waits until they are gone. Only objects that carry this run's label are ever replaced or
+deleted: a CRD that was installed before the run is used and left as it was.
+
+Two workers of one stack deployment (a matrix over its values) create objects of the same
+names, so they take turns: a per-deployment lock is held from apply to removal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from testbed.backends.base import Handle
+from testbed.backends.kubernetes import conditions
+from testbed.backends.kubernetes.names import RUN, WORKER, label_value, run_namespace, worker_labels
+from testbed.backends.kubernetes.stack_reach import reach, stack_endpoint
+from testbed.backends.kubernetes.stack_render import StackObject, render_stack
+from testbed.clients.kube import Changes, Kube
+from testbed.clients.kube.rest import KindInfo
+from testbed.core.errors import ClusterConflict, ClusterError, InputError, ServerStartError
+
+if TYPE_CHECKING:
+    from testbed.backends.kubernetes.backend import KubernetesBackend
+
+CRD = "CustomResourceDefinition"
+CRD_INFO = KindInfo("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
+CRD_TIMEOUT_S = 60.0
+GONE_TIMEOUT_S = 120.0
+DISCOVERY_RETRY_S = 10.0  # a new CRD's kind may reach discovery a moment after Established
+JOURNALS = "stacks"
+
+
+def render_worker(
+    run_id: str,
+    worker_id: str,
+    deployment: Mapping[str, Any],
+    backend: Mapping[str, Any],
+    base_dir: Path,
+) -> list[StackObject]:
+    """The worker's objects, labelled with its run and worker (InputError at file:line)."""
+    namespace = run_namespace(run_id, backend)
+    context = {
+        "namespace": namespace,
+        "run_id": run_id,
+        "worker": worker_id,
+        "labels": worker_labels(run_id, worker_id),
+    }
+    return render_stack(deployment, base_dir, context)
+
+
+class Journal:
+    """The objects a worker's stack may have created, one JSON line each, written first."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def note(self, ref: Mapping[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(dict(ref)) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+    def refs(self) -> list[dict[str, Any]]:
+        if not self.path.is_file():
+            return []
+        lines = self.path.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def journals(run_dir: Path) -> list[Journal]:
+    return [Journal(p) for p in sorted((run_dir / JOURNALS).glob("*.jsonl"))]
+
+
+def _ref(info: KindInfo, obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {
+        "apiVersion": info.api_version,
+        "kind": obj["kind"],
+        "plural": info.plural,
+        "namespaced": info.namespaced,
+        "name": meta["name"],
+        "namespace": meta.get("namespace") if info.namespaced else None,
+    }
+
+
+def _info(ref: Mapping[str, Any]) -> KindInfo:
+    return KindInfo(str(ref["apiVersion"]), str(ref["plural"]), bool(ref["namespaced"]))
+
+
+def _path(info: KindInfo, namespace: str | None, name: str) -> str:
+    return f"{info.collection(namespace if info.namespaced else None)}/{name}"
+
+
+class Stacks:
+    """The stack workers of one run (owned by its :class:`KubernetesBackend`)."""
+
+    def __init__(self, backend: KubernetesBackend) -> None:
+        self.backend = backend
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def provision(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AsyncIterator[Handle]:
+        backend = self.backend
+        objects = render_worker(
+            backend.run_id, worker_id, deployment, backend.config, backend.base_dir
+        )
+        await backend.ensure_run_objects()
+        kube = await backend.kube()
+        lock = self._locks.setdefault(str(deployment["name"]), asyncio.Lock())
+        async with lock:
+            work_dir.mkdir(parents=True, exist_ok=True)
+            plain = [json.loads(json.dumps(o.obj)) for o in objects]
+            (work_dir / "stack.yaml").write_text(yaml.safe_dump_all(plain, sort_keys=False))
+            journal = Journal(backend.run_dir / JOURNALS / f"{worker_id}.jsonl")
+            worker = _Worker(kube, backend.namespace, backend.run_id, worker_id, journal)
+            try:
+                placed = await worker.apply(objects)
+                await worker.wait_ready(deployment, placed)
+                died: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+                async with reach(
+                    kube, backend.namespace, deployment, placed, backend.in_cluster(), died
+                ) as where:
+                    info = {
+                        "namespace": backend.namespace,
+                        "objects": [o.describe() for o in objects],
+                        "url": where.base_url,
+                        "cluster_url": where.cluster_url,
+                        "version": f"stack {deployment['manifests']}",
+                    }
+                    yield Handle(stack_endpoint(deployment, where), died=died, info=info)
+            finally:
+                await asyncio.shield(worker.remove())
+
+
+async def remove_journalled(kube: Kube, run_id: str, run_dir: Path) -> list[str]:
+    """Delete what the journals of ``run_dir`` name (newest first), wait until it is gone;
+    ``kind/name`` of each object deleted."""
+    gone: list[str] = []
+    for journal in journals(run_dir):
+        refs = journal.refs()
+        worker = str(journal.path.stem)
+        gone += await _delete_refs(kube, run_id, worker, refs)
+        journal.remove()
+    return gone
+
+
+async def _delete_refs(
+    kube: Kube, run_id: str, worker_id: str, refs: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """Delete the run's objects of ``refs`` in reverse order; wait until none is left."""
+    deleted: list[tuple[dict[str, Any], str]] = []
+    mine = {RUN: label_value(run_id), WORKER: label_value(worker_id)}
+    for ref in reversed(list(dict.fromkeys(json.dumps(r, sort_keys=True) for r in refs))):
+        item = json.loads(ref)
+        info, name = _info(item), str(item["name"])
+        path = _path(info, item.get("namespace"), name)
+        current = await asyncio.to_thread(_get, kube, path, f"get {item['kind']} {name}")
+        labels = ((current or {}).get("metadata") or {}).get("labels") or {}
+        if current is None or any(labels.get(k) != v for k, v in mine.items()):
+            continue  # gone already, or not this worker's (a CRD installed before the run)
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        with contextlib.suppress(ClusterError):
+            await asyncio.to_thread(
+                kube.call, "DELETE", path, f"delete {item['kind']} {name}", body=body
+            )
+            deleted.append((item, path))
+    await _wait_gone(kube, [path for _, path in deleted])
+    return [f"{item['kind']}/{item['name']}" for item, _ in deleted]
+
+
+def _get(kube: Kube, path: str, doing: str) -> dict[str, Any] | None:
+    try:
+        return kube.call("GET", path, doing)
+    except ClusterError as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+async def _wait_gone(kube: Kube, paths: list[str]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + GONE_TIMEOUT_S
+    left = list(paths)
+    while left:
+        left = [p for p in left if await asyncio.to_thread(_get, kube, p, f"get {p}") is not None]
+        if not left:
+            return
+        if loop.time() > deadline:
+            raise ClusterError(
+                f"stack objects still exist {GONE_TIMEOUT_S:.0f} s after deletion: {left}"
+            )
+        await asyncio.sleep(0.2)  # finalizers run on the server's side; no watch spans kinds
+
+
+class _Worker:
+    """Applying, waiting for and removing one worker's objects."""
+
+    def __init__(
+        self, kube: Kube, namespace: str, run_id: str, worker_id: str, journal: Journal
+    ) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.run_id, self.worker_id = run_id, worker_id
+        self.journal = journal
+
+    async def apply(self, objects: Sequence[StackObject]) -> list[tuple[StackObject, KindInfo]]:
+        """Create every object (CRDs first, Established before the rest); each with the
+        resource discovery found for it."""
+        placed: list[tuple[StackObject, KindInfo]] = []
+        defined = {str((o.obj.get("spec") or {}).get("group")) for o in objects if o.kind == CRD}
+        for item in sorted(objects, key=lambda o: o.kind != CRD):  # stable: CRDs first
+            info = await self._discover(item, item.api_version.rpartition("/")[0] in defined)
+            await self._create(item, info)
+            placed.append((item, info))
+            if item.kind == CRD:
+                await self._established(item)
+        return placed
+
+    async def _discover(self, item: StackObject, new_kind: bool) -> KindInfo:
+        """The resource serving ``item``; a kind of a CRD of this stack (``new_kind``) is
+        given a moment to reach discovery."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (DISCOVERY_RETRY_S if new_kind else 0.0)
+        while True:
+            try:
+                return await asyncio.to_thread(self.kube.info, item.api_version, item.kind)
+            except InputError as exc:
+                if loop.time() > deadline:
+                    raise ServerStartError(f"{item.origin}: {item.describe()}: {exc}") from None
+            await asyncio.sleep(0.5)  # a CRD of this stack may be reaching discovery
+
+    async def _create(self, item: StackObject, info: KindInfo) -> None:
+        body = json.loads(json.dumps(item.obj))
+        if info.namespaced:
+            body["metadata"].setdefault("namespace", self.namespace)
+        else:
+            body["metadata"].pop("namespace", None)
+        namespace = body["metadata"].get("namespace")
+        self.journal.note(_ref(info, body))
+        doing = f"create {item.describe()} ({item.origin})"
+        try:
+            await asyncio.to_thread(
+                self.kube.call, "POST", info.collection(namespace), doing, body=body
+            )
+        except ClusterConflict:
+            await self._replace(item, info, body)
+        except ClusterError as exc:
+            raise ServerStartError(f"the cluster refused the stack: {exc}") from exc
+
+    async def _replace(self, item: StackObject, info: KindInfo, body: dict[str, Any]) -> None:
+        """An object of that name exists: this worker's own (replaced), a CRD installed
+        before the run (used as it is), or anything else (refused)."""
+        meta = body["metadata"]
+        path = _path(info, meta.get("namespace"), meta["name"])
+        current = await asyncio.to_thread(_get, self.kube, path, f"get {item.describe()}")
+        labels = ((current or {}).get("metadata") or {}).get("labels") or {}
+        if current is not None and item.kind == CRD and labels.get(RUN) is None:
+            return
+        if current is None or labels.get(WORKER) != label_value(self.worker_id):
+            owner = labels.get(RUN) or "someone else"
+            raise ServerStartError(
+                f"{item.origin}: {item.describe()} already exists in"
+                f" {meta.get('namespace') or 'the cluster'} and belongs to {owner}"
+                " — remove it, or give the stack a namespace of its own"
+            )
+        body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        await asyncio.to_thread(
+            self.kube.call, "PUT", path, f"replace {item.describe()}", body=body
+        )
+
+    async def _established(self, item: StackObject) -> None:
+        def check(crd: Mapping[str, Any]) -> conditions.Reading:
+            return conditions.established(crd)
+
+        await watch_until(
+            self.kube, CRD_INFO, None, item.name, None, check, CRD_TIMEOUT_S,
+            f"{item.describe()} to be Established",
+        )  # fmt: skip
+
+    async def wait_ready(
+        self, deployment: Mapping[str, Any], placed: Sequence[tuple[StackObject, KindInfo]]
+    ) -> None:
+        """Every ``ready`` entry at once; the first failure ends the wait."""
+        default = float(deployment.get("startup_timeout_s") or 600.0)
+        labels = worker_labels(self.run_id, self.worker_id)
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        waits = []
+        for entry in deployment.get("ready") or []:
+            item, info = next(
+                (o, i) for o, i in placed if o.kind == entry["kind"] and o.name == entry["name"]
+            )
+            namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
+
+            def check(obj: Mapping[str, Any], at: Mapping[str, Any] = entry) -> conditions.Reading:
+                return conditions.read(obj, at["kind"], at["condition"], at.get("on_false"))
+
+            what = f"{entry['kind']}/{entry['name']} to be {entry['condition']}"
+            timeout = float(entry.get("timeout_s") or default)
+            waits.append(
+                watch_until(self.kube, info, namespace if info.namespaced else None,
+                            entry["name"], selector, check, timeout, what)
+            )  # fmt: skip
+        try:
+            async with asyncio.TaskGroup() as group:
+                for wait in waits:
+                    group.create_task(wait)
+        except* ServerStartError as failed:
+            raise failed.exceptions[0] from None
+
+    async def remove(self) -> None:
+        await _delete_refs(self.kube, self.run_id, self.worker_id, self.journal.refs())
+        self.journal.remove()
+
+
+async def watch_until(
+    kube: Kube,
+    info: KindInfo,
+    namespace: str | None,
+    name: str,
+    selector: str | None,
+    check: Any,
+    timeout_s: float,
+    what: str,
+) -> dict[str, Any]:
+    """Watch object ``name`` until ``check`` reads it ``ready`` (returned); ServerStartError
+    with the object's own conditions when it reads ``failed`` or the time runs out."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    changes = Changes(kube, info, namespace, selector)
+    last: dict[str, Any] | None = None
+    try:
+        while (remaining := deadline - loop.time()) > 0:
+            event = await changes.next(remaining)
+            if event is None or event[1]["metadata"].get("name") != name:
+                continue
+            kind, last = event
+            if kind == "DELETED":
+                raise ServerStartError(f"waiting for {what}: it was deleted")
+            reading = check(last)
+            if reading.state == "ready":
+                return last
+            if reading.state == "failed":
+                raise ServerStartError(f"waiting for {what}: {reading.why}")
+    finally:
+        changes.close()
+    state = conditions.describe(last) if last is not None else "it does not exist"
+    seen = ""
+    if namespace is not None:
+        with contextlib.suppress(Exception):  # the events are evidence, not a requirement
+            notes = await asyncio.to_thread(kube.warnings, namespace, name)
+            seen = f"; the cluster's last warnings: {'; '.join(notes)}" if notes else ""
+    raise ServerStartError(
+        f"timeout: waited {timeout_s:.0f} s for {what} (ready[].timeout_s or"
+        f" startup_timeout_s); its conditions: {state}{seen}"
+    )

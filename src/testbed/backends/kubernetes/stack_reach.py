@@ -1,0 +1,296 @@
+"""Where a stack serves: its endpoint resolved to a URL here and a URL inside the cluster.
+
+- ``{service: NAME, port: P}``: the Service (of the stack, or made by its operators).
+- ``{gateway: NAME, port: P}``: the Gateway's ``status.addresses[0]``; inside the cluster
+  ``http://ADDRESS:P``. From outside, the Service that fronts the Gateway: the one labelled
+  ``gateway.networking.k8s.io/gateway-name: NAME`` (what in-cluster Gateway implementations
+  put on the Service they make, GEP-1762), else the one whose cluster IP or DNS name is the
+  address.
+- ``{url_from: status.url, kind: K, name: N}``: the URL in that field. A host of the form
+  ``SERVICE.NAMESPACE.svc[.cluster.local]`` is that Service; any other host is used as it is.
+
+Inside the cluster (``backend.access: service``) probes use the Service's DNS name. From
+this machine, a Service is reached like ``kubectl port-forward service/NAME``: a port-forward
+to a Ready pod that its selector picks, on the container port its ``targetPort`` names. The
+in-cluster URL handed to probe Jobs (``backend.probes: cluster``) uses the kubelet's
+``NAME_SERVICE_HOST``/``_PORT`` variables when the Service is in the run's namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from testbed.backends.kubernetes.stack_render import StackObject
+from testbed.clients.endpoint import Endpoint
+from testbed.clients.kube import Kube, PortForward
+from testbed.clients.kube.rest import KindInfo
+from testbed.core.errors import ServerStartError
+
+GATEWAY_LABEL = "gateway.networking.k8s.io/gateway-name"
+_SERVICE_HOST = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\.([a-z0-9-]+)\.svc(\.cluster\.local)?$"
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved endpoint: a Service and its port, or a URL usable as it is."""
+
+    cluster_url: str  # from a pod of the run's namespace
+    service: Mapping[str, Any] | None = None
+    port: int | str = 80
+    path: str = ""  # a base path after the host (a status URL's)
+    url: str | None = None  # used as it is when there is no Service
+
+
+@dataclass(frozen=True)
+class Where:
+    base_url: str  # where probes running here send requests
+    cluster_url: str  # the same server for a probe Job of the run
+    metrics_url: str | None = None
+
+
+def stack_endpoint(deployment: Mapping[str, Any], where: Where) -> Endpoint:
+    """The Endpoint probes get for a stack deployment."""
+    endpoint = deployment["endpoint"]
+    metrics = deployment.get("metrics")
+    return Endpoint(
+        base_url=where.base_url.rstrip("/"),
+        protocols=tuple(endpoint.get("protocols") or ("openai",)),
+        model=str(deployment.get("model") or ""),
+        server_kind="manifests",
+        metrics_path=metrics.get("path", "/metrics") if metrics else None,
+        metrics_url=where.metrics_url,
+    )
+
+
+def _placed(
+    placed: Sequence[tuple[StackObject, KindInfo]], kind: str, name: str
+) -> tuple[StackObject, KindInfo] | None:
+    return next(((o, i) for o, i in placed if o.kind == kind and o.name == name), None)
+
+
+def _must(
+    placed: Sequence[tuple[StackObject, KindInfo]], kind: str, name: str
+) -> tuple[StackObject, KindInfo]:
+    found = _placed(placed, kind, name)
+    if found is None:  # validation refuses this before a run; a resumed edit may not
+        raise ServerStartError(f"the endpoint names {kind}/{name}, which the stack lacks")
+    return found
+
+
+def _namespace_of(item: StackObject | None, default: str) -> str:
+    return str(((item.obj.get("metadata") or {}).get("namespace") if item else None) or default)
+
+
+def env_url(service: Mapping[str, Any], port: int | str, namespace: str, path: str = "") -> str:
+    """The Service as a URL: ``$(VAR)`` references when it is in ``namespace`` (the probe
+    Job's), else its DNS name."""
+    meta = service["metadata"]
+    ports = (service.get("spec") or {}).get("ports") or []
+    entry = _service_port(service, port)
+    number = entry.get("port", port)
+    if meta.get("namespace") != namespace or not ports:
+        return f"http://{meta['name']}.{meta.get('namespace')}.svc:{number}{path}"
+    var = str(meta["name"]).upper().replace("-", "_")
+    if entry.get("name"):
+        suffix = f"SERVICE_PORT_{str(entry['name']).upper().replace('-', '_')}"
+    elif entry is ports[0]:
+        suffix = "SERVICE_PORT"
+    else:
+        return f"http://$({var}_SERVICE_HOST):{number}{path}"
+    return f"http://$({var}_SERVICE_HOST):$({var}_{suffix}){path}"
+
+
+def _service_port(service: Mapping[str, Any], port: int | str) -> dict[str, Any]:
+    ports = (service.get("spec") or {}).get("ports") or []
+    for entry in ports:
+        if port in (entry.get("port"), entry.get("name")) or str(port) == str(entry.get("port")):
+            return dict(entry)
+    known = ", ".join(f"{p.get('name') or ''}:{p.get('port')}" for p in ports) or "none"
+    raise ServerStartError(
+        f"Service {service['metadata']['name']} has no port {port} (its ports: {known})"
+    )
+
+
+def _service(kube: Kube, name: str, namespace: str, why: str) -> dict[str, Any]:
+    found = kube.get("Service", name, namespace)
+    if found is None:
+        raise ServerStartError(
+            f"{why} names Service {name}, which does not exist in namespace {namespace}"
+            " after the stack was ready — check the name (kubectl get services -n"
+            f" {namespace})"
+        )
+    return found
+
+
+def resolve(
+    kube: Kube,
+    namespace: str,
+    endpoint: Mapping[str, Any],
+    placed: Sequence[tuple[StackObject, KindInfo]],
+) -> Target:
+    """The endpoint's target (blocking: reads the cluster)."""
+    if "service" in endpoint:
+        item = _placed(placed, "Service", endpoint["service"])
+        ns = _namespace_of(item[0] if item else None, namespace)
+        svc = _service(kube, endpoint["service"], ns, "endpoint")
+        return Target(env_url(svc, endpoint["port"], namespace), svc, endpoint["port"])
+    if "gateway" in endpoint:
+        return _gateway(kube, namespace, endpoint, placed)
+    return _status_url(kube, namespace, endpoint, placed)
+
+
+def _read(kube: Kube, item: StackObject, info: KindInfo, namespace: str) -> dict[str, Any]:
+    ns = _namespace_of(item, namespace) if info.namespaced else None
+    path = f"{info.collection(ns)}/{item.name}"
+    return kube.call("GET", path, f"get {item.describe()}")
+
+
+def _gateway(
+    kube: Kube,
+    namespace: str,
+    endpoint: Mapping[str, Any],
+    placed: Sequence[tuple[StackObject, KindInfo]],
+) -> Target:
+    name, port = str(endpoint["gateway"]), int(endpoint["port"])
+    item, info = _must(placed, "Gateway", name)
+    gateway = _read(kube, item, info, namespace)
+    ns = _namespace_of(item, namespace)
+    addresses = [a for a in (gateway.get("status") or {}).get("addresses") or [] if a.get("value")]
+    if not addresses:
+        raise ServerStartError(
+            f"Gateway {name} has no status.addresses — wait for it with ready:"
+            f" [{{kind: Gateway, name: {name}, condition: Programmed}}]"
+        )
+    address = str(addresses[0]["value"])
+    services, _ = kube.list_objects("Service", ns, f"{GATEWAY_LABEL}={name}")
+    if not services:
+        every, _ = kube.list_objects("Service", ns)
+        services = [s for s in every if _is_address_of(s, address, ns)]
+    if not services:
+        return Target(f"http://{address}:{port}", url=f"http://{address}:{port}")
+    svc = services[0]
+    return Target(env_url(svc, port, namespace), svc, port)
+
+
+def _is_address_of(service: Mapping[str, Any], address: str, namespace: str) -> bool:
+    name = service["metadata"]["name"]
+    ip = (service.get("spec") or {}).get("clusterIP")
+    return address == ip or address.startswith(f"{name}.{namespace}.svc")
+
+
+def _status_url(
+    kube: Kube,
+    namespace: str,
+    endpoint: Mapping[str, Any],
+    placed: Sequence[tuple[StackObject, KindInfo]],
+) -> Target:
+    item, info = _must(placed, endpoint["kind"], endpoint["name"])
+    value: Any = _read(kube, item, info, namespace)
+    for part in str(endpoint["url_from"]).split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise ServerStartError(
+            f"{item.describe()} has no URL at {endpoint['url_from']} (found {value!r}) after"
+            " its ready conditions held — wait for the condition that sets it"
+        )
+    url = urlsplit(value)
+    match = _SERVICE_HOST.match(url.hostname or "")
+    if match is None:
+        return Target(value, url=value)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    svc = _service(kube, match.group(1), match.group(3), f"{item.describe()}'s {url.hostname}")
+    path = url.path.rstrip("/")
+    return Target(env_url(svc, port, namespace, path), svc, port, path)
+
+
+def _ready_pod(kube: Kube, service: Mapping[str, Any]) -> dict[str, Any]:
+    meta, spec = service["metadata"], service.get("spec") or {}
+    selector = ",".join(f"{k}={v}" for k, v in (spec.get("selector") or {}).items())
+    if not selector:
+        raise ServerStartError(f"Service {meta['name']} has no selector: no pod to forward to")
+    pods, _ = kube.list_objects("Pod", meta["namespace"], selector)
+    for pod in pods:
+        conds = (pod.get("status") or {}).get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+        if ready and not pod["metadata"].get("deletionTimestamp"):
+            return pod
+    raise ServerStartError(
+        f"Service {meta['name']} has no Ready pod behind it (selector {selector}, {len(pods)}"
+        " pods) — add a ready condition on the workload that serves it"
+    )
+
+
+def container_port(pod: Mapping[str, Any], target: int | str) -> int:
+    """The pod's port a Service's ``targetPort`` names (a number, or a container port name)."""
+    if isinstance(target, int) or str(target).isdigit():
+        return int(target)
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("name") == target:
+                return int(port["containerPort"])
+    raise ServerStartError(f"pod {pod['metadata']['name']} has no container port named {target}")
+
+
+@contextlib.asynccontextmanager
+async def _open(
+    stack: contextlib.AsyncExitStack,
+    kube: Kube,
+    target: Target,
+    in_cluster: bool,
+    died: asyncio.Future[str],
+) -> AsyncIterator[str]:
+    if target.service is None:
+        yield str(target.url)
+        return
+    entry = _service_port(target.service, target.port)
+    meta = target.service["metadata"]
+    if in_cluster:
+        yield f"http://{meta['name']}.{meta['namespace']}.svc:{entry['port']}{target.path}"
+        return
+    pod = await asyncio.to_thread(_ready_pod, kube, target.service)
+    port = container_port(pod, entry.get("targetPort") or entry["port"])
+    name = str(pod["metadata"]["name"])
+    local = await stack.enter_async_context(
+        PortForward(kube.api, meta["namespace"], name, port, _refused(name, port, died))
+    )
+    yield f"http://127.0.0.1:{local}{target.path}"
+
+
+def _refused(pod: str, port: int, died: asyncio.Future[str]) -> Callable[[str], None]:
+    def note(message: str) -> None:
+        if not died.done():
+            died.set_result(f"pod {pod} does not answer on port {port}: {message}")
+
+    return note
+
+
+@contextlib.asynccontextmanager
+async def reach(
+    kube: Kube,
+    namespace: str,
+    deployment: Mapping[str, Any],
+    placed: Sequence[tuple[StackObject, KindInfo]],
+    in_cluster: bool,
+    died: asyncio.Future[str],
+) -> AsyncIterator[Where]:
+    """The stack's URLs while the block runs (port-forwards from here when needed)."""
+    target = await asyncio.to_thread(resolve, kube, namespace, deployment["endpoint"], placed)
+    metrics = deployment.get("metrics")
+    async with contextlib.AsyncExitStack() as stack:
+        base = await stack.enter_async_context(_open(stack, kube, target, in_cluster, died))
+        metrics_url = None
+        if metrics:
+            item = _placed(placed, "Service", metrics["service"])
+            ns = _namespace_of(item[0] if item else None, namespace)
+            svc = await asyncio.to_thread(_service, kube, metrics["service"], ns, "metrics")
+            mt = Target("", svc, metrics["port"])
+            metrics_url = await stack.enter_async_context(_open(stack, kube, mt, in_cluster, died))
+        yield Where(base, target.cluster_url, metrics_url)

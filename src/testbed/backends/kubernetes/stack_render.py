@@ -1,0 +1,237 @@
+"""A stack's objects from its manifests (pure: files in, dicts out; no API calls).
+
+``manifests:`` is a YAML file, a folder of YAML files (read in path order), or a folder with
+a ``kustomization.yaml``. Every YAML file is a Jinja template rendered with the treatment's
+``values`` (each key a top-level name, and all of them as ``values``), plus ``namespace``,
+``run_id``, ``worker`` and ``deployment`` (its ``name`` and ``model``). Undefined names are
+errors (StrictUndefined), placed at ``file:line``. A kustomization's files are rendered into
+a scratch copy first, then ``kubectl kustomize`` builds it. ``kind: List`` documents (some
+``helm template`` output) are flattened.
+
+Each object is given the run's labels — on its metadata and on every pod template inside
+it — so ``kubectl get … -l testbed.io/run=RUN`` and cleanup find it. Nothing else is changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import tempfile
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testbed.core.errors import InputError, MissingDependency
+
+KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+YAML_SUFFIXES = (".yaml", ".yml")
+KUSTOMIZE_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class StackObject:
+    """One rendered object and where it was written (``file:line``)."""
+
+    obj: dict[str, Any]
+    origin: str
+
+    @property
+    def kind(self) -> str:
+        return str(self.obj["kind"])
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+    @property
+    def api_version(self) -> str:
+        return str(self.obj["apiVersion"])
+
+    def describe(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+def source_path(deployment: Mapping[str, Any], base_dir: Path) -> Path:
+    """The deployment's ``manifests:`` path; InputError when it does not exist."""
+    path = Path(str(deployment["manifests"])).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    if not path.exists():
+        raise InputError(
+            f"manifests: no file or folder {deployment['manifests']} (relative to {base_dir})"
+            " — check the path"
+        )
+    return path
+
+
+def render_stack(
+    deployment: Mapping[str, Any], base_dir: Path, context: Mapping[str, Any]
+) -> list[StackObject]:
+    """Every object of the stack for one treatment (InputError at ``file:line``)."""
+    root = source_path(deployment, base_dir)
+    names = {
+        **dict(deployment.get("values") or {}),
+        "values": dict(deployment.get("values") or {}),
+        "deployment": {"name": deployment["name"], "model": deployment.get("model", "")},
+        **context,
+    }
+    if root.is_dir() and any((root / k).is_file() for k in KUSTOMIZATIONS):
+        objects = _kustomize(root, names)
+    else:
+        files = [root] if root.is_file() else _yaml_files(root)
+        if not files:
+            raise InputError(f"manifests: {root} holds no .yaml or .yml file")
+        objects = [o for f in files for o in parse_objects(render_file(f, names), str(f))]
+    if not objects:
+        raise InputError(f"manifests: {root} renders no object")
+    labels = {k: str(v) for k, v in (context.get("labels") or {}).items()}
+    return [StackObject(labelled(o.obj, labels), o.origin) for o in objects]
+
+
+def _yaml_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES)
+
+
+def _environment() -> Any:
+    try:
+        from jinja2 import StrictUndefined
+        from jinja2.sandbox import SandboxedEnvironment
+    except ImportError as exc:  # pragma: no cover - jinja2 ships with the kubernetes extra
+        raise MissingDependency("jinja2", "kubernetes") from exc
+    return SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
+
+
+def render_file(path: Path, names: Mapping[str, Any]) -> str:
+    """One file's text rendered with ``names``; InputError at ``file:line`` otherwise."""
+    from jinja2 import TemplateError, TemplateSyntaxError
+
+    text = path.read_text(encoding="utf-8")
+    try:
+        template = _environment().from_string(text)
+        template.filename = str(path)
+    except TemplateSyntaxError as exc:
+        raise InputError(f"{path}:{exc.lineno}: template syntax: {exc.message}") from None
+    try:
+        return str(template.render(**names))
+    except TemplateError as exc:
+        line = _template_line(exc, str(path))
+        known = ", ".join(sorted(k for k in names if k != "labels"))
+        raise InputError(
+            f"{path}{f':{line}' if line else ''}: {exc.message or exc} — give it a value in the"
+            f" deployment's values: (names it can use: {known})"
+        ) from None
+
+
+def _template_line(exc: BaseException, filename: str) -> int | None:
+    """The template line Jinja was rendering when it raised (its traceback names the file)."""
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename in (filename, "<template>"):
+            line = lineno
+    return line
+
+
+def parse_objects(text: str, origin: str) -> list[StackObject]:
+    """The objects of a YAML stream; each needs apiVersion, kind and metadata.name."""
+    loader = yaml.SafeLoader(text)
+    found: list[StackObject] = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is None:
+                continue
+            where = f"{origin}:{node.start_mark.line + 1}"
+            doc = loader.construct_document(node)
+            if doc is None:
+                continue
+            found += [StackObject(o, where) for o in _checked(doc, where)]
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"{origin}:{mark.line + 1}" if mark is not None else origin
+        raise InputError(f"{where}: not valid YAML (after rendering): {exc.problem}") from None
+    finally:
+        loader.dispose()
+    return found
+
+
+def _checked(doc: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and "items" in doc:
+        return [o for item in doc.get("items") or [] for o in _checked(item, where)]
+    if not isinstance(doc, dict):
+        raise InputError(f"{where}: a manifest document must be a mapping (an object)")
+    missing = [f for f in ("apiVersion", "kind") if not doc.get(f)]
+    if missing:
+        raise InputError(
+            f"{where}: the object has no {' or '.join(missing)} — every object needs"
+            " apiVersion: and kind: (e.g. apiVersion: apps/v1, kind: Deployment)"
+        )
+    if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
+        raise InputError(f"{where}: {doc['kind']} has no metadata.name — give it a name")
+    return [doc]
+
+
+def _kustomize(root: Path, names: Mapping[str, Any]) -> list[StackObject]:
+    """Render the folder's YAML into a scratch copy, then ``kubectl kustomize`` it."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise InputError(
+            f"manifests: {root} is a kustomization, which testbed builds with `kubectl"
+            " kustomize` — install kubectl, or give the rendered YAML instead"
+        )
+    with tempfile.TemporaryDirectory(prefix="testbed-kustomize-") as scratch:
+        copy_root = Path(scratch) / root.name
+        shutil.copytree(root, copy_root)
+        for path in _yaml_files(root):
+            target = copy_root / path.relative_to(root)
+            target.write_text(render_file(path, names), encoding="utf-8")
+        try:
+            done = subprocess.run(
+                [kubectl, "kustomize", str(copy_root)],
+                capture_output=True,
+                text=True,
+                timeout=KUSTOMIZE_TIMEOUT_S,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise InputError(f"manifests: `kubectl kustomize {root}` took too long") from None
+    if done.returncode != 0:
+        words = done.stderr.strip().replace(str(copy_root), str(root))
+        raise InputError(f"manifests: `kubectl kustomize {root}` failed: {words}")
+    return parse_objects(done.stdout, f"{root} (kustomized)")
+
+
+def labelled(obj: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``obj`` with ``labels`` on it and on every pod template inside it."""
+    out = copy.deepcopy(dict(obj))
+    if not labels:
+        return out
+    _add_labels(out, labels)
+    for pod_template in _pod_templates(out.get("spec")):
+        _add_labels(pod_template, labels)
+    return out
+
+
+def _add_labels(obj: dict[str, Any], labels: Mapping[str, str]) -> None:
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = obj["metadata"] = {}
+    if not isinstance(metadata.get("labels"), dict):
+        metadata["labels"] = {}
+    metadata["labels"].update(labels)
+
+
+def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:
+    """Pod templates wherever a controller keeps them (a ``template`` with containers)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            spec = value.get("spec") if isinstance(value, dict) else None
+            if key == "template" and isinstance(spec, dict) and "containers" in spec:
+                yield value
+            yield from _pod_templates(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _pod_templates(item)

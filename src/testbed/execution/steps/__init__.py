@@ -1,0 +1,33 @@
+"""The user's steps of a run (TOPSAIL's orchestration): planned from the campaign by
+:func:`planned_steps`, run stage by stage by :class:`~.runner.StepRunner`, each in its own
+``steps/NNN__<phase>__<name>/`` folder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from testbed.config.loader import LoadedCampaign
+from testbed.config.templating import PLANNING, PlannedStep, plan_steps
+from testbed.core.errors import CampaignError
+
+__all__ = ["PlannedStep", "check_steps", "planned_steps"]
+
+
+def planned_steps(loaded: LoadedCampaign, run: Mapping[str, str] = PLANNING) -> list[PlannedStep]:
+    """The campaign's steps rendered for ``run`` (placeholders while planning)."""
+    return plan_steps(loaded.campaign, loaded.provenance, loaded.file, loaded.base_dir, run)
+
+
+def check_steps(loaded: LoadedCampaign) -> None:
+    """What ``validate``, ``plan`` and ``run`` refuse before anything starts (exit 2 with
+    file:line): the steps' templates and commands, and ``execution.keep`` off a cluster."""
+    planned_steps(loaded)
+    campaign = loaded.campaign
+    if campaign.execution.keep and campaign.backend.kind != "kubernetes":
+        origin = loaded.provenance.nearest(("execution", "keep"))
+        where = origin.describe() if origin else loaded.file
+        raise CampaignError(
+            f"{where}: execution.keep leaves a cluster's servers and stack running after the"
+            f" run; the {campaign.backend.kind} backend's servers end with testbed — remove"
+            " keep, or use backend: kubernetes"
+        )

@@ -1,0 +1,123 @@
+"""A KServe-shaped stack on the emulator with the InferenceService stand-in: the shipped
+example passes load through the URL read from the custom resource's status, and an
+InferenceService whose predictor cannot start is an ERROR carrying its Ready condition's own
+reason and message. Nothing is left either way. (A private emulator: the stand-in serves a
+kind the session's cluster does not have.)"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from testbed.clients.kube import ConnectionSpec, Kube, connect
+from testbed.emulator.standins.kserve import crd
+from tests.backends.kubernetes.conftest import REAL_KUBECONFIG, leftovers, run_cli
+from tests.fixtures.cluster import emulated_cluster
+
+pytestmark = [
+    pytest.mark.kubernetes,
+    pytest.mark.cluster,
+    pytest.mark.skipif(bool(REAL_KUBECONFIG), reason="needs the emulator's KServe stand-in"),
+]
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+ISVCS = "/apis/serving.kserve.io/v1beta1/inferenceservices"
+
+
+@pytest.fixture(scope="module")
+def kserve_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with emulated_cluster(tmp_path_factory.mktemp("kserve"), "--kserve-stand-in") as path:
+        yield path
+
+
+@pytest.fixture
+def kube(kserve_cluster: Path) -> Iterator[Kube]:
+    api = connect(ConnectionSpec(kubeconfig=str(kserve_cluster)))
+    yield Kube(api)
+    api.close()
+
+
+def isvcs_left(kube: Kube, run_id: str) -> list[str]:
+    answer = kube.call("GET", ISVCS, "list", query={"labelSelector": f"testbed.io/run={run_id}"})
+    return [*leftovers(kube, run_id), *(i["metadata"]["name"] for i in answer["items"])]
+
+
+def test_the_stand_in_serves_the_shipped_crd(kube: Kube) -> None:
+    served = kube.call("GET", "/apis/serving.kserve.io/v1beta1", "discover")
+    (resource,) = [r for r in served["resources"] if r["name"] == "inferenceservices"]
+    assert resource["kind"] == "InferenceService"
+    assert resource["namespaced"] is True
+    assert crd()["spec"]["names"]["shortNames"] == ["isvc"]
+
+
+def test_the_kserve_example_passes_through_the_status_url(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube
+) -> None:
+    run_dir = tmp_path / "kserve-ok"
+    result = run_cli(
+        [
+            "run",
+            str(EXAMPLES / "stack-kserve.yaml"),
+            "--preset",
+            "smoke",
+            "--out",
+            str(run_dir),
+            "--set",
+            "deployments.isvc.startup_timeout_s=90",
+        ],
+        kserve_cluster,
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (path,) = run_dir.glob("*/summary.json")
+    summary = json.loads(path.read_text())
+    assert summary["verdict"]["status"] == "PASS"
+    assert summary["records"] == 8
+    (worker,) = summary["workers"]
+    # The URL came from status.url (the predictor Service's DNS name), reached from here.
+    assert (
+        worker["cluster_url"]
+        == "http://$(SMOLLM2_PREDICTOR_SERVICE_HOST):$(SMOLLM2_PREDICTOR_SERVICE_PORT_HTTP)"
+    )
+    assert worker["url"].startswith("http://127.0.0.1:")
+    assert isvcs_left(kube, "kserve-ok") == []
+
+
+def test_a_predictor_that_cannot_start_is_an_error_with_its_reason(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube
+) -> None:
+    stack = tmp_path / "stack"
+    stack.mkdir()
+    (stack / "isvc.yaml").write_text(
+        "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n"
+        "metadata:\n  name: broken\n  annotations: {emulator.testbed.io/fault: image-pull}\n"
+        "spec:\n  predictor:\n    model: {modelFormat: {name: huggingface}}\n"
+    )
+    campaign = tmp_path / "campaign.yaml"
+    campaign.write_text(
+        json.dumps({
+            "name": "kserve-broken",
+            "backend": "kubernetes",
+            "deployments": [{
+                "name": "isvc", "server": "manifests", "manifests": "stack", "model": "broken",
+                "ready": [{"kind": "InferenceService", "name": "broken", "condition": "Ready",
+                           "timeout_s": 60}],
+                "endpoint": {"url_from": "status.url", "kind": "InferenceService",
+                             "name": "broken"},
+            }],
+            "load": {"profile": "concurrency", "concurrency": 1, "requests": 2,
+                     "dataset": {"kind": "synthetic", "input_tokens": 4, "output_tokens": 4}},
+            "execution": {"retries": 0},
+        })
+    )  # fmt: skip
+    run_dir = tmp_path / "kserve-broken"
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kserve_cluster, tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (path,) = run_dir.glob("*/summary.json")
+    reason = json.loads(path.read_text())["verdict"]["reason"]
+    assert "InferenceService/broken to be Ready" in reason
+    assert "Ready=False (ErrImagePull)" in reason or "Ready=False (ImagePullBackOff)" in reason
+    assert "pod broken-predictor-" in reason  # the stand-in's message names the pod
+    assert isvcs_left(kube, "kserve-broken") == []
