@@ -24,7 +24,7 @@ from testbed.core.secrets import is_reference
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
-class _BackendBase(Strict):
+class _BackendSettings(Strict):
     """What every backend shares: which server kinds it can run."""
 
     def refusals(
@@ -35,7 +35,7 @@ class _BackendBase(Strict):
         return []
 
 
-class LocalBackend(_BackendBase):
+class LocalSettings(_BackendSettings):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
 
     kind: Literal["local"] = "local"
@@ -109,7 +109,7 @@ def _env_reference(value: str, what: str) -> str:
     return value
 
 
-class KubernetesBackend(_BackendBase):
+class KubernetesSettings(_BackendSettings):
     """Workers are pods of a cluster, reached with the official kubernetes client."""
 
     kind: Literal["kubernetes"]
@@ -176,7 +176,7 @@ class KubernetesBackend(_BackendBase):
         return None if value is None else _env_reference(value, "tokens")
 
     @model_validator(mode="after")
-    def _pairs(self) -> KubernetesBackend:
+    def _pairs(self) -> KubernetesSettings:
         if self.token and not self.server:
             raise ValueError("backend.token is given without backend.server — set server: URL")
         if self.server and (self.kubeconfig or self.context):
@@ -267,7 +267,7 @@ class KubernetesBackend(_BackendBase):
         return found  # fmt: skip
 
 
-class ExternalBackend(_BackendBase):
+class ExternalSettings(_BackendSettings):
     """Nothing is provisioned: every deployment is a URL that already serves."""
 
     kind: Literal["external"]
@@ -325,7 +325,9 @@ def cluster_only_fields(
     return found  # fmt: skip
 
 
-Backend = Annotated[LocalBackend | KubernetesBackend | ExternalBackend, Field(discriminator="kind")]
+BackendSettings = Annotated[
+    LocalSettings | KubernetesSettings | ExternalSettings, Field(discriminator="kind")
+]
 
 
 class Results(Strict):
@@ -349,7 +351,7 @@ class Campaign(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="campaign name")
     description: str = ""
-    backend: Backend = Field(default_factory=LocalBackend)
+    backend: BackendSettings = Field(default_factory=LocalSettings)
     deployments: list[Deployment] = Field(default_factory=list)
     matrix: Matrix | None = None
     correctness: CorrectnessProbe | None = None

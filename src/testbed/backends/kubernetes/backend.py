@@ -39,6 +39,7 @@ from testbed.backends.kubernetes.stack import Stacks, remove_journalled
 from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
+from testbed.config.campaign import KubernetesSettings
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import (
     ClusterAccessDenied,
@@ -70,6 +71,8 @@ class KubernetesBackend(Backend):
         self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
         self.run_id = run_dir.name
         self.config = dict(backend)
+        #: The same section validated once: its defaults are the model's, never copied here.
+        self.settings = KubernetesSettings.model_validate(self.config)
         self.keep = keep  # execution.keep: workers stay after the run (testbed cleanup DIR)
         self.namespace = run_namespace(self.run_id, self.config)
         self._kube: Kube | None = None
@@ -97,7 +100,7 @@ class KubernetesBackend(Backend):
         return self._kube
 
     def in_cluster(self) -> bool:
-        access = self.config.get("access", "auto")
+        access = self.settings.access
         if access == "auto":
             return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
         return bool(access == "service")
@@ -146,7 +149,7 @@ class KubernetesBackend(Backend):
                 done.append(f"{obj['kind']} {obj['metadata']['name']} applied")
             label = ("Namespace", f"{self.namespace} labelled")
             existing = not owns_namespace(self.config)
-            if self.config.get("datashim") and existing and label not in self._applied:
+            if self.settings.datashim and existing and label not in self._applied:
                 patch = {"metadata": {"labels": {manifests.DATASHIM_LABEL: "enabled"}}}
                 await asyncio.to_thread(kube.patch, "Namespace", self.namespace, None, patch)
                 self._applied.add(label)
@@ -227,7 +230,7 @@ class KubernetesBackend(Backend):
             for obj in objects:
                 await asyncio.to_thread(kube.apply, obj)
             pod = await follow_until_ready(
-                kube, self.namespace, self.run_id, worker_id, deployment, self.config, objects[0]
+                kube, self.namespace, self.run_id, worker_id, deployment, self.settings, objects[0]
             )
             pod_name = str(pod["metadata"]["name"])
             work_dir.mkdir(parents=True, exist_ok=True)
@@ -328,7 +331,7 @@ class KubernetesBackend(Backend):
         # Stacks first: their custom objects go before the CRDs and the namespace they need.
         stacks = await remove_journalled(kube, self.run_id, self.run_dir)
         selector = run_selector(self.run_id)
-        kinds = [*RUN_KINDS, *(["Dataset"] if self.config.get("datashim") else [])]
+        kinds = [*RUN_KINDS, *(["Dataset"] if self.settings.datashim else [])]
         gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
         if owns_namespace(self.config) and await asyncio.to_thread(
             kube.delete, "Namespace", self.namespace
