@@ -12,6 +12,7 @@ pytest_plugins = [
     "tests.fixtures.servers",
     "tests.fixtures.cluster",
     "tests.fixtures.s3",
+    "tests.fixtures.misbehaving",
     "tests.fixtures.prometheus",
 ]
 

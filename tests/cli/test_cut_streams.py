@@ -75,9 +75,7 @@ def test_a_unary_answer_without_a_finish_reason_fails(
 ) -> None:
     code, summary = load(server, "no_finish", tmp_path, "--no-stream")
     assert (summary["verdict"]["status"], code) == ("FAIL", 1)
-    assert {r["error"] for r in records(tmp_path)} == {
-        "answer without a finish reason, after 1 text chunk"
-    }
+    assert {r["error"] for r in records(tmp_path)} == {"answer without a finish reason"}
 
 
 def test_a_tgis_stream_ending_without_a_stop_reason_fails(

@@ -9,6 +9,7 @@ control that proves the checks do not refuse a good answer.
 from __future__ import annotations
 
 import asyncio
+import socket
 from typing import Any
 
 import pytest
@@ -95,7 +96,7 @@ def test_a_stream_without_a_finish_reason_is_an_error(server: HostileServer, api
     else:
         assert (
             response.error
-            == "stream ended (data: [DONE]) without a finish reason, after 8 text chunks"
+            == "stream without a finish reason: data: [DONE] came after 8 text chunks"
         )
 
 
@@ -150,3 +151,21 @@ def test_tgis_stream_ending_without_a_stop_reason_is_an_error(
 def test_tgis_unary_answer_without_a_stop_reason_is_an_error(server: HostileServer) -> None:
     response = send_tgis(server, "close", stream=False)
     assert response.error == "answer without a stop_reason (NOT_FINISHED)"
+
+
+def test_reachable_tells_a_server_that_lives_on_from_one_gone(server: HostileServer) -> None:
+    """After a cut, the correctness probe asks whether the server still answers anything
+    (its ``/health`` here is a 404: an answer all the same)."""
+
+    async def main(url: str) -> bool:
+        pool = ConnectionPool(url)
+        try:
+            return await pool.reachable(timeout_s=5)
+        finally:
+            await pool.aclose()
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        gone = f"http://127.0.0.1:{free.getsockname()[1]}"
+    assert asyncio.run(main(server.url)) is True
+    assert asyncio.run(main(gone)) is False

@@ -8,6 +8,7 @@ what grpcio-tools makes of the .proto today.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -171,6 +172,22 @@ async def test_a_deadline_raises_timeout() -> None:
         finally:
             await pool.aclose()
         assert server.metrics.running == 0  # the cancelled call freed its slot
+
+
+async def test_warming_a_channel_nothing_answers_gives_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """gRPC itself retries a channel forever; a load stage stops waiting and says why."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.setattr(tgis, "CONNECT_TIMEOUT_S", 0.5)
+    pool = tgis.TgisPool(f"127.0.0.1:{port}")
+    try:
+        with pytest.raises(tgis.TgisConnectionError, match=r"no gRPC connection within 0.5 s"):
+            await pool.warm(1)
+    finally:
+        await pool.aclose()
 
 
 def test_requests_in_proto_field_names() -> None:

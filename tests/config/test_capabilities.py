@@ -21,12 +21,15 @@ CAMPAIGN = textwrap.dedent(
         server: sim
       - name: bad
         server: {server}
-        model: bundled:smollm2-135m
+        model: bundled:smollm2-135m{params}
     load:
       concurrency: 1
       requests: 2
     """
 )
+
+#: What a deployment of the kind must say to be valid apart from its backend.
+PARAMS = {"tgis": "\n    params: {deployment_framework: hf_transformers}"}
 
 
 @pytest.mark.parametrize("server", ["tgi", "tgis"])
@@ -35,7 +38,7 @@ def test_cluster_only_servers_are_refused_on_the_local_backend(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], server: str, command: str
 ) -> None:
     file = tmp_path / "c.yaml"
-    file.write_text(CAMPAIGN.format(backend="local", server=server))
+    file.write_text(CAMPAIGN.format(backend="local", server=server, params=PARAMS.get(server, "")))
     runs = tmp_path / "runs"
     argv = [command, str(file)] + (["--out", str(runs / "r")] if command == "run" else [])
     assert main(argv) == 2
@@ -51,7 +54,7 @@ def test_real_servers_are_refused_on_the_external_backend(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = tmp_path / "c.yaml"
-    file.write_text(CAMPAIGN.format(backend="external", server="vllm"))
+    file.write_text(CAMPAIGN.format(backend="external", server="vllm", params=""))
     assert main(["validate", str(file)]) == 2
     err = capsys.readouterr().err
     # the first deployment that needs a server is named, at its own line
@@ -82,7 +85,7 @@ def test_bad_references_point_at_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: str, line: str, message: str
 ) -> None:
     file = tmp_path / "c.yaml"
-    file.write_text(CAMPAIGN.format(backend="local", server="sim") + extra)
+    file.write_text(CAMPAIGN.format(backend="local", server="sim", params="") + extra)
     assert main(["validate", str(file)]) == 2
     err = capsys.readouterr().err
     assert f"{file}:{line}: {message}" in err
@@ -93,7 +96,9 @@ def test_a_repeated_deployment_name_points_at_the_repeat(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = tmp_path / "c.yaml"
-    file.write_text(CAMPAIGN.format(backend="local", server="sim").replace("name: bad", "name: ok"))
+    file.write_text(
+        CAMPAIGN.format(backend="local", server="sim", params="").replace("name: bad", "name: ok")
+    )
     assert main(["validate", str(file)]) == 2
     err = capsys.readouterr().err
     assert f"{file}:6:11: deployments[1].name: deployment names must be unique; 'ok'" in err
@@ -103,7 +108,7 @@ def test_a_container_image_is_refused_on_the_local_backend(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = tmp_path / "c.yaml"
-    text = CAMPAIGN.format(backend="local", server="vllm")
+    text = CAMPAIGN.format(backend="local", server="vllm", params="")
     file.write_text(text.replace("    server: sim\n", "    server: sim\n    image: sim:1\n", 1))
     assert main(["validate", str(file)]) == 2
     err = capsys.readouterr().err

@@ -35,6 +35,7 @@ VALUES = {
     "model": "sim-model",
     "replicas": 2,
     "max_num_seqs": 8,
+    "refresh_metrics_interval": "50ms",
     "kv_blocks": 256,
     "sim": {"ttft_ms": 1, "itl_ms": 1},
     "namespace": NS,
@@ -185,3 +186,22 @@ def test_gateway_routes_through_the_pool_with_the_epp_configuration(tmp_path: Pa
             "gateway.networking.k8s.io", "v1", NS, "httproutes", "llm-route"
         )
         assert route["status"]["parents"][0]["controllerName"] == "testbed.io/gateway-stand-in"
+
+        # A rule the stand-in cannot play is refused on the route, and nothing is routed.
+        route["spec"]["rules"][0]["matches"][0]["headers"] = [{"name": "x-a", "value": "b"}]
+        custom.replace_namespaced_custom_object(
+            "gateway.networking.k8s.io", "v1", NS, "httproutes", "llm-route", route
+        )
+
+        def route_refused() -> dict[str, Any] | None:
+            got = custom.get_namespaced_custom_object(
+                "gateway.networking.k8s.io", "v1", NS, "httproutes", "llm-route"
+            )
+            conditions = got["status"]["parents"][0]["conditions"]
+            accepted = next(c for c in conditions if c["type"] == "Accepted")
+            return accepted if accepted["status"] == "False" else None
+
+        accepted = wait_for("the route refused", route_refused)
+        assert accepted["reason"] == "UnsupportedValue"
+        assert "matches.headers" in accepted["message"]
+        assert complete(port, group_a)[0] == 404

@@ -159,7 +159,11 @@ def test_tgi_and_tgis_images_are_played_by_the_reference_server_when_asked() -> 
     ]  # fmt: skip
     assert "ghcr.io/huggingface/text-generation-inference" in note
     assert "ignored" not in note
-    tgis_deployment = {"server": "tgis", "model": "x", "params": {"dtype": "bfloat16"}}
+    tgis_deployment = {
+        "server": "tgis",
+        "model": "x",
+        "params": {"dtype": "bfloat16", "deployment_framework": "hf_transformers"},
+    }
     tgis = adapter_for("tgis").container(tgis_deployment, "/models/m")
     argv, note = host_argv(tgis, rules)
     assert argv == [

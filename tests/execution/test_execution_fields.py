@@ -127,6 +127,31 @@ def test_retries_is_the_number_of_extra_attempts(
     assert backend.calls.count("provision a") == retries + 1
 
 
+class Failing(Recorder):
+    """Every provision fails, each with its own reason."""
+
+    @contextlib.asynccontextmanager
+    async def provision(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AsyncIterator[Handle]:
+        self.calls.append(f"provision {deployment['name']}")
+        n = self.calls.count(f"provision {deployment['name']}")
+        raise ServerStartError(f"{deployment['name']} failed its attempt {n}")
+        yield Handle(Endpoint(base_url="http://127.0.0.1:9", model="m"))  # never reached
+
+
+def test_an_error_after_retries_also_says_how_the_first_attempt_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pipeline, "make_backend", lambda loaded, run_dir: Failing())
+    loaded = load_campaign_text(HEAD + "execution: {retries: 2}\n", "fields.yaml")
+    run_dir, plan = open_new(loaded, RunOptions(out=tmp_path / "run"))
+    outcome = asyncio.run(execute(loaded, run_dir, plan, RunOptions(cpu_budget=None)))
+    reasons = {plan.workers[t.workers[0]].deployment: outcome.verdicts[t.id].reason
+               for t in plan.treatments}  # fmt: skip
+    assert reasons["a"] == "a failed its attempt 3; the first attempt ended: a failed its attempt 1"
+
+
 @pytest.mark.parametrize("phase", ["cleanup", "prepare", "test", "final_cleanup"])
 def test_each_phase_can_be_switched_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str

@@ -227,3 +227,30 @@ def test_validate_exits_2_and_plan_shows_rendered_steps_with_secrets_masked(
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert f"{path}:" in refused.stderr
     assert "pools" in refused.stderr
+
+
+def test_export_refuses_steps_it_would_not_run(tmp_path: Path) -> None:
+    path = write(tmp_path, HEAD + STEPS)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    refused = subprocess.run(
+        [sys.executable, "-m", "testbed", "export", "tekton", str(path),
+         "--upload", "s3://bucket/runs", "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, check=False, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "an exported pipeline does not run" in refused.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_cluster_only_orchestration_is_refused_elsewhere(tmp_path: Path) -> None:
+    path = write(tmp_path, HEAD + "execution: {capture: {namespaces: [kserve]}}\n")
+    with pytest.raises(CampaignError, match=r"capture\.namespaces names a cluster's namespaces"):
+        check_inputs(load_campaign(path))
+    with pytest.raises(CampaignError, match=r"execution\.keep leaves a cluster's servers"):
+        check_inputs(
+            load_campaign(path, sets=["execution.capture.namespaces=[]", "execution.keep=true"])
+        )
+    external = HEAD.replace("server: sim, params: {ttft_ms: 3}", "server: external, url: http://x")
+    path = write(tmp_path, external + "backend: external\nexecution: {capture: {state: true}}\n")
+    with pytest.raises(CampaignError, match="backend: external runs nothing"):
+        check_inputs(load_campaign(path))

@@ -120,7 +120,8 @@ steps:
     - {name: uninstall, run: [sh, -c, 'echo cleaned'], on_error: continue}
   prepare:
     - {name: tolerated, run: [sh, -c, 'exit 4'], on_error: continue}
-    - {name: broken, run: [sh, -c, 'echo first-line; echo "the reason it broke" >&2; exit 7']}
+    - name: broken
+      run: [sh, -c, 'echo "the reason it broke, $1" >&2; exit 7', sh, "{{ vars.token }}"]
     - {name: never, run: [sh, -c, 'echo never']}
   test:
     - {name: not-either, run: [sh, -c, 'echo no']}
@@ -142,10 +143,13 @@ def test_a_failing_step_is_the_runs_error_and_the_final_cleanup_still_runs(
     ]
     broken = step(run, "003__prepare__broken")
     assert (broken["status"], broken["exit_code"]) == ("failed", 7)
-    assert broken["tail"] == ["the reason it broke"]
+    assert broken["tail"] == ["the reason it broke, ***"]  # the secret it echoed, masked
     summary = json.loads((run / "summary.json").read_text())
     assert summary["status"] == "ERROR"
     assert [t["status"] for t in summary["treatments"]] == ["NOT RUN"]
+    assert (
+        summary["treatments"][0]["reason"] == "not run: step 003__prepare__broken failed (failed)"
+    )
     statuses = {s["dir"]: s["status"] for s in summary["steps"]}
     assert statuses == {
         "001__cleanup__uninstall": "ok",
@@ -157,7 +161,11 @@ def test_a_failing_step_is_the_runs_error_and_the_final_cleanup_still_runs(
     }
     html = (run / "report.html").read_text()
     assert "the reason it broke" in html
+    assert "tok-value-9" not in html
     assert "failed (on_error: continue)" in html
+    junit = (run / "junit.xml").read_text()
+    assert '<testcase classname="steps-run.steps.prepare" name="003__prepare__broken"' in junit
+    assert '<error message="failed: exit 7">the reason it broke, ***</error>' in junit
 
 
 def test_a_timeout_stops_the_steps_whole_process_group(tmp_path: Path) -> None:
@@ -251,3 +259,35 @@ steps:
     third = run_testbed(tmp_path, "run", "--resume", "run", "--skip-phase", "test")
     assert third.returncode == 0, third.stdout + third.stderr
     assert (tmp_path / "once.txt").read_text() == "ran\nran\n"
+
+
+def test_a_killed_runs_step_leaves_no_orphan_after_resume(tmp_path: Path) -> None:
+    steps = """\
+steps:
+  prepare:
+    - name: long
+      run: [sh, -c, 'test -f "$TESTBED_RUN_DIR/../again" && exit 0;
+            sleep 300 & echo $! > "$ARTIFACT_DIR/child"; wait']
+"""
+    path = campaign(tmp_path, steps)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "H21_TOKEN": "x"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(path), "--out", "run"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    child_file = tmp_path / "run/steps/001__prepare__long/child"
+    deadline = time.monotonic() + 120
+    while not (child_file.is_file() and child_file.read_text().strip()):
+        assert time.monotonic() < deadline, "the step never started"
+        assert proc.poll() is None
+        time.sleep(0.1)
+    child = int(child_file.read_text())
+    proc.kill()  # SIGKILL: no cleanup of its own; the shell dies with it, its sleep does not
+    proc.wait(timeout=30)
+    assert _alive(child)
+    (tmp_path / "again").touch()
+    resumed = run_testbed(tmp_path, "run", "--resume", "run")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "ended leftover server process group" in resumed.stdout
+    assert not _alive(child)
+    assert step(tmp_path / "run", "001__prepare__long")["status"] == "ok"

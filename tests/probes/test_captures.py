@@ -84,6 +84,10 @@ def test_prometheus_series_over_the_treatment_window_are_kept_and_plotted(
     # the counter grew by the tokens the load generator received, within one scrape's lag:
     # Prometheus saw the load happen inside this window
     assert values[-1] > values[0]
+    client = sum(r.get("usage_output_tokens") or 0 for r in records)
+    grown = values[-1] - values[0]
+    # no other load ran meanwhile; the last scrape may miss at most the load's last second
+    assert 0.5 * client <= grown <= client, (grown, client)
     running = document["queries"]["running"]["series"][0]["values"]
     assert max(v for _, v in running) >= 1
     html = (tmp_path / "run/report.html").read_text()

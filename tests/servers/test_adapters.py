@@ -241,6 +241,6 @@ def test_tgis_cpu_only_hides_cuda() -> None:
 
 
 def test_tgis_pt2_compile_is_passed_on() -> None:
-    params = {"dtype": "float32", "pt2_compile": True}
+    params = {"dtype": "float32", "pt2_compile": True, "deployment_framework": "hf_transformers"}
     spec = adapter_for("tgis").container({"model": "m", "params": params, "resources": {}}, "m")
     assert env_of(spec)["PT2_COMPILE"] == "true"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +82,7 @@ class Backend(abc.ABC):
 
     def worker_cost(self, config: dict[str, Any]) -> float:
         """Cores of THIS machine a worker's server takes (the run's CPU budget counts them)."""
-        return float(config["resources"]["cpu"])
+        return float((config.get("resources") or {}).get("cpu", 0.0))  # a stack has none
 
     async def infeasible(
         self, workers: dict[str, dict[str, Any]]
@@ -105,11 +105,12 @@ class Backend(abc.ABC):
         return {}
 
     async def capture_state(
-        self, folder: Path, workers: Collection[str] | None = None
+        self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
     ) -> list[str]:
-        """Dump what this backend runs for the run (only ``workers``' part when given) into
-        ``folder``, as its native tools would show it; return notes on what was captured."""
-        del folder, workers
+        """Dump what this backend runs for the run (only ``workers``' part when given; on a
+        cluster also the whole ``namespaces``) into ``folder``, as its native tools would
+        show it; return notes on what was captured."""
+        del folder, workers, namespaces
         return [f"the {self.name} backend runs nothing to capture"]
 
     def worker_devices(self, worker_id: str) -> frozenset[int]:

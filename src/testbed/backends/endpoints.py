@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from testbed.backends.base import Backend, Handle
 from testbed.clients.endpoint import Endpoint
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
 
@@ -40,6 +41,23 @@ def adapter_endpoint(
         tokenizer=None,
         metrics_path=adapter.metrics_path,
         grpc_target=grpc_target,
+    )
+
+
+def stack_endpoint(
+    deployment: Mapping[str, Any], base_url: str, metrics_url: str | None = None
+) -> Endpoint:
+    """The endpoint of a stack (``server: manifests``) that answers at ``base_url``: the
+    protocols its ``endpoint:`` declares, its model name, its metrics Service if any."""
+    endpoint = deployment["endpoint"]
+    metrics = deployment.get("metrics")
+    return Endpoint(
+        base_url=base_url.rstrip("/"),
+        protocols=tuple(endpoint.get("protocols") or ("openai",)),
+        model=str(deployment.get("model") or ""),
+        server_kind="manifests",
+        metrics_path=str(metrics.get("path") or "/metrics") if metrics else None,
+        metrics_url=metrics_url,
     )
 
 
@@ -85,4 +103,10 @@ class EndpointsBackend(Backend):
             raise InputError(
                 f"worker {worker_id}: no --endpoint {name}=URL given for deployment {name}"
             )
-        yield Handle(adapter_endpoint(deployment, self.urls[name]), info={"url": self.urls[name]})
+        url = self.urls[name]
+        endpoint = (
+            stack_endpoint(deployment, url)  # its metrics Service is not reachable here
+            if kind_of(deployment).stack
+            else adapter_endpoint(deployment, url)
+        )
+        yield Handle(endpoint, info={"url": url})

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from testbed.cli.serve import port
+
 if TYPE_CHECKING:
     from testbed.emulator import TgiStandIn
 
@@ -40,7 +42,7 @@ def register(subparsers: Any) -> None:
 def _add_server_flags(emulate: argparse.ArgumentParser) -> None:
     """Where the API server listens and the nodes it creates."""
     emulate.add_argument(
-        "--port", type=int, default=0, help="port to listen on; 0 picks a free one"
+        "--port", type=port, default=0, help="port to listen on; 0 picks a free one"
     )
     emulate.add_argument("--host", default="127.0.0.1", help="address to bind")
     emulate.add_argument(

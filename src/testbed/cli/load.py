@@ -165,10 +165,10 @@ def handle(args: argparse.Namespace) -> int:
             )
             outcome = run_fast(run(ctx))
     except InputError:  # found before any request: leave nothing behind an exit 2
-        if created:
+        if created is not None:
             import shutil
 
-            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(created, ignore_errors=True)
         raise
     summary = {**outcome.summary, "verdict": outcome.verdict.model_dump(mode="json")}
     write_json(out / "summary.json", summary)
@@ -226,14 +226,16 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
     )
 
 
-def _output_dir(args: argparse.Namespace) -> tuple[Any, bool]:
-    """``--out`` (default ``runs/load-<stamp>``), created; and whether it was created now."""
+def _output_dir(args: argparse.Namespace) -> tuple[Any, Any]:
+    """``--out`` (default ``runs/load-<stamp>``), created; and the outermost folder created
+    for it now (``runs`` itself, the first time), or None."""
     from pathlib import Path
 
     from testbed.core.clock import run_stamp
 
     out = Path(args.out or f"runs/load-{run_stamp()}")
-    created = not out.exists()
+    missing = [p for p in (out, *out.parents) if not p.exists()]
+    created = missing[-1] if missing else None
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

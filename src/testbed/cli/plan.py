@@ -60,7 +60,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.manifests:
         from pathlib import Path
 
-        from testbed.backends.kubernetes.export import plan_objects, write_manifests
+        from testbed.backends.kubernetes.export import plan_objects, stack_objects, write_manifests
         from testbed.backends.kubernetes.names import run_namespace
         from testbed.execution.cluster_probes import probe_objects
 
@@ -68,21 +68,26 @@ def handle(args: argparse.Namespace) -> int:
         workers = {w.id: w.config for w in plan.workers.values()}
         run_id = args.run_id or f"{loaded.campaign.name}-plan"
         objects = plan_objects(run_id, backend, workers)
+        objects += stack_objects(run_id, backend, workers, loaded.base_dir)
         objects += probe_objects(loaded, plan, run_id, run_namespace(run_id, backend))
         written = write_manifests(objects, Path(args.manifests))
         print(f"{len(written)} objects written to {args.manifests}")
         return 0
     steps = [step.to_json() for step in planned_steps(loaded)]
+    from testbed.execution.case_counts import case_counts
+
     gpus = _gpus(loaded, plan)
+    cases = case_counts(loaded, plan)
     if args.json:
         document = {**plan.to_json(), "steps": steps}
+        document["case_counts"] = {t: {"run": r, "total": n} for t, (r, n) in cases.items()}
         if gpus is not None:
             document["gpus"] = {**gpus[0].to_json(), **gpus[1].to_json()}
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         console = Console()
-        render_plan(plan, console)
+        render_plan(plan, console, cases)
         render_steps(steps, console)
         if gpus is not None:
             from testbed.report.plan_table import render_gpus

@@ -2,8 +2,9 @@
 
 FILE is a campaign: its ``correctness.reference`` deployment (or ``--deployment NAME``) is
 started by the campaign's backend and every case file of its ``correctness:`` section is
-rewritten with the answers (names and rules kept). FILE may also be a case file, recorded
-from a server that already runs (``--url``).
+rewritten with the answers (names and rules kept). With ``suites``, each suite's cases are
+recorded from its own reference (with ``--deployment``, only the suites it belongs to).
+FILE may also be a case file, recorded from a server that already runs (``--url``).
 """
 
 from __future__ import annotations
@@ -48,41 +49,64 @@ def handle(args: argparse.Namespace) -> int:
         raise InputError(f"{path}: cannot read it ({exc})") from None
     console = Console()
     if isinstance(data, dict) and "correctness" in data:
-        recorded, source = asyncio.run(_from_campaign(args, console))
+        batches = asyncio.run(_from_campaign(args, console))
     elif args.url:
-        recorded, source = asyncio.run(_from_url(args, path, console))
+        batches = [asyncio.run(_from_url(args, path, console))]
     else:
         raise InputError(
             f"{path} is a case file: give --url URL of a running server, or record through a"
             " campaign whose correctness: section lists it"
         )
     out = Path(args.out) if args.out else None
-    if out is not None and len(recorded) != 1:
-        raise InputError(f"--out takes one case file, but {len(recorded)} were recorded")
-    _report(recorded, source, out, console)
+    count = sum(len(recorded) for recorded, _ in batches)
+    if out is not None and count != 1:
+        raise InputError(f"--out takes one case file, but {count} were recorded")
+    for recorded, source in batches:
+        _report(recorded, source, out, console)
     return 0
 
 
-async def _from_campaign(args: argparse.Namespace, console: Any) -> tuple[list[Any], str]:
-    import tempfile
-    from pathlib import Path
+async def _from_campaign(args: argparse.Namespace, console: Any) -> list[tuple[list[Any], str]]:
+    """Each suite's (or the section's) case files, recorded from its reference."""
 
     from testbed.config.loader import load_campaign
     from testbed.core.errors import InputError
-    from testbed.execution.single import provision_one
-    from testbed.probes.correctness.record import record_files
 
     loaded = load_campaign(args.file, args.preset, args.sets)
     config = loaded.campaign.correctness
     if config is None:
         raise InputError(f"{args.file} has no correctness: section to record")
     names = [d.name for d in loaded.campaign.deployments]
-    name = args.deployment or config.reference or (names[0] if len(names) == 1 else None)
-    if name is None:
-        raise InputError(
-            f"which deployment is the reference? give --deployment (one of {', '.join(names)})"
-            " or set correctness.reference"
-        )
+    sections = [
+        s
+        for s in config.split()
+        if args.deployment is None or args.deployment in (s.deployments or names)
+    ]
+    if not sections:
+        raise InputError(f"no correctness suite runs deployment {args.deployment!r}")
+    batches = []
+    for section in sections:
+        mine = section.deployments or names
+        name = args.deployment or section.reference or (mine[0] if len(mine) == 1 else None)
+        if name is None:
+            raise InputError(
+                f"which deployment is the reference? give --deployment (one of"
+                f" {', '.join(mine)}) or set the reference"
+            )
+        batches.append(await _record_section(loaded, section, name, console))
+    return batches
+
+
+async def _record_section(
+    loaded: Any, config: Any, name: str, console: Any
+) -> tuple[list[Any], str]:
+    """``config``'s case files recorded from deployment ``name``."""
+    import tempfile
+    from pathlib import Path
+
+    from testbed.execution.single import provision_one
+    from testbed.probes.correctness.record import record_files
+
     paths = [loaded.base_dir / case for case in config.cases]
     with tempfile.TemporaryDirectory(prefix="testbed-record-") as work:
         console.print(f"starting [bold]{name}[/bold] …")

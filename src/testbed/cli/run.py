@@ -109,6 +109,10 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError("--no-wait applies to a shared cluster's turn: set backend.lease")
         run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
     console.print(f"run directory: [bold]{run_dir.path}[/bold]")
+    from testbed.execution.case_counts import case_counts
+    from testbed.report.plan_table import render_plan
+
+    render_plan(plan, console, case_counts(loaded, plan))  # the Run Plan screen first
     with LiveDisplay(console, len(plan.treatments)) as display:
         options = RunOptions(
             skip_phases=args.skip_phase,
@@ -117,8 +121,7 @@ def handle(args: argparse.Namespace) -> int:
             no_wait=args.no_wait,
         )
         outcome = asyncio.run(execute(loaded, run_dir, plan, options))
-    del outcome
-    return finish_run(
+    code = finish_run(
         run_dir,
         console,
         upload=args.upload,
@@ -126,3 +129,16 @@ def handle(args: argparse.Namespace) -> int:
         s3_endpoint_url=args.s3_endpoint_url,
         fail_on=fail_on(args),
     )
+    return cleanup_failed(outcome.cleanup_error, code)
+
+
+def cleanup_failed(error: Exception | None, code: int) -> int:
+    """After the results are written: a failed final cleanup is reported, and is exit 3."""
+    if error is None:
+        return code
+    import sys
+
+    from testbed.core.errors import EXIT_INFRA
+
+    sys.stderr.write(f"testbed: error: final cleanup failed: {error}\n")
+    return EXIT_INFRA

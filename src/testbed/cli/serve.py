@@ -54,6 +54,17 @@ def _protocols(value: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in value.split(",") if p.strip())
 
 
+def port(text: str) -> int:
+    """A ``--port`` value: 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 picks a free one)")
+    return value
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
@@ -62,7 +73,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("kind", choices=KINDS, metavar="KIND", help="sim | hf | vllm")
     parser.add_argument("--model", help="model to serve (sim: the served model name)")
-    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    parser.add_argument("--port", type=port, default=8000, help="port; 0 picks a free one")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind")
     parser.add_argument("--threads", type=int, help="torch threads (hf)")
     parser.add_argument("--dtype", help="weights dtype, e.g. float32")
@@ -74,7 +85,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--grpc-port",
-        type=int,
+        type=port,
         default=GRPC_PORT,
         help=f"sim, hf: gRPC port of the tgis protocol (default {GRPC_PORT}, TGIS's; 0 picks"
         " a free one)",
@@ -178,6 +189,7 @@ def _serve_hf(args: argparse.Namespace) -> int:
 def _serve_vllm(args: argparse.Namespace) -> int:
     """Run the vLLM server in the foreground until it ends or is interrupted; its failure is
     an infrastructure error (exit 3), its own exit codes never leak through as verdicts."""
+    import collections
     import os
     import subprocess
     import sys
@@ -185,8 +197,10 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     from testbed.config.deployments import VllmParams
     from testbed.config.overrides import settings_from
     from testbed.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
+    from testbed.servers.adapters import kv_cache
     from testbed.servers.adapters.vllm import VllmAdapter
     from testbed.servers.models import resolve_model
+    from testbed.servers.startup_log import root_cause
 
     settings = settings_from(
         VllmParams,
@@ -200,9 +214,23 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     adapter = VllmAdapter()
     argv = adapter.command(params, folder, args.host, args.port)
     env = {**os.environ, **adapter.env(params), **settings.env}
-    # Ctrl-C reaches vLLM too (same foreground process group); wait for it to shut down
-    with subprocess.Popen(argv, env=env) as process:
+    if not kv_cache.explicit(params, os.environ):
+        sys.stderr.write(
+            f"testbed: KV cache {env['VLLM_CPU_KVCACHE_SPACE']} GiB (VLLM_CPU_KVCACHE_SPACE),"
+            " sized to the memory free now; set kv_cache_gb to choose\n"
+        )
+    tail: collections.deque[str] = collections.deque(maxlen=400)
+    # vLLM's output passes through (kept for the root cause); Ctrl-C reaches vLLM too (same
+    # foreground process group): wait for it to shut down
+    with subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    ) as process:
         try:
+            assert process.stdout is not None
+            for raw in process.stdout:
+                sys.stdout.buffer.write(raw)
+                sys.stdout.flush()
+                tail.append(raw.decode("utf-8", "replace"))
             code = process.wait()
         except KeyboardInterrupt:
             process.wait()
@@ -211,7 +239,12 @@ def _serve_vllm(args: argparse.Namespace) -> int:
         return EXIT_OK
     if code in (-2, 130):  # interrupted
         return EXIT_INTERRUPTED
-    sys.stderr.write(f"testbed: error: vLLM exited with code {code} (its log is above)\n")
+    cause = root_cause("".join(tail))
+    sys.stderr.write(
+        f"testbed: error: vLLM exited with code {code}"
+        + (f": {cause}" if cause else "")
+        + " (its log is above)\n"
+    )
     return EXIT_INFRA
 
 

@@ -52,6 +52,7 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from testbed.backends.endpoints import parse_endpoints
+    from testbed.cli.run import cleanup_failed
     from testbed.config.loader import load_campaign
     from testbed.execution.pipeline import RunOptions, check_inputs, execute, open_new
     from testbed.report.run_summary import finish_run
@@ -74,7 +75,7 @@ def handle(args: argparse.Namespace) -> int:
     run_dir, plan = open_new(loaded, options)
     console.print(f"treatment {args.treatment} · run directory: [bold]{run_dir.path}[/bold]")
     try:
-        asyncio.run(execute(loaded, run_dir, plan, options))
+        outcome = asyncio.run(execute(loaded, run_dir, plan, options))
         if out is not None:
             (treatment,) = plan.treatments
             folder = run_dir.treatment(treatment.dirname)
@@ -84,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         if out is not None:
             out.close()
-    return finish_run(
+    code = finish_run(
         run_dir,
         console,
         upload=args.upload,
@@ -92,6 +93,7 @@ def handle(args: argparse.Namespace) -> int:
         s3_endpoint_url=args.s3_endpoint_url,
         fail_on=fail_on(args),
     )
+    return cleanup_failed(outcome.cleanup_error, code)
 
 
 def _check_endpoints(endpoints: dict[str, str], workers: Any, deployments: Any) -> None:

@@ -8,6 +8,7 @@ Requests are plain dicts (the OpenAI body); :func:`complete` sends one and retur
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Literal
 
@@ -102,7 +103,8 @@ async def get(pool: ConnectionPool, path: str, timeout_s: float = 10.0) -> Respo
     does not answer within ``timeout_s`` is an :class:`HttpClientError`."""
     target = BodySinkJson(lambda _r, _o, _t: None, keep_raw=True)
     try:
-        await pool.send(pool.encode("GET", path), target, timeout_s)
+        async with asyncio.timeout(timeout_s):  # the connection too (a host that drops SYNs)
+            await pool.send(pool.encode("GET", path), target, timeout_s)
     except TimeoutError:
         raise HttpClientError(f"GET {path}: no answer within {timeout_s:g} s") from None
     return target.response

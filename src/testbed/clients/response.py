@@ -80,8 +80,9 @@ def cut_short(
     if cut:
         return f"response body cut short: {how}"
     if ending.finish_reason and response.finish_reason is None:
-        what = f"stream ended ({ending.marker})" if stream else "answer"
-        return f"{what} without a finish reason, after {chunks}"
+        if stream:
+            return f"stream without a finish reason: {ending.marker} came after {chunks}"
+        return "answer without a finish reason"
     return None
 
 
@@ -124,7 +125,9 @@ class _Sink:
         self.response.status = status
         self.response.headers = headers
         self.response.t_first_byte_ns = t_ns
-        framed = "content-length" in headers or "chunked" in headers.get("transfer-encoding", "")
+        framed = (
+            "content-length" in headers or "chunked" in headers.get("transfer-encoding", "").lower()
+        )
         self._until_close = not framed
         if not 200 <= status < 300:
             self._error_body = []

@@ -29,6 +29,7 @@ message — was cut short: that is ``Response.error`` too, the server's error of
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from testbed.clients.endpoint import Endpoint
@@ -61,6 +62,10 @@ HTTP_STATUS = {
     "UNIMPLEMENTED": 501,
     "UNAVAILABLE": 503,
 }
+
+
+#: Seconds a load stage waits for its gRPC channel to connect.
+CONNECT_TIMEOUT_S = 10.0
 
 
 class TgisConnectionError(HttpClientError):
@@ -267,9 +272,18 @@ class TgisPool:
             raise InfrastructureError(f"{self.target}: {failed.response.error}") from exc
 
     async def warm(self, connections: int) -> None:
-        """Connect before a load stage starts (one channel carries every request)."""
+        """Connect before a load stage starts (one channel carries every request); a server
+        that does not take the connection within :data:`CONNECT_TIMEOUT_S` is unreachable
+        (gRPC itself would keep trying forever)."""
         del connections
-        await self._channel.channel_ready()
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                await self._channel.channel_ready()
+        except TimeoutError:
+            raise TgisConnectionError(
+                f"cannot connect to {self.target}: no gRPC connection within"
+                f" {CONNECT_TIMEOUT_S:g} s; is the server running with its gRPC port open?"
+            ) from None
 
     @property
     def open_connections(self) -> int:

@@ -450,7 +450,8 @@ class Campaign(Strict):
         """A probe over TGIS's gRPC needs deployments that serve it."""
         wanted: list[tuple[str, str, list[str] | None]] = []
         if self.correctness is not None and self.correctness.protocol == "tgis":
-            wanted.append(("correctness", "protocol", self.correctness.deployments))
+            for part in self.correctness.split():
+                wanted.append(("correctness", "protocol", part.deployments))
         if self.load is not None and self.load.api == "tgis":
             wanted.append(("load", "api", self.load.deployments))
         if self.ab is not None and self.ab.api == "tgis":
@@ -492,6 +493,11 @@ class Campaign(Strict):
                 f"'{ref}' is not a deployment; known: {known}",
                 ("correctness", "reference"),
             )
+        for i, suite in enumerate(self.correctness.suites if self.correctness else []):
+            for j, name in enumerate(suite.deployments):
+                if name not in names:
+                    where: tuple[int | str, ...] = ("correctness", "suites", i, "deployments", j)
+                    return (f"'{name}' is not a deployment; known: {known}", where)
         return None
 
 

@@ -1,10 +1,15 @@
-"""The ``correctness:`` section: golden case files and the cross-configuration differential."""
+"""The ``correctness:`` section: golden case files and the cross-configuration differential.
+
+Several models in one campaign, each with its own cases and reference (tgis-tester's test
+specs: a model, its configs, its case files), are ``suites``; each suite is planned as a
+correctness section of its own, with the section's other settings.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from testbed.config.deployments import Strict
 
@@ -29,6 +34,27 @@ class Embedding(Strict):
     )
 
 
+class Suite(Strict):
+    """One model's deployments with their own case files and reference deployment."""
+
+    deployments: list[str] = Field(min_length=1, description="the deployments of this suite")
+    cases: list[str] = Field(
+        min_length=1, description="case files (YAML), relative to the campaign"
+    )
+    reference: str | None = Field(
+        None, description="one of deployments, the others are diffed against"
+    )
+
+    @model_validator(mode="after")
+    def _reference_inside(self) -> Suite:
+        if self.reference is not None and self.reference not in self.deployments:
+            raise ValueError(
+                f"reference '{self.reference}' is not one of this suite's deployments"
+                f" ({', '.join(self.deployments)}) — add it to deployments or pick one of them"
+            )
+        return self
+
+
 class CorrectnessProbe(Strict):
     """Run case files against each deployment and compare with expected outputs."""
 
@@ -36,7 +62,12 @@ class CorrectnessProbe(Strict):
         None, description="run only against these deployments (default: every one)"
     )
     cases: list[str] = Field(
-        min_length=1, description="case files (YAML), relative to the campaign"
+        default_factory=list, description="case files (YAML), relative to the campaign"
+    )
+    suites: list[Suite] = Field(
+        default_factory=list,
+        description="several models in one campaign: each suite's deployments run its own"
+        " cases against its own reference (instead of cases/deployments/reference here)",
     )
     protocol: Literal["openai", "tgi", "tgis", "both"] = Field(
         "openai",
@@ -61,3 +92,37 @@ class CorrectnessProbe(Strict):
     )
     timeout_s: float = Field(120.0, gt=0, description="per request, seconds")
     embedding: Embedding = Field(default_factory=Embedding)
+
+    @model_validator(mode="after")
+    def _cases_or_suites(self) -> CorrectnessProbe:
+        if not self.suites and not self.cases:
+            raise ValueError(
+                "give case files in cases: [file.yaml], or suites: [{deployments, cases}]"
+            )
+        if self.suites:
+            given = [n for n in ("cases", "deployments", "reference") if getattr(self, n)]
+            if given:
+                raise ValueError(
+                    f"with suites, {', '.join(given)} go in each suite — move them into"
+                    " suites[].cases/deployments/reference"
+                )
+        return self
+
+    def split(self) -> list[CorrectnessProbe]:
+        """One section per suite (the section itself when it has none)."""
+        return [CorrectnessProbe.model_validate(section) for section in split_sections(
+            self.model_dump(mode="json"))]  # fmt: skip
+
+
+def split_sections(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``correctness:`` section (as plain data) as one section per suite, each with its
+    suite's cases, deployments and reference and the others settings shared."""
+    suites = section.get("suites") or []
+    if not suites:
+        return [section]
+    shared = {k: v for k, v in section.items() if k != "suites"}
+    return [
+        {**shared, "cases": s["cases"], "deployments": s["deployments"],
+         "reference": s.get("reference")}
+        for s in suites
+    ]  # fmt: skip

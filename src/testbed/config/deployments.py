@@ -175,11 +175,47 @@ class TgiParams(ServerParams):
     max_input_length: int | None = Field(None, gt=0, description="tokens")
 
 
-class TgisParams(TgiParams):
-    """IBM's TGIS fork (tgis-tester's subject)."""
+#: TGIS's inference engines (``DEPLOYMENT_FRAMEWORK``, its launcher's
+#: ``--deployment-framework``: a module of text_generation_server.inference_engine).
+TGIS_FRAMEWORKS = (
+    "hf_transformers",
+    "hf_accelerate",
+    "hf_custom_tp",
+    "hf_optimum_ort",
+    "hf_optimum_bt",
+    "tgis_native",
+)
+#: Engines that shard a model over GPUs (tensor parallel): tgis_native, TGIS's documented
+#: one, and hf_custom_tp, its older name for the same.
+TGIS_SHARDING = ("tgis_native", "hf_custom_tp")
 
-    deployment_framework: Literal["hf_transformers", "hf_custom_tp", "hf_optimum_ort"] = (
-        "hf_transformers"
+
+class TgisParams(TgiParams):
+    """IBM's TGIS fork (tgis-tester's subject). tgis-tester's names are accepted as written:
+    ``dtype_str`` for ``dtype``, ``num_shard`` for ``tensor_parallel``."""
+
+    dtype: Dtype = Field(
+        "float32",
+        validation_alias=AliasChoices("dtype", "dtype_str"),
+        description="weights and activations type (alias dtype_str)",
+    )
+    tensor_parallel: int = Field(
+        1,
+        gt=0,
+        validation_alias=AliasChoices("tensor_parallel", "num_shard"),
+        description="shards, one per GPU (alias num_shard; TGIS's NUM_GPUS)",
+    )
+
+    deployment_framework: Literal[
+        "hf_transformers",
+        "hf_accelerate",
+        "hf_custom_tp",
+        "hf_optimum_ort",
+        "hf_optimum_bt",
+        "tgis_native",
+    ] = Field(
+        description="TGIS's engine, passed through as --deployment-framework; required, as"
+        " tgis-tester requires it (no default)"
     )
     pt2_compile: bool = False
 
@@ -278,19 +314,51 @@ class TgiDeployment(_RealServer):
 
 
 class TgisDeployment(TgiDeployment):
+    """TGIS, with its documented rules: ``deployment_framework`` has no default (tgis-tester
+    requires it); sharding (``tensor_parallel`` > 1, ``NUM_GPUS``) needs a tensor-parallel
+    engine, tgis_native (TGIS's README: "Running sharded models") or hf_custom_tp;
+    hf_accelerate spreads ONE process over the worker's GPUs (accelerate's device map), so
+    it takes several GPUs with ``tensor_parallel: 1``; flash attention runs in tgis_native
+    or hf_custom_tp only (TGIS would switch any other engine to hf_custom_tp)."""
+
     server: Literal["tgis"]  # type: ignore[assignment]
-    params: TgisParams = Field(default_factory=TgisParams)
+    params: TgisParams
     resources: TgisResources = Field(default_factory=TgisResources)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_given(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            params = data.get("params")
+            if not isinstance(params, dict) or "deployment_framework" not in params:
+                raise ValueError(
+                    "params.deployment_framework is required for tgis (it has no default, as"
+                    f" in tgis-tester) — set one of {', '.join(TGIS_FRAMEWORKS)}"
+                )
+        return data
+
     def problems(self) -> list[str]:
-        found = super().problems()
         p = self.params
+        accelerate = p.deployment_framework == "hf_accelerate"
+        # hf_accelerate: one process over several GPUs is not a shard-count mismatch
+        found = [
+            f for f in super().problems() if not (accelerate and f.startswith("tensor_parallel"))
+        ]
         if not self.resources.gpu and p.dtype != "float32":
             found.append(f"CPU-only TGIS wants float32, not {p.dtype} — set params.dtype: float32")
-        if p.tensor_parallel > 1 and p.deployment_framework != "hf_custom_tp":
+        if p.tensor_parallel > 1 and p.deployment_framework not in TGIS_SHARDING:
             found.append(
-                "sharding needs deployment_framework hf_custom_tp — set"
-                " params.deployment_framework: hf_custom_tp"
+                f"sharding (tensor_parallel {p.tensor_parallel}) needs a tensor-parallel engine,"
+                f" and {p.deployment_framework} is not one"
+                + (" (it spreads one process over the GPUs)" if accelerate else "")
+                + " — set params.deployment_framework: tgis_native (or hf_custom_tp)"
+                + (", or tensor_parallel: 1 with hf_accelerate" if accelerate else "")
+            )
+        if p.flash_attention and p.deployment_framework not in TGIS_SHARDING:
+            found.append(
+                f"flash_attention runs in tgis_native or hf_custom_tp, not"
+                f" {p.deployment_framework} (TGIS would switch the engine) — set"
+                " params.deployment_framework: tgis_native"
             )
         return found
 

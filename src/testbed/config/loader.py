@@ -39,7 +39,7 @@ class LoadedCampaign:
         """The resolved value of the dotted ``key`` and a phrase saying where it came from."""
         resolved = self.campaign.model_dump(mode="json")
         try:
-            paths = targets(resolved, key)
+            paths = [p for p in targets(resolved, key) if _present(resolved, p)]
         except CampaignError:
             paths = []
         if not paths:
@@ -71,6 +71,16 @@ class LoadedCampaign:
             except CampaignError:
                 continue
         return None
+
+
+def _present(data: Any, path: tuple[str | int, ...]) -> bool:
+    """Whether ``path`` names a field of ``data`` (whatever its value, None included)."""
+    for part in path:
+        in_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
+        if not (in_list or (isinstance(data, dict) and part in data)):
+            return False
+        data = data[part]
+    return True
 
 
 def _get(data: Any, path: tuple[str | int, ...]) -> Any:

@@ -106,6 +106,11 @@ class StackDeployment(_Strict):
     values: dict[str, Any] = Field(
         default_factory=dict, description="placeholders of the manifests: {{ KEY }}"
     )
+    templated: bool = Field(
+        True,
+        description="render the files with Jinja; false: apply them exactly as written (helm"
+        " template output that holds {{ }} of its own)",
+    )
     ready: list[ReadyCondition] = Field(
         default_factory=list, description="conditions that must all be True, each timed"
     )
@@ -117,6 +122,16 @@ class StackDeployment(_Strict):
     startup_timeout_s: float = Field(
         600.0, gt=0, description="default seconds for each ready condition"
     )
+
+    @model_validator(mode="after")
+    def _values_need_templates(self) -> StackDeployment:
+        if self.values and not self.templated:
+            raise located(
+                "values are given but templated is false, so nothing would use them — remove"
+                " values, or set templated: true",
+                "values",
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

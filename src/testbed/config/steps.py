@@ -200,6 +200,13 @@ class Capture(Strict):
     prometheus: PrometheusCapture | None = Field(
         None, description="range-query Prometheus over each treatment's window"
     )
+    namespaces: list[
+        Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+    ] = Field(
+        default_factory=list,
+        description="more namespaces dumped whole by every state capture (an operator's, a"
+        " stack's); kubernetes only",
+    )
 
 
 #: A ``commands:`` key: ``[prefix/]group.command[/suffix]``.

@@ -74,7 +74,9 @@ class Captures:
     async def _state(self, treatment: Treatment, folder: Path) -> list[str]:
         try:
             async with asyncio.timeout(STATE_TIMEOUT_S):
-                return await self.backend.capture_state(folder, treatment.workers)
+                return await self.backend.capture_state(
+                    folder, treatment.workers, self.settings.namespaces
+                )
         except TimeoutError:
             return [f"warning: state capture gave up after {STATE_TIMEOUT_S:.0f} s"]
         except TestbedError as exc:

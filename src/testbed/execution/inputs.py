@@ -40,11 +40,14 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
             path = config["dataset"]["path"]
             _exists(loaded, loaded.base_dir, path, ("load", "dataset", "path"))
     if loaded.campaign.correctness is not None:
+        from testbed.config.correctness import CorrectnessProbe
         from testbed.probes.correctness.cases import load_case_files
+        from testbed.probes.correctness.tgis_fields import refuse_openai_only_fields
 
         for probe, config in _probe_configs(plan):
             if probe == "correctness":
-                load_case_files([loaded.base_dir / path for path in config["cases"]])
+                files = load_case_files([loaded.base_dir / path for path in config["cases"]])
+                refuse_openai_only_fields(files, CorrectnessProbe.model_validate(config))
 
 
 def check_api_keys(loaded: LoadedCampaign) -> None:
@@ -104,6 +107,7 @@ def _check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
 
     index = {d.name: i for i, d in enumerate(loaded.campaign.deployments)}
     backend = loaded.campaign.backend.model_dump(mode="json")
+    names: dict[str, set[str]] = {}  # deployment → kind/name of its objects
     for worker in stacks:
         i = index[worker.deployment]
         combo = ", ".join(f"{k}={v}" for k, v in worker.params.items())
@@ -119,6 +123,29 @@ def _check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
         for message, field in reference_problems(worker.config, objects):
             at = ("deployments", i, *field)
             raise CampaignError(f"{_where(loaded, at)}: deployments[{i}]: {message}{with_params}")
+        names.setdefault(worker.deployment, {o.describe() for o in objects})
+    _check_collisions(loaded, names, index)
+
+
+def _check_collisions(
+    loaded: LoadedCampaign, names: dict[str, set[str]], index: dict[str, int]
+) -> None:
+    """Two stack deployments that may run at once (an A/B pair, or any two under a
+    parallel strategy) must not create objects of the same name in one namespace."""
+    ab = loaded.campaign.ab
+    together = loaded.campaign.execution.strategy != "sequential"
+    pairs = [(a, b) for a in names for b in names if a < b]
+    for a, b in pairs:
+        if not (together or (ab is not None and {a, b} == {ab.stable, ab.canary})):
+            continue
+        shared = sorted(names[a] & names[b])
+        if shared:
+            at: DocPath = ("deployments", index[b], "manifests")
+            raise CampaignError(
+                f"{_where(loaded, at)}: stacks {a} and {b} both create {', '.join(shared[:3])}"
+                " and may run at the same time — put {{ deployment.name }} in the objects'"
+                " names (and in ready/endpoint), or set execution.strategy: sequential"
+            )
 
 
 def _check_local_models(loaded: LoadedCampaign) -> None:

@@ -17,7 +17,7 @@ from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.config.server_kinds import kind_of, provisioned
 from testbed.core.clock import wall_label
-from testbed.core.errors import InputError, Interrupted
+from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.captures import Captures
 from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
@@ -59,6 +59,7 @@ class RunOutcome:
     plan: Plan
     verdicts: dict[str, Verdict]
     ledger_states: dict[str, tuple[str, str | None, str | None, int]]
+    cleanup_error: InfrastructureError | None = None  # the final cleanup failed (exit 3)
 
 
 def check_inputs(loaded: LoadedCampaign) -> Plan:
@@ -232,6 +233,7 @@ async def _held(
             observer.phase("cleanup", line)
     todo = [t for t in plan.planned() if t.id in ledger.to_run()]
     used = {w for t in todo for w in t.workers}
+    cleanup_error: InfrastructureError | None = None
     try:  # from prepare on, what was made is released whatever happens
         # a failing step stops the run: later phases are NOT RUN, the final cleanup runs
         ok = "cleanup" in skip or await steps.stage("cleanup")
@@ -250,10 +252,25 @@ async def _held(
         if loaded.campaign.execution.keep:
             observer.phase("final cleanup", kept_message(run_dir))
         elif "final_cleanup" not in skip:
-            observer.phase("final cleanup")
-            await asyncio.shield(steps.stage("final_cleanup"))
-            await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
-    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states())
+            cleanup_error = await _final_cleanup(steps, backend, run_dir, observer)
+    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states(), cleanup_error)
+
+
+async def _final_cleanup(
+    steps: StepSession, backend: Backend, run_dir: RunDir, observer: Observer
+) -> InfrastructureError | None:
+    """The final cleanup's steps, then release what the run made. A failure to release (the
+    API server gone) is returned, not raised: the run's results come first — the caller
+    writes summary.json and the report, then reports it (exit 3). An error that ended the
+    run already wins; this one is then only shown."""
+    observer.phase("final cleanup")
+    await asyncio.shield(steps.stage("final_cleanup"))
+    try:
+        await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
+    except InfrastructureError as exc:
+        observer.phase("final cleanup", f"failed: {exc}")
+        return exc
+    return None
 
 
 async def _test(

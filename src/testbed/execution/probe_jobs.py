@@ -64,7 +64,10 @@ class ProbeJobs:
         handles: Mapping[str, Handle],
         ctx: ProbeContext,
     ) -> ProbeOutcome:
-        del handles  # the Job reaches the workers through their Services
+        # The Job reaches the workers through their Services; a stack's URL is its own.
+        urls = {
+            w: str(h.info["cluster_url"]) for w, h in handles.items() if h.info.get("cluster_url")
+        }
         backend = self.backend
         kube = await backend.kube()
         await self._ensure_configmap(kube)
@@ -77,6 +80,7 @@ class ProbeJobs:
             workers,
             backend.config,
             self.items,
+            urls,
         )
         name = str(job["metadata"]["name"])
         ctx.progress(f"probe Job {name}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -122,6 +123,14 @@ async def run_treatment(
         probe_summary=outcome.summary if outcome is not None else {},
     )
     return verdict
+
+
+def restate_verdict(out_dir: Path, verdict: Verdict) -> None:
+    """Replace the verdict of the treatment's ``summary.json`` (the rest stays)."""
+    path = out_dir / SUMMARY
+    summary = json.loads(path.read_text()) if path.is_file() else {}
+    summary["verdict"] = verdict.model_dump(mode="json")
+    write_json(path, summary)
 
 
 def write_summary(

@@ -1,5 +1,7 @@
 """Running one worker set: provision its workers together, run its treatments one after the
-other, release the workers — always. Infrastructure errors are retried on fresh workers."""
+other, release the workers — always. Infrastructure errors are retried on fresh workers; an
+ERROR that ends the retries also says how the first attempt ended (the retry's own failure
+may be another, and the first is the one that cost the workers)."""
 
 from __future__ import annotations
 
@@ -13,11 +15,35 @@ from testbed.core.errors import InfrastructureError
 from testbed.execution.captures import Captures
 from testbed.execution.events import Observer
 from testbed.execution.grouping import WorkerSet
-from testbed.execution.treatment import Setting, run_treatment, write_summary
+from testbed.execution.treatment import (
+    Setting,
+    restate_verdict,
+    run_treatment,
+    write_summary,
+)
 from testbed.plan.model import Treatment
 from testbed.results.ledger import Ledger
 from testbed.results.rundir import RunDir
 from testbed.results.verdict import Status, Verdict
+
+
+@dataclass
+class _Budget:
+    """Infrastructure failures of one worker set, against the retry budget, and the first."""
+
+    failures: int = 0
+    first: str | None = None
+
+    def spend(self, reason: str) -> None:
+        self.failures += 1
+        self.first = self.first or reason
+
+    def told(self, verdict: Verdict) -> Verdict:
+        """``verdict``, an ERROR after a retry also naming how the first attempt ended."""
+        if verdict.status != Status.ERROR or self.first in (None, verdict.reason):
+            return verdict
+        reason = f"{verdict.reason}; the first attempt ended: {str(self.first)[:600]}"
+        return verdict.model_copy(update={"reason": reason})
 
 
 @dataclass
@@ -49,15 +75,16 @@ class WorkerSetRunner:
 
     async def _run(self, worker_set: WorkerSet) -> None:
         remaining = list(worker_set.treatments)
-        failures = 0  # infrastructure failures of this worker set, against the retry budget
+        budget = _Budget()
         while remaining and not self.stop.is_set():
             try:
                 async with self._provision(worker_set) as handles:
-                    failures = await self._serve(remaining, handles, failures)
+                    await self._serve(remaining, handles, budget)
             except InfrastructureError as exc:  # the workers did not start
-                failures += 1
-                if failures > self.retries:
-                    self._give_up(remaining, Verdict(status=Status.ERROR, reason=str(exc)))
+                budget.spend(str(exc))
+                if budget.failures > self.retries:
+                    verdict = budget.told(Verdict(status=Status.ERROR, reason=str(exc)))
+                    self._give_up(remaining, verdict)
                     return
 
     def _give_up(self, treatments: list[Treatment], verdict: Verdict) -> None:
@@ -71,8 +98,8 @@ class WorkerSetRunner:
             self._finish(treatment, verdict)
 
     async def _serve(
-        self, remaining: list[Treatment], handles: dict[str, Handle], failures: int
-    ) -> int:
+        self, remaining: list[Treatment], handles: dict[str, Handle], budget: _Budget
+    ) -> None:
         """Run treatments until done, or until a server died (the caller re-provisions)."""
         logs = {w: self.run_dir.worker(w) / "server.log" for w in handles}
         while remaining and not self.stop.is_set():
@@ -94,17 +121,19 @@ class WorkerSetRunner:
             if self.captures is not None and mark is not None:
                 await self.captures.after(treatment, out_dir, mark)
             died = any(h.died.done() for h in handles.values())
-            if verdict.status == Status.ERROR and failures < self.retries:
-                failures += 1
+            if verdict.status == Status.ERROR and budget.failures < self.retries:
+                budget.spend(verdict.reason)
                 self.observer.progress(treatment, f"ERROR, retrying: {verdict.reason[:200]}")
                 if died:
-                    return failures
+                    return
                 continue
             remaining.pop(0)
-            self._finish(treatment, verdict)
+            told = budget.told(verdict)
+            if told is not verdict:
+                restate_verdict(out_dir, told)
+            self._finish(treatment, told)
             if died:
-                return failures
-        return failures
+                return
 
     def _finish(self, treatment: Treatment, verdict: Verdict) -> None:
         self.ledger.finish(treatment.id, verdict.status.value, verdict.reason)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from testbed.config.campaign import Campaign
+from testbed.config.correctness import split_sections
 from testbed.config.deployments import Deployment
 from testbed.config.diagnostics import dotted
 from testbed.config.loader import LoadedCampaign
@@ -48,7 +49,7 @@ class _Expander:
         self.probe_configs: dict[str, dict[str, Any]] = {}
         self.seen: set[str] = set()
         self._deployment_cache: dict[tuple[str, ...], list[Worker]] = {}
-        self._probe_cache: dict[tuple[str, tuple[str, ...]], str] = {}
+        self._probe_cache: dict[tuple[str, tuple[Any, ...]], str] = {}
         self.worker_slugs: dict[str, tuple[str, list[str]]] = {}
         self.slug = slugify(self.campaign.name, 30)
         self._capacity: dict[str, str] = {}
@@ -102,8 +103,16 @@ class _Expander:
         workers = self._resolve_deployments(dep)
         for probe in self.active:
             mine = [lv for lv in point if lv.factor.split(".", 1)[0] == probe]
+            if probe == "correctness":  # one section per suite, each with its deployments
+                for suite in range(max(1, len(self.base[probe].get("suites") or []))):
+                    probe_hash = self._resolve_probe(probe, mine, suite)
+                    only = self.probe_configs[f"{probe}:{probe_hash}"].get("deployments")
+                    for worker in workers:
+                        if only is None or worker.deployment in only:
+                            self._add(probe, (worker,), probe_hash, mine)
+                continue
             probe_hash = self._resolve_probe(probe, mine)
-            if probe in ("correctness", "load"):
+            if probe == "load":
                 only = self.base[probe].get("deployments")
                 for worker in workers:
                     if only is None or worker.deployment in only:
@@ -197,15 +206,16 @@ class _Expander:
             self._capacity[wid] = "" if fit is None or fit.fits else fit.reason()
         return self.workers[wid]
 
-    def _resolve_probe(self, probe: ProbeName, mine: list[Level]) -> str:
-        key = (probe, tuple(lv.key for lv in mine))
+    def _resolve_probe(self, probe: ProbeName, mine: list[Level], suite: int = 0) -> str:
+        key = (probe, (*(lv.key for lv in mine), suite))
         cached = self._probe_cache.get(key)
         if cached is None:
             doc: dict[str, Any] = {probe: copy.deepcopy(self.base[probe])}
             for lv in mine:
                 for path in targets(doc, lv.factor):
                     assign(doc, path, lv.value)
-            section = self._validate_probe(probe, doc[probe], mine)
+            raw = split_sections(doc[probe])[suite] if probe == "correctness" else doc[probe]
+            section = self._validate_probe(probe, raw, mine)
             cached = self._probe_cache[key] = short_hash(section)
             self.probe_configs[f"{probe}:{cached}"] = section
         return cached

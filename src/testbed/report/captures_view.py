@@ -70,8 +70,8 @@ def _prometheus(document: Mapping[str, Any], key: str) -> str:
     queries = document.get("queries") or {}
     span = float(document.get("end", 0)) - float(document.get("start", 0))
     head = (
-        f'<p class="muted">{_e(document.get("url"))} · window {span:.1f} s from the'
-        f" {_e(document.get('clock'))}' clock · step {_e(document.get('step_s'))} s</p>"
+        f'<p class="muted">{_e(document.get("url"))} · window {span:.1f} s (clock:'
+        f" {_e(document.get('clock'))}) · step {_e(document.get('step_s'))} s</p>"
     )
     plotted = {n: q for n, q in queries.items() if q.get("series")}
     empty = [

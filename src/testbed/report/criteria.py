@@ -29,7 +29,7 @@ from testbed.config.criteria import Criterion
 from testbed.core.ids import short_hash
 from testbed.results import stats
 from testbed.results.files import read_records
-from testbed.results.rundir import RECORDS, RESOLVED
+from testbed.results.rundir import RECORDS, RESOLVED, read_summary
 from testbed.results.summaries import LOWER, NEUTRAL, Samples, direction
 from testbed.results.verdict import Status, worst
 
@@ -117,8 +117,6 @@ def _compare(
 def _difference(
     run_path: Path, base_dir: str, cand_dir: str, criterion: Criterion, seed: int
 ) -> tuple[stats.Difference | None, str, tuple[int, int]]:
-    from testbed.results.rundir import read_summary
-
     pairs = []
     for folder in (base_dir, cand_dir):
         summary = read_summary(run_path / folder)

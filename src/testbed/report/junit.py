@@ -63,11 +63,56 @@ def render(document: Mapping[str, Any], run_dir: Path | None = None) -> str:
         total_time += seconds
     if run_dir is not None:
         _case_suites(suites, document, run_dir, totals)
+    total_time += _steps_suite(suites, document, totals)
     for key, value in totals.items():
         suites.set(key, str(value))
     suites.set("time", f"{total_time:.3f}")
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode")
+
+
+def _steps_suite(suites: ET.Element, document: Mapping[str, Any], totals: dict[str, int]) -> float:
+    """The user's steps as a suite: ok passes, a failure that stopped the run is an
+    ``<error>`` with its last lines, anything else (tolerated, not run) is ``<skipped>``."""
+    from testbed.results.steps import OK, blocking
+
+    steps = document.get("steps") or []
+    if not steps:
+        return 0.0
+    campaign = str(document["run"].get("campaign"))
+    suite = ET.SubElement(suites, "testsuite", name=_text(f"{campaign}.steps"))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    seconds = 0.0
+    for row in steps:
+        counts["tests"] += 1
+        seconds += float(row.get("duration_s") or 0.0)
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=_text(f"{campaign}.steps.{row['phase']}"),
+            name=_text(row["dir"]),
+            time=f"{float(row.get('duration_s') or 0.0):.3f}",
+        )
+        status = str(row.get("status"))
+        if status == OK:
+            continue
+        why = row.get("message") or (
+            f"exit {row['exit_code']}" if row.get("exit_code") is not None else status
+        )
+        if blocking(row):
+            counts["errors"] += 1
+            error = ET.SubElement(case, "error", message=_text(f"{status}: {why}"))
+            error.text = _text("\n".join(row.get("tail") or []))
+        else:
+            counts["skipped"] += 1
+            never = status in ("not run", "skipped")
+            message = status if never else f"{status} (on_error: continue): {why}"
+            ET.SubElement(case, "skipped", message=_text(message))
+    for key, value in counts.items():
+        suite.set(key, str(value))
+        totals[key] += value
+    suite.set("time", f"{seconds:.3f}")
+    return seconds
 
 
 def _case(suite: ET.Element, row: Mapping[str, Any], campaign: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -14,8 +15,12 @@ from testbed.plan.model import Plan
 _MAX_ROWS = 200
 
 
-def render_plan(plan: Plan, console: Console) -> None:
-    """Print the run plan (tgis-tester's first screen): workers, treatments, skipped ones."""
+def render_plan(
+    plan: Plan, console: Console, cases: Mapping[str, tuple[int, int]] | None = None
+) -> None:
+    """Print the run plan (tgis-tester's first screen): workers, treatments, skipped ones;
+    with ``cases`` (treatment id → runs after skips, in all) a correctness treatment's case
+    count."""
     planned = plan.planned()
     skipped = [t for t in plan.treatments if t.status == "skipped"]
     console.print(
@@ -36,7 +41,8 @@ def render_plan(plan: Plan, console: Console) -> None:
     console.print(workers)
     factor_names = list(dict.fromkeys(f for t in plan.treatments for f in t.params))
     table = Table(title="Treatments", title_justify="left")
-    for column in ("#", "id", "probe", "worker(s)", *_headers(factor_names), "status"):
+    counted = ("cases",) if cases else ()
+    for column in ("#", "id", "probe", "worker(s)", *_headers(factor_names), *counted, "status"):
         table.add_column(column, overflow="fold")
     for treatment in plan.treatments[:_MAX_ROWS]:
         status = (
@@ -50,6 +56,7 @@ def render_plan(plan: Plan, console: Console) -> None:
             treatment.probe,
             ", ".join(treatment.workers) or "—",
             *(_short(treatment.params.get(f, "")) for f in factor_names),
+            *((_count(cases.get(treatment.id)),) if cases else ()),
             status,
         )
     console.print(table)
@@ -72,6 +79,13 @@ def render_gpus(inventory: Inventory, assignment: Assignment, console: Console) 
     console.print(table)
     for note in inventory.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+
+
+def _count(count: tuple[int, int] | None) -> str:
+    if count is None:
+        return ""
+    run, total = count
+    return f"{run}" + (f" ({total - run} skipped)" if total > run else "")
 
 
 def _headers(factors: list[str]) -> list[str]:

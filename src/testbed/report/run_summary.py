@@ -36,7 +36,7 @@ from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params
 from testbed.results.machine import machine_info
 from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir, read_summary
 from testbed.results.s3 import upload_run
-from testbed.results.steps import step_rows, step_statuses
+from testbed.results.steps import blocking, step_rows, step_statuses
 from testbed.results.summaries import summary_metrics
 from testbed.results.verdict import Status, exit_code, worst
 
@@ -144,6 +144,10 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
     rows = treatment_rows(run_dir.path)
     criteria = judge_all(run_dir.path, rows)
     steps = step_rows(run_dir.path)
+    stopped = next((s for s in steps if blocking(s)), None)
+    for row in rows:  # a treatment a failed step kept from running says so
+        if stopped is not None and row["status"] == Status.NOT_RUN.value and not row["started"]:
+            row["reason"] = f"not run: step {stopped['dir']} failed ({stopped['status']})"
     status = worst([run_status(rows), *(c["status"] for c in criteria), *step_statuses(steps)])
     return {
         "schema_version": RUN_SUMMARY_VERSION,

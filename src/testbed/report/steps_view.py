@@ -61,6 +61,13 @@ def print_steps(steps: Sequence[Mapping[str, Any]], console: Console) -> None:
                 console.print(f"  {redact(line)}", markup=False, highlight=False)
 
 
+def _folder(row: Mapping[str, Any], link: str) -> str:
+    """The step's folder, linked when the step ran (a step never run has none)."""
+    if row.get("status") in ("not run", "skipped"):
+        return _e(row["dir"])
+    return f'<a href="{_e(link)}">{_e(row["dir"])}</a>'
+
+
 def render_steps(steps: Sequence[Mapping[str, Any]], console: Console) -> None:
     """The planned steps (``testbed plan``): folder, on_error, timeout, rendered arguments."""
     if not steps:
@@ -88,7 +95,13 @@ def section(steps: Sequence[Mapping[str, Any]]) -> str:
     for row in steps:
         link = f"{STEPS_DIR}/{row['dir']}/"
         status = str(row.get("status"))
-        css = "PASS" if status == OK else "ERROR" if status in _STYLE else "SKIPPED"
+        css = (
+            "PASS"
+            if status == OK
+            else ("ERROR" if blocking(row) else "INCONCLUSIVE")
+            if status in _STYLE
+            else "SKIPPED"
+        )
         tail = row.get("tail") or []
         details = (
             f"<details{' open' if blocking(row) else ''}><summary>last lines</summary>"
@@ -99,7 +112,7 @@ def section(steps: Sequence[Mapping[str, Any]]) -> str:
         message = f"<br>{_e(row['message'])}" if row.get("message") else ""
         rows.append(
             f'<tr><td class="num">{row["number"]}</td><td>{_e(row["phase"])}</td>'
-            f'<td><a href="{_e(link)}">{_e(row["dir"])}</a></td>'
+            f"<td>{_folder(row, link)}</td>"
             f'<td><span class="badge {css}">{_e(_status(row))}</span></td>'
             f'<td class="num">{_e(row.get("exit_code", ""))}</td>'
             f'<td class="num">{_e(row.get("duration_s", ""))}</td>'

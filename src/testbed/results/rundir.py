@@ -101,7 +101,16 @@ class RunDir:
         write_json(self.path / RUN_FILE, meta)
 
     def metadata(self) -> dict[str, Any]:
-        return dict(json.loads((self.path / RUN_FILE).read_text()))
+        try:
+            meta = json.loads((self.path / RUN_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise InputError(
+                f"{self.path / RUN_FILE} cannot be read ({exc}): not a testbed run"
+                " directory, or a damaged one"
+            ) from None
+        if not isinstance(meta, dict):
+            raise InputError(f"{self.path / RUN_FILE} is not a testbed run file (no mapping)")
+        return meta
 
     def reset_treatment(self, dirname: str, attempt: int) -> None:
         """Move what an interrupted or failed attempt left into ``attempts/<n>/``: a retry

@@ -165,9 +165,9 @@ def test_tgis_correctness_configs_run_as_separate_deployments(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     summaries = [json.loads(p.read_text()) for p in sorted(run_dir.glob("*/summary.json"))]
-    assert [s["verdict"]["status"] for s in summaries] == ["PASS"] * 3
+    assert [s["verdict"]["status"] for s in summaries] == ["PASS"] * 5  # 3 SmolLM2, 2 tiny-t5
     pods = {s["workers"][0]["pod"] for s in summaries}
-    assert len(pods) == 3  # one Deployment per configuration
+    assert len(pods) == 5  # one Deployment per configuration
     for records in sorted(run_dir.glob("*/records.jsonl")):  # TGIS's gRPC reached, not skipped
         cases = [json.loads(line) for line in records.read_text().splitlines()]
         over_grpc = [c for c in cases if c.get("protocol") == "tgis"]

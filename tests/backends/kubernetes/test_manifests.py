@@ -70,9 +70,9 @@ def test_tgis_correctness_configs_are_separate_deployments_with_resources() -> N
     objects = objects_of(EXAMPLES / "tgis-correctness.yaml")
     validate(objects)
     deps = by_kind(objects, "Deployment")
-    assert len(deps) == 3
+    assert len(deps) == 5  # SmolLM2's three configurations, tiny-t5's two
     memory = sorted(pod_spec(d)["containers"][0]["resources"]["requests"]["memory"] for d in deps)
-    assert memory == ["4Gi", "8Gi", "8Gi"]  # bf16 asks for 4 GiB, the others the default
+    assert memory == ["4Gi", "8Gi", "8Gi", "8Gi", "8Gi"]  # bf16 asks for 4 GiB, the others 8
     args = [pod_spec(d)["containers"][0]["args"] for d in deps]
     assert any("bfloat16" in a for a in args)
     assert any("max_batch_size=1" in a for a in args)
@@ -101,13 +101,16 @@ deployments:
   - name: default
     server: tgis
     model: google/flan-t5-small
+    params: {deployment_framework: hf_transformers}
   - name: cpu
     server: tgis
     model: google/flan-t5-small
+    params: {deployment_framework: hf_transformers}
     resources: {gpu: null, request_cpu: 32, request_memory_gb: 64}
   - name: mig
     server: tgis
     model: google/flan-t5-small
+    params: {deployment_framework: hf_transformers}
     resources: {gpu: {mig_1g_10gb: 1}}
     placement:
       node_selector: {nvidia.com/gpu.product: A100}
@@ -196,7 +199,8 @@ def test_names_are_dns_labels_and_distinct() -> None:
 
 def test_cluster_only_fields_are_refused_on_local(tmp_path: Path) -> None:
     campaign = tmp_path / "c.yaml"
-    campaign.write_text(TGIS_CAMPAIGN.replace("server: tgis", "server: sim"))
+    sims = TGIS_CAMPAIGN.replace("server: tgis", "server: sim")
+    campaign.write_text(sims.replace("    params: {deployment_framework: hf_transformers}\n", ""))
     with pytest.raises(CampaignError, match="backend would ignore it"):
         load_campaign(str(campaign))
 

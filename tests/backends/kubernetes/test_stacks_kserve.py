@@ -7,6 +7,9 @@ kind the session's cluster does not have.)"""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +124,62 @@ def test_a_predictor_that_cannot_start_is_an_error_with_its_reason(
     assert "Ready=False (ErrImagePull)" in reason or "Ready=False (ImagePullBackOff)" in reason
     assert "pod broken-predictor-" in reason  # the stand-in's message names the pod
     assert isvcs_left(kube, "kserve-broken") == []
+
+
+def test_an_endpoint_service_that_never_appears_is_an_error(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube
+) -> None:
+    # Validation lets it pass (an operator of the stack might make it); once the stack is
+    # ready the Service is looked up, and its absence is an ERROR naming it.
+    run_dir = tmp_path / "kserve-nosvc"
+    result = run_cli(
+        ["run", str(EXAMPLES / "stack-kserve.yaml"), "--preset", "smoke", "--out", str(run_dir),
+         "--set", "deployments.isvc.startup_timeout_s=90",
+         "--set", 'deployments.isvc.endpoint={"service": "smollm2-nope", "port": 80}'],
+        kserve_cluster,
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 3, result.stdout + result.stderr
+    (path,) = run_dir.glob("*/summary.json")
+    reason = json.loads(path.read_text())["verdict"]["reason"]
+    assert (
+        "names Service smollm2-nope, which does not exist in namespace testbed-kserve-nosvc"
+        in reason
+    )
+    assert isvcs_left(kube, "kserve-nosvc") == []
+
+
+def test_kubectl_applies_waits_for_and_lists_an_inference_service(
+    tmp_path: Path, kserve_cluster: Path
+) -> None:
+    env = {**os.environ, "KUBECONFIG": str(kserve_cluster)}
+
+    def kubectl(*args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            ["kubectl", *args], input=stdin, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    isvc = (
+        "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n"
+        "metadata: {name: tiny, namespace: kserve-kubectl}\n"
+        "spec: {predictor: {model: {modelFormat: {name: huggingface}}}}\n"
+    )
+    kubectl("create", "namespace", "kserve-kubectl")
+    try:
+        kubectl("apply", "-f", "-", stdin=isvc)
+        kubectl("wait", "--for=condition=Ready", "isvc/tiny", "-n", "kserve-kubectl",
+                "--timeout=90s")  # fmt: skip
+        listing = kubectl("get", "isvc", "-n", "kserve-kubectl")
+        assert "http://tiny-predictor.kserve-kubectl.svc.cluster.local" in listing
+        assert "tiny-predictor" in kubectl("get", "deployment,service", "-n", "kserve-kubectl")
+        kubectl("delete", "isvc/tiny", "-n", "kserve-kubectl", "--wait=true")
+        # Its predictor goes with it (owned by the InferenceService).
+        deadline = time.monotonic() + 60
+        while "tiny-predictor" in kubectl("get", "deployment", "-n", "kserve-kubectl"):
+            assert time.monotonic() < deadline, "the predictor outlived its InferenceService"
+            time.sleep(0.2)
+    finally:
+        kubectl("delete", "namespace", "kserve-kubectl", "--wait=false")

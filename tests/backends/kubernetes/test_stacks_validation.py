@@ -135,3 +135,99 @@ def test_an_undefined_placeholder_stops_testbed_run_before_a_run_dir(tmp_path: P
     assert result.returncode == 2, result.stdout + result.stderr
     assert "'nope' is undefined" in result.stderr
     assert not runs.exists()
+
+
+def test_plan_manifests_writes_each_levels_rendered_objects(tmp_path: Path) -> None:
+    path = campaign(tmp_path, {"server.yaml": SERVER})
+    out = tmp_path / "objects"
+    result = run_cli(
+        ["plan", str(path), "--manifests", str(out), "--set",
+         'matrix={"factors": {"deployments.sim.values.ttft_ms": [1, 9]}}'],
+        tmp_path / "none",
+        tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    objects = [yaml.safe_load(p.read_text()) for p in sorted(out.glob("*.yaml"))]
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    args = sorted(
+        next(a for a in d["spec"]["template"]["spec"]["containers"][0]["args"] if "ttft" in a)
+        for d in deployments
+    )
+    assert args == ["ttft_ms=1", "ttft_ms=9"]
+    workers = {d["metadata"]["labels"]["testbed.io/worker"] for d in deployments}
+    assert len(workers) == 2
+    assert all(d["metadata"]["labels"]["testbed.io/run"] == "stack-check-plan" for d in deployments)
+
+
+def test_two_stacks_that_run_together_must_not_share_object_names(tmp_path: Path) -> None:
+    path = campaign(tmp_path, {"server.yaml": SERVER})
+    data = yaml.safe_load(path.read_text())
+    data["deployments"].append({**data["deployments"][0], "name": "sim2"})
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    message = refusal(path)
+    assert "stacks sim and sim2 both create Deployment/sim-server, Service/sim-server" in message
+    assert "{{ deployment.name }}" in message
+    check_inputs(load_campaign(path, sets=["execution.strategy=sequential"]))  # one at a time
+
+
+@pytest.mark.parametrize("name", ["stack-kserve.yaml", "stack-helm.yaml"])
+def test_the_stack_examples_plan(name: str) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / name
+    plan = check_inputs(load_campaign(example))
+    assert {w.server for w in plan.workers.values()} == {"manifests"}
+
+
+def test_values_without_templates_are_refused(tmp_path: Path) -> None:
+    path = campaign(tmp_path, {"server.yaml": SERVER}, templated=False)
+    assert "values are given but templated is false" in refusal(path)
+
+
+def test_a_kustomization_is_rendered_then_built_by_kubectl(tmp_path: Path) -> None:
+    path = campaign(
+        tmp_path,
+        {
+            "server.yaml": SERVER,
+            "kustomization.yaml": "resources: [server.yaml]\ncommonLabels: {tier: '{{ tier }}'}\n",
+        },
+        values={"ttft_ms": 7, "tier": "gold"},
+    )
+    plan = check_inputs(load_campaign(path))
+    (worker,) = plan.workers.values()
+    from testbed.backends.kubernetes.stack import render_worker
+
+    objects = render_worker("r", worker.id, worker.config, {"kind": "kubernetes"}, tmp_path)
+    deployment = next(o.obj for o in objects if o.kind == "Deployment")
+    assert deployment["metadata"]["labels"]["tier"] == "gold"  # kustomize applied it
+    assert deployment["metadata"]["labels"]["testbed.io/run"] == "r"
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "ttft_ms=7" in args
+    assert "stack (kustomized):" in objects[0].origin
+
+
+def test_a_kustomization_kubectl_refuses_is_refused_in_its_words(tmp_path: Path) -> None:
+    path = campaign(
+        tmp_path, {"server.yaml": SERVER, "kustomization.yaml": "resources: [missing.yaml]\n"}
+    )
+    message = refusal(path)
+    assert "`kubectl kustomize" in message
+    assert "missing.yaml" in message
+
+
+def test_a_value_may_hold_the_deployments_placeholders(tmp_path: Path) -> None:
+    text = SERVER.replace('"model_name={{ deployment.model }}"', '"model_name={{ served }}"')
+    path = campaign(
+        tmp_path, {"server.yaml": text}, model="org/llm",
+        values={"ttft_ms": 5, "served": "{{ deployment.model }}-in-{{ namespace }}"},
+    )  # fmt: skip
+    plan = check_inputs(load_campaign(path))
+    (worker,) = plan.workers.values()
+    from testbed.backends.kubernetes.stack import render_worker
+
+    objects = render_worker("r", worker.id, worker.config, {"kind": "kubernetes"}, tmp_path)
+    deployment = next(o.obj for o in objects if o.kind == "Deployment")
+    assert (
+        "model_name=org/llm-in-testbed-r"
+        in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    bad = campaign(tmp_path, {"server.yaml": SERVER}, values={"ttft_ms": "{{ nope }}"})
+    assert "values.ttft_ms: 'nope' is undefined" in refusal(bad)

@@ -33,7 +33,8 @@ def campaign(
                 "server": server,
                 "model": f"s3://models/{model}",
                 "s3_endpoint_url": moto_s3,
-                "params": {"max_batch_size": 4},
+                "params": {"max_batch_size": 4}
+                | ({"deployment_framework": "tgis_native"} if server == "tgis" else {}),
                 "resources": {"gpu": None, "cpu": 1, "memory_gb": 2},
             }
         ],

@@ -182,3 +182,16 @@ def test_plan_shows_and_run_records_the_assignment(tmp_path: Path, fake_smi: Pat
     assert "needs 4 GPU(s)" in statuses["four-correctness"]["reason"]
     gpus_of = {s["dir"]: [w.get("gpus") for w in s.get("workers", [])] for s in summaries}
     assert sorted(g for gs in gpus_of.values() for g in gs if g) == [[0], [1]]
+
+
+def test_a_run_asking_for_gpus_the_machine_lacks_is_refused_before_its_run_dir(
+    tmp_path: Path, fake_smi: Path
+) -> None:
+    data = yaml.safe_load(campaign(tmp_path).read_text())
+    data["backend"]["gpus"] = [0, 5]
+    path = tmp_path / "missing.yaml"
+    path.write_text(yaml.safe_dump(data))
+    done = cli("run", str(path), "--out", str(tmp_path / "never"), cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "backend.gpus names GPU(s) [5]" in done.stderr
+    assert not (tmp_path / "never").exists()

@@ -26,9 +26,10 @@ EXAMPLES = Path(__file__).parents[3] / "examples"
 
 async def test_the_example_passes_over_grpc(reference_server: Provisioned, tmp_path: Path) -> None:
     loaded = load_campaign(EXAMPLES / "tgis-correctness.yaml")
-    config = loaded.campaign.correctness
-    assert config is not None
+    assert loaded.campaign.correctness is not None
+    config = loaded.campaign.correctness.split()[0]  # the SmolLM2 suite
     assert config.protocol == "tgis"
+    assert config.cases == ["cases/smollm2.yaml"]
     endpoint = reference_server.handle.endpoint
     assert "tgis" in endpoint.protocols
     assert endpoint.grpc_target is not None

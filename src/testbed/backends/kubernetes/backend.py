@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,9 @@ from testbed.backends.kubernetes.names import (
     server_image,
     worker_name,
 )
-from testbed.backends.kubernetes.readiness import follow_until_ready, watch_death
-from testbed.backends.kubernetes.stack import Stacks, remove_journalled
+from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
+from testbed.backends.kubernetes.stack import Stacks
+from testbed.backends.kubernetes.stack_journal import remove_journalled
 from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
@@ -53,6 +54,10 @@ from testbed.servers.adapters import adapter_for
 #: Kinds a run's label selects, deleted in this order (pods go with their Deployments).
 RUN_KINDS = ("Job", "Deployment", "Service", "ReplicaSet", "Pod", "Secret", "ConfigMap")
 GONE_TIMEOUT_S = 120.0
+
+
+#: In a run directory while objects of the run may exist in the cluster.
+OBJECTS_MARKER = ".kubernetes-objects"
 
 
 class KubernetesBackend(Backend):
@@ -77,6 +82,7 @@ class KubernetesBackend(Backend):
         self.namespace = run_namespace(self.run_id, self.config)
         self._kube: Kube | None = None
         self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
+        self._created = False  # whether this process applied anything (see _objects_marker)
         self._lock = asyncio.Lock()
         self._stacks = Stacks(self)  # server: manifests workers
 
@@ -119,6 +125,9 @@ class KubernetesBackend(Backend):
         with the prepare phase skipped does it for itself."""
         async with self._lock:
             kube = await self.kube()
+            self._created = True  # before the first apply: objects may exist from now on
+            with contextlib.suppress(OSError):  # the flag above still knows, in this process
+                self._objects_marker().touch()
             workers = {f"d{i}": d for i, d in enumerate(deployments)}
             objects = manifests.run_objects(
                 self.run_id,
@@ -184,13 +193,18 @@ class KubernetesBackend(Backend):
         return env
 
     async def capture_state(
-        self, folder: Path, workers: Collection[str] | None = None
+        self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
     ) -> list[str]:
-        """The run's objects, events and pod logs, as kubectl shows them."""
+        """The run's objects, events and pod logs, as kubectl shows them; each of
+        ``namespaces`` whole, in ``namespace-<name>/``."""
         del workers  # a stack's objects belong to no worker: the whole run is dumped
         kube = await self.kube()
         selector = None if owns_namespace(self.config) else run_selector(self.run_id)
-        return await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+        notes = await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
+        for name in namespaces:
+            where = folder / f"namespace-{name}"
+            notes += await asyncio.to_thread(capture, kube, name, None, where)
+        return notes
 
     def worker_cost(self, config: dict[str, Any]) -> float:
         """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
@@ -227,10 +241,19 @@ class KubernetesBackend(Backend):
         follower: LogStream | None = None
         death: asyncio.Task[None] | None = None
         try:
-            for obj in objects:
-                await asyncio.to_thread(kube.apply, obj)
+            applied = [await asyncio.to_thread(kube.apply, obj) for obj in objects]
+            # this Deployment's own pods: a retry's objects carry the labels of the last
+            # attempt's, whose pod may still be Terminating and reporting its failure
+            lineage = Lineage(kube, self.namespace, str(applied[0]["metadata"]["uid"]))
             pod = await follow_until_ready(
-                kube, self.namespace, self.run_id, worker_id, deployment, self.settings, objects[0]
+                kube,
+                self.namespace,
+                self.run_id,
+                worker_id,
+                deployment,
+                self.settings,
+                objects[0],
+                lineage,
             )
             pod_name = str(pod["metadata"]["name"])
             work_dir.mkdir(parents=True, exist_ok=True)
@@ -313,18 +336,33 @@ class KubernetesBackend(Backend):
                 await asyncio.to_thread(kube.delete, obj["kind"], meta["name"], meta["namespace"])
 
     # -- cleanup ------------------------------------------------------------------------
+    def _objects_marker(self) -> Path:
+        """A file in the run directory from the run's first apply until a cleanup succeeds:
+        whether a failed cleanup can have left objects behind (across --resume too)."""
+        return self.run_dir / OBJECTS_MARKER
+
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
         """Delete every object labelled with this run, then the run's own namespace, and
         wait until the API has none of them left."""
         try:
-            return await self._cleanup()
+            done = await self._cleanup()
         except ClusterError as exc:
+            if not (self._created or self._objects_marker().exists()):  # nothing applied
+                raise type(exc)(
+                    f"{exc} (nothing of run {self.run_id} was created)",
+                    status=exc.status,
+                    reason=exc.reason,
+                ) from exc
             raise type(exc)(
                 f"{exc}; objects of run {self.run_id} may remain — remove them with"
                 f" `testbed cleanup {run_dir}`",
                 status=exc.status,
                 reason=exc.reason,
             ) from exc
+        self._created = False
+        with contextlib.suppress(OSError):
+            self._objects_marker().unlink(missing_ok=True)
+        return done
 
     async def _cleanup(self) -> list[str]:
         kube = await self.kube()

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from testbed.clients.kube import Kube
-from testbed.core.errors import ClusterError, ClusterNotFound
+from testbed.core.errors import ClusterAccessDenied, ClusterError, ClusterNotFound
 
 #: Kinds dumped, in ``kubectl get all``'s spirit plus what a stack adds.
 KINDS = (
@@ -41,6 +41,9 @@ def capture(kube: Kube, namespace: str, selector: str | None, folder: Path) -> l
             items, _ = kube.list_objects(kind, namespace, selector)
         except ClusterNotFound:
             items = []
+        except ClusterAccessDenied:  # least privilege: dump what may be read, say the rest
+            notes.append(f"{kind}: not permitted to list")
+            continue
         notes.append(f"{len(items)} {kind}(s)")
         if items:
             tables.append(_table(kind, items))

@@ -1,7 +1,8 @@
 """Reading an object's ``status.conditions`` for a stack's readiness (pure functions).
 
-A ``ready`` entry holds when its condition is ``True`` (and, where the condition says which
-generation it describes, for the object's current generation). It fails at once when:
+A ``ready`` entry holds when its condition is ``True`` for the object's current generation
+(where the status or the condition says which generation it describes: a replaced object's
+old conditions are not believed). It fails at once when:
 
 - the object says its controller gave up: a ``Stalled``, ``Failed`` or ``ReplicaFailure``
   condition that is True, or ``Progressing`` False (a Deployment's ProgressDeadlineExceeded);
@@ -59,8 +60,18 @@ def _fresh(condition: Mapping[str, Any], obj: Mapping[str, Any]) -> bool:
     return seen is None or generation is None or int(seen) >= int(generation)
 
 
+def _status_fresh(obj: Mapping[str, Any]) -> bool:
+    """False while the controller has not seen the object's current generation (its
+    ``status.observedGeneration`` lags ``metadata.generation``): its conditions are old."""
+    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
+    return _fresh(status or {}, obj)
+
+
 def read(obj: Mapping[str, Any], kind: str, condition: str, on_false: str | None) -> Reading:
     """Where ``condition`` of ``obj`` (of ``kind``) stands; see the module docstring."""
+    if not _status_fresh(obj):
+        return Reading("waiting", f"its controller has not seen generation"
+                       f" {obj['metadata'].get('generation')} yet; {describe(obj)}")  # fmt: skip
     by_type = {str(c.get("type")): c for c in conditions_of(obj)}
     for name in GAVE_UP_TRUE:
         c = by_type.get(name)

@@ -1,8 +1,8 @@
 """``testbed plan FILE --manifests DIR``: every object a run would create, as YAML files.
 
-The objects are exactly those the backend applies (:func:`manifests.run_objects`), for a
-run id given or derived from the campaign's name; Secrets show ``***`` instead of values,
-so the files can be reviewed, diffed and committed.
+The objects are exactly those the backend applies (:func:`manifests.run_objects`, and each
+stack worker's rendered manifests), for a run id given or derived from the campaign's name;
+Secrets show ``***`` instead of values, so the files can be reviewed, diffed and committed.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import yaml
 
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.names import owns_namespace, run_namespace
+from testbed.backends.kubernetes.stack import CRD, render_worker
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import InputError
 from testbed.core.secrets import MASK
 
@@ -36,6 +38,23 @@ def plan_objects(
         )
     ns = run_namespace(run_id, backend)
     return manifests.run_objects(run_id, ns, owns_namespace(backend), workers, backend, _mask)
+
+
+def stack_objects(
+    run_id: str,
+    backend: Mapping[str, Any],
+    workers: Mapping[str, Mapping[str, Any]],
+    base_dir: Path,
+) -> list[dict[str, Any]]:
+    """Each stack worker's rendered objects, labelled, in the order they are applied (CRDs
+    first). A namespaced object without a namespace goes to the run's at apply time, when
+    discovery says which kinds are namespaced; here it is shown as written."""
+    found: list[dict[str, Any]] = []
+    for worker_id, config in workers.items():
+        if kind_of(config).stack:
+            objects = render_worker(run_id, worker_id, config, backend, base_dir)
+            found += [o.obj for o in sorted(objects, key=lambda o: o.kind != CRD)]
+    return found
 
 
 def write_manifests(objects: list[dict[str, Any]], folder: Path) -> list[Path]:

@@ -26,7 +26,12 @@ from typing import Any
 
 from testbed.clients.kube import Kube
 from testbed.core.clock import monotonic_ns
-from testbed.core.errors import ClusterConflict, ClusterError, InfrastructureError
+from testbed.core.errors import (
+    ClusterAccessDenied,
+    ClusterConflict,
+    ClusterError,
+    InfrastructureError,
+)
 
 #: Seconds between two looks at a held Lease while waiting (client-go's retry period).
 RETRY_S = 1.0
@@ -103,7 +108,11 @@ class ClusterLease:
         return f"{self.namespace}/{self.name}"
 
     def _ensure_namespace(self) -> None:
-        if self.kube.get("Namespace", self.namespace) is None:
+        try:
+            missing = self.kube.get("Namespace", self.namespace) is None
+        except ClusterAccessDenied:  # may not read namespaces: the Lease's own calls will tell
+            return
+        if missing:
             with contextlib.suppress(ClusterConflict):
                 self.kube.create(
                     {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": self.namespace}}

@@ -23,6 +23,7 @@ from testbed.backends.kubernetes.names import (
     testbed_image,
     worker_name,
 )
+from testbed.config.server_kinds import kind_of
 from testbed.servers.adapters import adapter_for
 
 PROBE = "testbed.io/probe"
@@ -53,7 +54,12 @@ def service_env_name(service: str, suffix: str) -> str:
 
 
 def service_url(worker_id: str, deployment: Mapping[str, Any]) -> str:
-    """The worker's Service as a URL of ``$(VAR)`` references the kubelet expands."""
+    """The worker's Service as a URL of ``$(VAR)`` references the kubelet expands (a stack's
+    URL is known once it is ready: the run passes it; a plan shows where it comes from)."""
+    if kind_of(deployment).stack:
+        endpoint = deployment["endpoint"]
+        what = " ".join(f"{k}={v}" for k, v in endpoint.items() if k != "protocols")
+        return f"<the stack's endpoint once ready: {what}>"
     service = worker_name(worker_id)
     port = _port_name(deployment)
     host = service_env_name(service, "SERVICE_HOST")
@@ -92,9 +98,11 @@ def probe_job(
     workers: Mapping[str, Mapping[str, Any]],
     backend: Mapping[str, Any],
     items: list[dict[str, str]],
+    urls: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The Job running ``treatment`` (``id``, ``dirname``) against ``workers`` (worker id →
-    deployment config), with the campaign ConfigMap's ``items`` mounted at /campaign."""
+    deployment config), with the campaign ConfigMap's ``items`` mounted at /campaign;
+    ``urls`` (worker id → URL) overrides a worker's Service URL (a stack's endpoint)."""
     labels = probe_labels(run_id, str(treatment["id"]), attempt)
     args = [
         "worker",
@@ -106,7 +114,8 @@ def probe_job(
         "--stream",
     ]
     for worker_id, deployment in workers.items():
-        args += ["--endpoint", f"{deployment['name']}={service_url(worker_id, deployment)}"]
+        url = (urls or {}).get(worker_id) or service_url(worker_id, deployment)
+        args += ["--endpoint", f"{deployment['name']}={url}"]
     container = {
         "name": CONTAINER,
         "image": testbed_image(backend),

@@ -2,12 +2,15 @@
 
 :func:`follow_until_ready` reads the pod's watch events (no polling) until it is Ready, the
 cluster reports a failure (see :mod:`podstate`), or a deadline passes: not scheduled within
-``backend.scheduled_timeout_s``, not ready within ``backend.ready_timeout_s``. Failures
-become a :class:`ServerStartError` whose message is the cluster's reason, its message and,
-for crashes, the last lines of the container's log; a timeout carries the pod's last
-Warning events (``FailedMount`` …).
+``backend.scheduled_timeout_s``, not ready within ``backend.ready_timeout_s``. Only the pods
+of the Deployment just applied count (:class:`Lineage`: their ReplicaSet is that Deployment's,
+by uid): a retry re-applies the worker's objects while the previous attempt's pod, with the
+same labels, is still Terminating and reporting its own failure. Failures become a
+:class:`ServerStartError` whose message is the cluster's reason, its message and, for
+crashes, the last lines of the container's log (or that it printed nothing); a timeout
+carries the pod's last Warning events (``FailedMount`` …).
 :func:`watch_death` resolves ``Handle.died`` when the serving pod restarts, fails or
-disappears.
+disappears, with the same evidence.
 """
 
 from __future__ import annotations
@@ -22,8 +25,46 @@ from testbed.backends.kubernetes.podstate import PodState, requested, restarts, 
 from testbed.clients.kube import Changes, Kube
 from testbed.config.campaign import KubernetesSettings
 from testbed.core.errors import ServerStartError
+from testbed.servers.startup_log import root_cause
 
 LOG_LINES = 30
+SILENT = "the server printed nothing before exiting"
+
+
+def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The owner reference that controls ``obj`` (its ReplicaSet, its Deployment)."""
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), None)
+
+
+class Lineage:
+    """Which pods are the Deployment ``deployment_uid``'s own: those whose controlling
+    ReplicaSet that Deployment controls. The pod-template hash and the worker's labels are
+    the same for every attempt of a worker; the uids are not. Each ReplicaSet is looked up
+    once."""
+
+    def __init__(self, kube: Kube, namespace: str, deployment_uid: str) -> None:
+        self._kube, self._namespace, self._uid = kube, namespace, deployment_uid
+        self._known: dict[str, bool] = {}  # ReplicaSet uid → controlled by the Deployment
+
+    async def owns(self, pod: Mapping[str, Any]) -> bool:
+        ref = _controller(pod)
+        if ref is None or ref.get("kind") != "ReplicaSet":
+            return False
+        uid = str(ref.get("uid"))
+        if uid not in self._known:
+            rs = await asyncio.to_thread(
+                self._kube.get, "ReplicaSet", str(ref.get("name")), self._namespace
+            )
+            # a ReplicaSet of the same name may be the new one: compare uids, not names
+            owner = _controller(rs) if rs is not None else None
+            self._known[uid] = (
+                rs is not None
+                and rs["metadata"].get("uid") == uid
+                and owner is not None
+                and owner.get("uid") == self._uid
+            )
+        return self._known[uid]
 
 
 async def follow_until_ready(
@@ -34,8 +75,10 @@ async def follow_until_ready(
     deployment: Mapping[str, Any],
     settings: KubernetesSettings,
     manifest: Mapping[str, Any],
+    lineage: Lineage,
 ) -> dict[str, Any]:
-    """The worker's Ready pod, or ServerStartError with what the cluster said."""
+    """The worker's Ready pod (one of ``lineage``), or ServerStartError with what the
+    cluster said."""
     name = f"{deployment['name']} ({deployment['server']})"
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -59,9 +102,10 @@ async def follow_until_ready(
             if event is None:
                 continue
             kind, pod = event
+            gone = kind == "DELETED" or pod["metadata"].get("deletionTimestamp")
+            if gone or not await lineage.owns(pod):
+                continue  # on its way out (its ReplicaSet replaces it), or not ours
             last = pod
-            if kind == "DELETED":
-                continue
             state = verdict_of(pod)
             scheduled = scheduled or state.scheduled
             if state.state == "ready":
@@ -90,10 +134,20 @@ def explain(
         limit = (containers[0].get("resources") or {}).get("limits", {}).get("memory")
         text += f" (limit {limit})"
     if state.reason in ("CrashLoopBackOff", "OOMKilled", "Error") or state.container:
-        log = _log_tail(kube, namespace, pod, state.container or "server")
-        if log:
-            text += f"; last {LOG_LINES} log lines of {state.container or 'server'}:\n{log}"
+        text += _log_evidence(kube, namespace, pod, state.container or "server")
     return text
+
+
+def _log_evidence(kube: Kube, namespace: str, pod: Mapping[str, Any], container: str) -> str:
+    """``; last N log lines of C:`` and the lines, or the fact that there were none."""
+    log = _log_tail(kube, namespace, pod, container)
+    if log is None:
+        return ""
+    if not log:
+        return f"; {SILENT}" if container == "server" else f"; {container} printed nothing"
+    cause = root_cause(log)  # the error line that says why, before the lines around it
+    said = f": {cause}" if cause else ""
+    return f"{said}; last {LOG_LINES} log lines of {container}:\n{log}"
 
 
 def _warnings(kube: Kube, namespace: str, pod: Mapping[str, Any] | None) -> str:
@@ -108,14 +162,16 @@ def _warnings(kube: Kube, namespace: str, pod: Mapping[str, Any] | None) -> str:
     return f"; the cluster's last warnings: {'; '.join(notes)}" if notes else ""
 
 
-def _log_tail(kube: Kube, namespace: str, pod: Mapping[str, Any], container: str) -> str:
+def _log_tail(kube: Kube, namespace: str, pod: Mapping[str, Any], container: str) -> str | None:
+    """The last lines the container printed before it ended ("" when none), else those of
+    its current run; None when the log cannot be read."""
     name = str(pod["metadata"]["name"])
     try:
         text = kube.pod_log(name, namespace, container, tail_lines=LOG_LINES, previous=True)
         if not text.strip():
             text = kube.pod_log(name, namespace, container, tail_lines=LOG_LINES)
     except Exception:  # the log is evidence, not a requirement: the reason stands without it
-        return ""
+        return None
     return text.rstrip()
 
 
@@ -141,14 +197,26 @@ async def watch_death(
                 reason = f"pod {pod_name} was deleted while serving"
             elif state.state == "failed" or restarts(seen) > base:
                 why = await asyncio.to_thread(
-                    _log_tail, kube, namespace, seen, state.container or "server"
+                    _log_evidence, kube, namespace, seen, state.container or "server"
                 )
-                reason = (
-                    f"pod {pod_name} {state.reason or 'restarted'} while serving"
-                    f" ({state.message or f'{restarts(seen)} restarts'}); last log lines:\n{why}"
-                )
+                reason = f"pod {pod_name} {_ended(seen, state)} while serving{why}"
             if reason and not handle.died.done():
                 handle.died.set_result(reason)
                 return
     finally:
         changes.close()
+
+
+def _ended(pod: Mapping[str, Any], state: PodState) -> str:
+    """How the serving pod ended, in the cluster's words: ``exited with code 1 (Error),
+    restarted 1 time(s)``, ``CrashLoopBackOff (exit code 1)``, ``Evicted (…)``."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        current = status.get("state") or {}
+        ended = current.get("terminated") or (status.get("lastState") or {}).get("terminated")
+        if ended:
+            count = int(status.get("restartCount") or 0)
+            again = f", restarted {count} time(s)" if count else ""
+            return f"exited with code {ended.get('exitCode')} ({ended.get('reason')}){again}"
+    if state.reason:
+        return f"{state.reason} ({state.message})" if state.message else state.reason
+    return f"restarted ({restarts(pod)} restarts)"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,9 +27,18 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from testbed.backends.base import Handle
+from testbed.backends.endpoints import stack_endpoint
 from testbed.backends.kubernetes import conditions
 from testbed.backends.kubernetes.names import RUN, WORKER, label_value, run_namespace, worker_labels
-from testbed.backends.kubernetes.stack_reach import reach, stack_endpoint
+from testbed.backends.kubernetes.stack_journal import (
+    JOURNALS,
+    Journal,
+    delete_refs,
+    get_object,
+    object_path,
+    reference,
+)
+from testbed.backends.kubernetes.stack_reach import reach
 from testbed.backends.kubernetes.stack_render import StackObject, render_stack
 from testbed.clients.kube import Changes, Kube
 from testbed.clients.kube.rest import KindInfo
@@ -42,9 +50,7 @@ if TYPE_CHECKING:
 CRD = "CustomResourceDefinition"
 CRD_INFO = KindInfo("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
 CRD_TIMEOUT_S = 60.0
-GONE_TIMEOUT_S = 120.0
 DISCOVERY_RETRY_S = 10.0  # a new CRD's kind may reach discovery a moment after Established
-JOURNALS = "stacks"
 
 
 def render_worker(
@@ -63,53 +69,6 @@ def render_worker(
         "labels": worker_labels(run_id, worker_id),
     }
     return render_stack(deployment, base_dir, context)
-
-
-class Journal:
-    """The objects a worker's stack may have created, one JSON line each, written first."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def note(self, ref: Mapping[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as out:
-            out.write(json.dumps(dict(ref)) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-
-    def refs(self) -> list[dict[str, Any]]:
-        if not self.path.is_file():
-            return []
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
-
-    def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
-
-
-def journals(run_dir: Path) -> list[Journal]:
-    return [Journal(p) for p in sorted((run_dir / JOURNALS).glob("*.jsonl"))]
-
-
-def _ref(info: KindInfo, obj: Mapping[str, Any]) -> dict[str, Any]:
-    meta = obj["metadata"]
-    return {
-        "apiVersion": info.api_version,
-        "kind": obj["kind"],
-        "plural": info.plural,
-        "namespaced": info.namespaced,
-        "name": meta["name"],
-        "namespace": meta.get("namespace") if info.namespaced else None,
-    }
-
-
-def _info(ref: Mapping[str, Any]) -> KindInfo:
-    return KindInfo(str(ref["apiVersion"]), str(ref["plural"]), bool(ref["namespaced"]))
-
-
-def _path(info: KindInfo, namespace: str | None, name: str) -> str:
-    return f"{info.collection(namespace if info.namespaced else None)}/{name}"
 
 
 class Stacks:
@@ -150,69 +109,10 @@ class Stacks:
                         "cluster_url": where.cluster_url,
                         "version": f"stack {deployment['manifests']}",
                     }
-                    yield Handle(stack_endpoint(deployment, where), died=died, info=info)
+                    endpoint = stack_endpoint(deployment, where.base_url, where.metrics_url)
+                    yield Handle(endpoint, died=died, info=info)
             finally:
                 await asyncio.shield(worker.remove())
-
-
-async def remove_journalled(kube: Kube, run_id: str, run_dir: Path) -> list[str]:
-    """Delete what the journals of ``run_dir`` name (newest first), wait until it is gone;
-    ``kind/name`` of each object deleted."""
-    gone: list[str] = []
-    for journal in journals(run_dir):
-        refs = journal.refs()
-        worker = str(journal.path.stem)
-        gone += await _delete_refs(kube, run_id, worker, refs)
-        journal.remove()
-    return gone
-
-
-async def _delete_refs(
-    kube: Kube, run_id: str, worker_id: str, refs: Sequence[Mapping[str, Any]]
-) -> list[str]:
-    """Delete the run's objects of ``refs`` in reverse order; wait until none is left."""
-    deleted: list[tuple[dict[str, Any], str]] = []
-    mine = {RUN: label_value(run_id), WORKER: label_value(worker_id)}
-    for ref in reversed(list(dict.fromkeys(json.dumps(r, sort_keys=True) for r in refs))):
-        item = json.loads(ref)
-        info, name = _info(item), str(item["name"])
-        path = _path(info, item.get("namespace"), name)
-        current = await asyncio.to_thread(_get, kube, path, f"get {item['kind']} {name}")
-        labels = ((current or {}).get("metadata") or {}).get("labels") or {}
-        if current is None or any(labels.get(k) != v for k, v in mine.items()):
-            continue  # gone already, or not this worker's (a CRD installed before the run)
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        with contextlib.suppress(ClusterError):
-            await asyncio.to_thread(
-                kube.call, "DELETE", path, f"delete {item['kind']} {name}", body=body
-            )
-            deleted.append((item, path))
-    await _wait_gone(kube, [path for _, path in deleted])
-    return [f"{item['kind']}/{item['name']}" for item, _ in deleted]
-
-
-def _get(kube: Kube, path: str, doing: str) -> dict[str, Any] | None:
-    try:
-        return kube.call("GET", path, doing)
-    except ClusterError as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-async def _wait_gone(kube: Kube, paths: list[str]) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + GONE_TIMEOUT_S
-    left = list(paths)
-    while left:
-        left = [p for p in left if await asyncio.to_thread(_get, kube, p, f"get {p}") is not None]
-        if not left:
-            return
-        if loop.time() > deadline:
-            raise ClusterError(
-                f"stack objects still exist {GONE_TIMEOUT_S:.0f} s after deletion: {left}"
-            )
-        await asyncio.sleep(0.2)  # finalizers run on the server's side; no watch spans kinds
 
 
 class _Worker:
@@ -258,7 +158,7 @@ class _Worker:
         else:
             body["metadata"].pop("namespace", None)
         namespace = body["metadata"].get("namespace")
-        self.journal.note(_ref(info, body))
+        self.journal.note(reference(info, body))
         doing = f"create {item.describe()} ({item.origin})"
         try:
             await asyncio.to_thread(
@@ -273,8 +173,8 @@ class _Worker:
         """An object of that name exists: this worker's own (replaced), a CRD installed
         before the run (used as it is), or anything else (refused)."""
         meta = body["metadata"]
-        path = _path(info, meta.get("namespace"), meta["name"])
-        current = await asyncio.to_thread(_get, self.kube, path, f"get {item.describe()}")
+        path = object_path(info, meta.get("namespace"), meta["name"])
+        current = await asyncio.to_thread(get_object, self.kube, path, f"get {item.describe()}")
         labels = ((current or {}).get("metadata") or {}).get("labels") or {}
         if current is not None and item.kind == CRD and labels.get(RUN) is None:
             return
@@ -330,7 +230,7 @@ class _Worker:
             raise failed.exceptions[0] from None
 
     async def remove(self) -> None:
-        await _delete_refs(self.kube, self.run_id, self.worker_id, self.journal.refs())
+        await delete_refs(self.kube, self.run_id, self.worker_id, self.journal.refs())
         self.journal.remove()
 
 

@@ -10,8 +10,9 @@
   ``SERVICE.NAMESPACE.svc[.cluster.local]`` is that Service; any other host is used as it is.
 
 Inside the cluster (``backend.access: service``) probes use the Service's DNS name. From
-this machine, a Service is reached like ``kubectl port-forward service/NAME``: a port-forward
-to a Ready pod that its selector picks, on the container port its ``targetPort`` names. The
+this machine, a Service is reached like ``kubectl port-forward service/NAME`` — port-forwards
+on the container port its ``targetPort`` names — except that the connections go to the Ready
+pods its selector picks in turn (as the Service would spread them), not all to one. The
 in-cluster URL handed to probe Jobs (``backend.probes: cluster``) uses the kubelet's
 ``NAME_SERVICE_HOST``/``_PORT`` variables when the Service is in the run's namespace.
 """
@@ -27,7 +28,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from testbed.backends.kubernetes.stack_render import StackObject
-from testbed.clients.endpoint import Endpoint
 from testbed.clients.kube import Kube, PortForward
 from testbed.clients.kube.rest import KindInfo
 from testbed.core.errors import ServerStartError
@@ -54,20 +54,6 @@ class Where:
     base_url: str  # where probes running here send requests
     cluster_url: str  # the same server for a probe Job of the run
     metrics_url: str | None = None
-
-
-def stack_endpoint(deployment: Mapping[str, Any], where: Where) -> Endpoint:
-    """The Endpoint probes get for a stack deployment."""
-    endpoint = deployment["endpoint"]
-    metrics = deployment.get("metrics")
-    return Endpoint(
-        base_url=where.base_url.rstrip("/"),
-        protocols=tuple(endpoint.get("protocols") or ("openai",)),
-        model=str(deployment.get("model") or ""),
-        server_kind="manifests",
-        metrics_path=metrics.get("path", "/metrics") if metrics else None,
-        metrics_url=where.metrics_url,
-    )
 
 
 def _placed(
@@ -211,17 +197,24 @@ def _status_url(
     return Target(env_url(svc, port, namespace, path), svc, port, path)
 
 
-def _ready_pod(kube: Kube, service: Mapping[str, Any]) -> dict[str, Any]:
+def _ready_pods(kube: Kube, service: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Ready pods a Service selects (at least one, else ServerStartError)."""
     meta, spec = service["metadata"], service.get("spec") or {}
     selector = ",".join(f"{k}={v}" for k, v in (spec.get("selector") or {}).items())
     if not selector:
         raise ServerStartError(f"Service {meta['name']} has no selector: no pod to forward to")
     pods, _ = kube.list_objects("Pod", meta["namespace"], selector)
-    for pod in pods:
-        conds = (pod.get("status") or {}).get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
-        if ready and not pod["metadata"].get("deletionTimestamp"):
-            return pod
+    ready = [
+        pod
+        for pod in pods
+        if not pod["metadata"].get("deletionTimestamp")
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (pod.get("status") or {}).get("conditions") or []
+        )
+    ]
+    if ready:
+        return sorted(ready, key=lambda p: str(p["metadata"]["name"]))
     raise ServerStartError(
         f"Service {meta['name']} has no Ready pod behind it (selector {selector}, {len(pods)}"
         " pods) — add a ready condition on the workload that serves it"
@@ -246,7 +239,10 @@ async def _open(
     target: Target,
     in_cluster: bool,
     died: asyncio.Future[str],
+    spread: bool = True,
 ) -> AsyncIterator[str]:
+    """The target's base URL; ``spread``: connections over all its Ready pods (requests),
+    else to the first (metrics: counters of one process, never two pods' interleaved)."""
     if target.service is None:
         yield str(target.url)
         return
@@ -255,19 +251,19 @@ async def _open(
     if in_cluster:
         yield f"http://{meta['name']}.{meta['namespace']}.svc:{entry['port']}{target.path}"
         return
-    pod = await asyncio.to_thread(_ready_pod, kube, target.service)
-    port = container_port(pod, entry.get("targetPort") or entry["port"])
-    name = str(pod["metadata"]["name"])
+    pods = await asyncio.to_thread(_ready_pods, kube, target.service)
+    port = container_port(pods[0], entry.get("targetPort") or entry["port"])
+    names = [str(pod["metadata"]["name"]) for pod in (pods if spread else pods[:1])]
     local = await stack.enter_async_context(
-        PortForward(kube.api, meta["namespace"], name, port, _refused(name, port, died))
+        PortForward(kube.api, meta["namespace"], names, port, _refused(names, port, died))
     )
     yield f"http://127.0.0.1:{local}{target.path}"
 
 
-def _refused(pod: str, port: int, died: asyncio.Future[str]) -> Callable[[str], None]:
+def _refused(pods: list[str], port: int, died: asyncio.Future[str]) -> Callable[[str], None]:
     def note(message: str) -> None:
         if not died.done():
-            died.set_result(f"pod {pod} does not answer on port {port}: {message}")
+            died.set_result(f"a pod of {', '.join(pods)} does not answer on port {port}: {message}")
 
     return note
 
@@ -292,5 +288,6 @@ async def reach(
             ns = _namespace_of(item[0] if item else None, namespace)
             svc = await asyncio.to_thread(_service, kube, metrics["service"], ns, "metrics")
             mt = Target("", svc, metrics["port"])
-            metrics_url = await stack.enter_async_context(_open(stack, kube, mt, in_cluster, died))
+            opened = _open(stack, kube, mt, in_cluster, died, spread=False)
+            metrics_url = await stack.enter_async_context(opened)
         yield Where(base, target.cluster_url, metrics_url)

@@ -3,7 +3,8 @@
 ``manifests:`` is a YAML file, a folder of YAML files (read in path order), or a folder with
 a ``kustomization.yaml``. Every YAML file is a Jinja template rendered with the treatment's
 ``values`` (each key a top-level name, and all of them as ``values``), plus ``namespace``,
-``run_id``, ``worker`` and ``deployment`` (its ``name`` and ``model``). Undefined names are
+``run_id``, ``worker`` and ``deployment`` (its ``name`` and ``model``); a value may itself
+hold placeholders of those (``model: "{{ deployment.model }}"``). Undefined names are
 errors (StrictUndefined), placed at ``file:line``. A kustomization's files are rendered into
 a scratch copy first, then ``kubectl kustomize`` builds it. ``kind: List`` documents (some
 ``helm template`` output) are flattened.
@@ -73,23 +74,54 @@ def render_stack(
 ) -> list[StackObject]:
     """Every object of the stack for one treatment (InputError at ``file:line``)."""
     root = source_path(deployment, base_dir)
-    names = {
-        **dict(deployment.get("values") or {}),
-        "values": dict(deployment.get("values") or {}),
-        "deployment": {"name": deployment["name"], "model": deployment.get("model", "")},
-        **context,
-    }
+    own = {"deployment": {"name": deployment["name"], "model": deployment.get("model", "")}}
+    own.update({k: v for k, v in context.items() if k != "labels"})
+    values = render_values(deployment.get("values") or {}, own)
+    names = {**values, "values": values, **own, "labels": context.get("labels") or {}}
+    templated = bool(deployment.get("templated", True))
     if root.is_dir() and any((root / k).is_file() for k in KUSTOMIZATIONS):
-        objects = _kustomize(root, names)
+        objects = _kustomize(root, names, templated)
     else:
         files = [root] if root.is_file() else _yaml_files(root)
         if not files:
             raise InputError(f"manifests: {root} holds no .yaml or .yml file")
-        objects = [o for f in files for o in parse_objects(render_file(f, names), str(f))]
+        objects = [
+            o
+            for f in files
+            for o in parse_objects(render_file(f, names) if templated else _read(f), str(f))
+        ]
     if not objects:
         raise InputError(f"manifests: {root} renders no object")
     labels = {k: str(v) for k, v in (context.get("labels") or {}).items()}
     return [StackObject(labelled(o.obj, labels), o.origin) for o in objects]
+
+
+def render_values(values: Mapping[str, Any], names: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with each text that holds a placeholder rendered (``model: "{{
+    deployment.model }}"``): the names of ``names`` only, not other values."""
+
+    def one(value: Any, where: str) -> Any:
+        if isinstance(value, str) and ("{{" in value or "{%" in value):
+            from jinja2 import TemplateError
+
+            try:
+                return _environment().from_string(value).render(**names)
+            except TemplateError as exc:
+                known = ", ".join(sorted(names))
+                raise InputError(
+                    f"values.{where}: {exc.message or exc} — a value's placeholders may use {known}"
+                ) from None
+        if isinstance(value, Mapping):
+            return {k: one(v, f"{where}.{k}") for k, v in value.items()}
+        if isinstance(value, list):
+            return [one(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    return {str(k): one(v, str(k)) for k, v in values.items()}
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 def _yaml_files(folder: Path) -> list[Path]:
@@ -174,7 +206,7 @@ def _checked(doc: Any, where: str) -> list[dict[str, Any]]:
     return [doc]
 
 
-def _kustomize(root: Path, names: Mapping[str, Any]) -> list[StackObject]:
+def _kustomize(root: Path, names: Mapping[str, Any], templated: bool) -> list[StackObject]:
     """Render the folder's YAML into a scratch copy, then ``kubectl kustomize`` it."""
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -185,7 +217,7 @@ def _kustomize(root: Path, names: Mapping[str, Any]) -> list[StackObject]:
     with tempfile.TemporaryDirectory(prefix="testbed-kustomize-") as scratch:
         copy_root = Path(scratch) / root.name
         shutil.copytree(root, copy_root)
-        for path in _yaml_files(root):
+        for path in _yaml_files(root) if templated else []:
             target = copy_root / path.relative_to(root)
             target.write_text(render_file(path, names), encoding="utf-8")
         try:

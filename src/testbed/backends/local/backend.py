@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from testbed.config.server_kinds import kind_of
 from testbed.core.errors import ServerStartError
 from testbed.servers.adapters import adapter_for
 from testbed.servers.models import parse_source, resolve_model
+from testbed.servers.startup_log import root_cause
 
 HOST = "127.0.0.1"
 PID_DIR = "pids"
@@ -136,6 +137,13 @@ class LocalBackend(Backend):
         return ended
 
     @classmethod
+    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+        """The GPU ids ``backend.gpus`` declares must be GPUs this machine offers."""
+        del deployments
+        if config.get("gpus") is not None:
+            gpus.discover(config["gpus"], os.environ)
+
+    @classmethod
     def for_run(
         cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
     ) -> LocalBackend:
@@ -143,9 +151,11 @@ class LocalBackend(Backend):
         return cls(run_dir, base_dir, dict(config))
 
     async def capture_state(
-        self, folder: Path, workers: Collection[str] | None = None
+        self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
     ) -> list[str]:
-        """The workers' process groups as ``ps`` shows them and their logs' ends."""
+        """The workers' process groups as ``ps`` shows them and their logs' ends (no
+        namespaces here: validation refuses them)."""
+        del namespaces
         return await asyncio.to_thread(
             capture.capture, self.run_dir, self.run_dir / PID_DIR, folder, workers
         )
@@ -195,8 +205,8 @@ class LocalBackend(Backend):
             )
             if problem:
                 raise ServerStartError(
-                    f"{deployment['name']} ({deployment['server']}) {problem}; log"
-                    f" {server.log_path}:\n{server.log_tail()}"
+                    f"{deployment['name']} ({deployment['server']}) {problem}"
+                    f"{_because(server)}; log {server.log_path}:\n{server.log_tail()}"
                 )
             handle = Handle(
                 Endpoint(
@@ -221,8 +231,8 @@ class LocalBackend(Backend):
             def on_exit(task: asyncio.Future[int]) -> None:
                 if not handle.died.done() and not task.cancelled():
                     handle.died.set_result(
-                        f"{deployment['name']} exited with code {task.result()} while serving;"
-                        f" log {server.log_path}:\n{server.log_tail()}"
+                        f"{deployment['name']} exited with code {task.result()} while serving"
+                        f"{_because(server)}; log {server.log_path}:\n{server.log_tail()}"
                     )
 
             exited.add_done_callback(on_exit)
@@ -230,6 +240,16 @@ class LocalBackend(Backend):
         finally:
             await process.stop(server)
             exited.cancel()
+
+
+def _because(server: process.ServerProcess) -> str:
+    """``: <the root cause>`` from the server's log, or nothing when the log names none."""
+    try:
+        text = server.log_path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    cause = root_cause(text)
+    return f": {cause}" if cause else ""
 
 
 def _model_path(deployment: dict[str, Any]) -> Path | None:

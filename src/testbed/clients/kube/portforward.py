@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from testbed.clients.kube.errors import translate
@@ -35,10 +36,12 @@ class PortForward:
         self,
         api_client: Any,
         namespace: str,
-        pod: str,
+        pod: str | Sequence[str],
         port: int,
         on_refused: Callable[[str], None] | None = None,
     ) -> None:
+        """``pod``: one pod, or several that take the connections in turn (a Service's
+        ready pods: load spread over them as the Service would, not all on one)."""
         from kubernetes import client
 
         # kubernetes.stream swaps the ApiClient's call_api while it opens a websocket: on a
@@ -46,7 +49,9 @@ class PortForward:
         # bridge has a client of its own, and opens one session at a time on it.
         self.api_client = client.ApiClient(api_client.configuration)
         self._opening = threading.Lock()
-        self.namespace, self.pod, self.port = namespace, pod, port
+        self.pods = [pod] if isinstance(pod, str) else list(pod)
+        self._turn = itertools.cycle(self.pods)
+        self.namespace, self.pod, self.port = namespace, self.pods[0], port
         self.on_refused = on_refused
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -70,21 +75,23 @@ class PortForward:
         self.api_client.close()  # type: ignore[no-untyped-call]
 
     def _open(self) -> tuple[Any, socket.socket]:
-        """A port-forward session to the pod (blocking: the websocket handshake)."""
+        """A port-forward session to the next pod (blocking: the websocket handshake)."""
         from kubernetes import client
         from kubernetes.stream import portforward
 
+        pod = self.pod
         try:
             core = client.CoreV1Api(self.api_client)
             with self._opening:
+                pod = next(self._turn)
                 session = portforward(
                     core.connect_get_namespaced_pod_portforward,
-                    self.pod,
+                    pod,
                     self.namespace,
                     ports=str(self.port),
                 )
         except Exception as exc:
-            raise translate(exc, f"port-forward to pod {self.pod}:{self.port}") from exc
+            raise translate(exc, f"port-forward to pod {pod}:{self.port}") from exc
         wrapped = session.socket(self.port)
         raw: socket.socket = getattr(wrapped, "_socket", wrapped)
         return session, raw

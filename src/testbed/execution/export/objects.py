@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 
 from testbed.config.loader import LoadedCampaign
+from testbed.config.server_kinds import kind_of
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.core.ids import slugify
 from testbed.core.secrets import names
@@ -66,6 +68,17 @@ def options_for(
     s3_endpoint_url: str | None,
 ) -> ExportOptions:
     """Fill the export options from flags, then the campaign; refuse what cannot work."""
+    steps = loaded.campaign.steps
+    if steps.cleanup or steps.prepare or steps.test or steps.final_cleanup:
+        raise InputError(
+            "this campaign has steps:, which an exported pipeline does not run (its tasks"
+            " are the treatments) — run it with `testbed run`, or remove steps: to export"
+        )
+    if getattr(loaded.campaign.backend, "lease", None):
+        raise InputError(
+            "backend.lease makes runs take turns, but every task of an exported pipeline would"
+            " take it and they would queue behind each other — remove backend.lease to export"
+        )
     results = loaded.campaign.results
     target = upload or results.upload
     if not target or not target.startswith("s3://"):
@@ -99,7 +112,8 @@ def support_objects(
         name = options.service_account
         rbac += [
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-             "metadata": {"name": name, **meta}, "rules": _KUBERNETES_RULES},
+             "metadata": {"name": name, **meta},
+             "rules": [*_KUBERNETES_RULES, *_stack_rules(loaded)]},
             {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
              "metadata": {"name": name, **meta},
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
@@ -119,6 +133,26 @@ def support_objects(
              "stringData": {name: f"${{{name}}}" for name in secret_names(loaded)}}
         ],
     }  # fmt: skip
+
+
+def _stack_rules(loaded: LoadedCampaign) -> list[dict[str, Any]]:
+    """Rights on the API groups the campaign's stacks create objects in (every resource of
+    each group: plurals are known only to the cluster's discovery). Cluster-scoped objects
+    such as CRDs need a ClusterRole, which docs/stacks.md leaves to the cluster's admin."""
+    from testbed.backends.kubernetes.stack import render_worker
+
+    backend = loaded.campaign.backend.model_dump(mode="json")
+    groups: set[str] = set()
+    for deployment in loaded.campaign.deployments:
+        if kind_of(deployment).stack:
+            config = deployment.model_dump(mode="json")
+            objects = render_worker("export", deployment.name, config, backend, loaded.base_dir)
+            groups |= {o.api_version.rpartition("/")[0] for o in objects}
+    groups -= {"", "apps", "batch", "apiextensions.k8s.io"}
+    if not groups:
+        return []
+    verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    return [{"apiGroups": sorted(groups), "resources": ["*"], "verbs": verbs}]
 
 
 def secret_names(loaded: LoadedCampaign) -> list[str]:
@@ -150,6 +184,10 @@ def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) 
         key = slugify(relative.replace("/", "--"), max_length=200)
         data[key] = source.read_text()
         items.append({"key": key, "path": relative})
+    for relative in _stack_files(loaded):  # a worker in the cluster renders them itself
+        key = slugify(relative.replace("/", "--"), max_length=200)
+        data[key] = (loaded.base_dir / relative).read_text()
+        items.append({"key": key, "path": relative})
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -158,6 +196,25 @@ def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) 
         "data": data,
     }  # fmt: skip
     return CampaignVolume(configmap, items)
+
+
+def _stack_files(loaded: LoadedCampaign) -> list[str]:
+    """The files of every stack's ``manifests:`` (relative to the campaign's folder)."""
+    found: dict[str, None] = {}
+    for deployment in loaded.campaign.deployments:
+        if not isinstance(deployment, StackDeployment):  # the stack variant has manifests
+            continue
+        given = PurePosixPath(deployment.manifests)
+        if given.is_absolute() or ".." in given.parts:
+            raise InputError(
+                f"manifests {deployment.manifests}: a pod gets a stack's files in a ConfigMap,"
+                " so they must sit inside the campaign's folder (a relative path without '..')"
+            )
+        root = loaded.base_dir / str(given)
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            found[path.relative_to(loaded.base_dir).as_posix()] = None
+    return list(found)
 
 
 def _case_files(plan: Plan) -> list[str]:

@@ -14,15 +14,32 @@ __all__ = ["PlannedStep", "check_steps", "planned_steps"]
 
 
 def planned_steps(loaded: LoadedCampaign, run: Mapping[str, str] = PLANNING) -> list[PlannedStep]:
-    """The campaign's steps rendered for ``run`` (placeholders while planning)."""
+    """The campaign's steps rendered for ``run`` (placeholders while planning; a namespace
+    the campaign names is known already)."""
+    given = getattr(loaded.campaign.backend, "namespace", None)
+    if run is PLANNING and given:
+        run = {**PLANNING, "namespace": given}
     return plan_steps(loaded.campaign, loaded.provenance, loaded.file, loaded.base_dir, run)
 
 
 def check_steps(loaded: LoadedCampaign) -> None:
     """What ``validate``, ``plan`` and ``run`` refuse before anything starts (exit 2 with
     file:line): the steps' templates and commands, and ``execution.keep`` off a cluster."""
-    planned_steps(loaded)
+    steps = planned_steps(loaded)
     campaign = loaded.campaign
+    captures = campaign.execution.capture.state or any(s.kind == "capture" for s in steps)
+    if captures and campaign.backend.kind == "external":
+        raise CampaignError(
+            f"{loaded.file}: a state capture dumps what the backend runs, and backend: external"
+            " runs nothing — remove capture: [state] steps and execution.capture.state, or use"
+            " backend: local or kubernetes"
+        )
+    if campaign.execution.capture.namespaces and campaign.backend.kind != "kubernetes":
+        raise CampaignError(
+            f"{_where(loaded, ('execution', 'capture', 'namespaces'))}: capture.namespaces"
+            " names a cluster's namespaces to dump; the"
+            f" {campaign.backend.kind} backend has none — remove it, or use backend: kubernetes"
+        )
     if campaign.execution.keep and campaign.backend.kind != "kubernetes":
         origin = loaded.provenance.nearest(("execution", "keep"))
         where = origin.describe() if origin else loaded.file
@@ -31,3 +48,8 @@ def check_steps(loaded: LoadedCampaign) -> None:
             f" run; the {campaign.backend.kind} backend's servers end with testbed — remove"
             " keep, or use backend: kubernetes"
         )
+
+
+def _where(loaded: LoadedCampaign, path: tuple[str | int, ...]) -> str:
+    origin = loaded.provenance.nearest(path)
+    return origin.describe() if origin else loaded.file

@@ -26,7 +26,7 @@ from testbed.config.templating import PlannedStep
 from testbed.core.clock import monotonic_ns, wall_label
 from testbed.core.errors import TestbedError
 from testbed.core.process_group import die_with_parent, start_time
-from testbed.core.secrets import redact, resolve
+from testbed.core.secrets import names, redact, resolve
 from testbed.execution.events import Observer
 from testbed.results.files import write_json
 from testbed.results.steps import (
@@ -101,12 +101,13 @@ class StepRunner:
             else:
                 outcome = await self._process(step, folder)
         except asyncio.CancelledError:
-            record.update(status="interrupted", duration_s=_since(began), tail=_tail(folder))
+            tail = _tail(folder, _secrets(step))
+            record.update(status="interrupted", duration_s=_since(began), tail=tail)
             write_json(folder / STEP_FILE, record)
             raise
         record.update(outcome, duration_s=_since(began))
         if record["status"] != OK:
-            record["tail"] = _tail(folder)
+            record["tail"] = _tail(folder, _secrets(step))
         write_json(folder / STEP_FILE, record)
         return self._verdict(step, record)
 
@@ -203,15 +204,25 @@ def _keep_earlier(folder: Path) -> None:
         shutil.move(str(item), keep / item.name)
 
 
-def _tail(folder: Path) -> list[str]:
-    """The last lines of stderr, else of stdout (secrets as ***)."""
+def _secrets(step: PlannedStep) -> list[str]:
+    """The values of the ``${env:}`` references the step's argv carries."""
+    found = {os.environ.get(name, "") for part in step.argv for name in names(part)}
+    return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
+
+
+def _tail(folder: Path, secrets: list[str]) -> list[str]:
+    """The last lines of stderr, else of stdout; a secret the step was given, echoed back,
+    is shown as *** (the report and step.json carry the tail; the logs are the child's)."""
     for name in (STDERR, STDOUT):
         try:
             text = (folder / name).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         if text.strip():
-            return [redact(line) for line in text.splitlines()[-TAIL_LINES:]]
+            lines = text.splitlines()[-TAIL_LINES:]
+            for secret in secrets:
+                lines = [line.replace(secret, "***") for line in lines]
+            return [redact(line) for line in lines]
     return []
 
 

@@ -9,9 +9,11 @@ the prepare steps made, so every step runs again (their earlier outputs kept in
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from testbed.backends.base import Backend
+from testbed.backends.local.process import kill_leftover
 from testbed.config.loader import LoadedCampaign
 from testbed.config.templating import PlannedStep
 from testbed.execution.events import Observer
@@ -36,6 +38,11 @@ class StepSession:
         skip: set[str],
         enabled: bool = True,
     ) -> StepSession:
+        for pid_file in sorted((run_dir.path / "pids").glob("step-*.json")):
+            # a step of an earlier attempt killed with testbed (SIGKILL): end its group
+            message = kill_leftover(pid_file)
+            if message:
+                observer.phase("cleanup", message)
         planned = steps_dir(run_dir.path) / STEPS_PLAN
         steps, runner = make_runner(loaded, run_dir, backend, observer, resume=planned.is_file())
         if not enabled:
@@ -75,7 +82,11 @@ def make_runner(
         loaded.base_dir,
         observer,
         env={**env, "TESTBED_RUN_ID": run_dir.run_id, "TESTBED_RUN_DIR": run["dir"]},
-        capture=backend.capture_state,
+        capture=functools.partial(
+            backend.capture_state,
+            workers=None,
+            namespaces=loaded.campaign.execution.capture.namespaces,
+        ),
         resume=resume,
     )
     return planned_steps(loaded, run), runner

@@ -18,7 +18,7 @@ Mistakes are reported with file:line like the campaign loader does.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -278,6 +278,8 @@ class CaseFile:
 
     path: Path
     cases: list[Case]
+    #: (case name, key of its request's ``extra``) → "file:line", for messages about it
+    extra_places: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
@@ -294,9 +296,13 @@ def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
         raise CampaignError(describe_errors(exc, data, prov, CaseFileModel, str(path))) from None
     problems = []
     seen: set[str] = set()
+    places: dict[tuple[str, str], str] = {}
     for index, case in enumerate(model.cases):
         origin = prov.nearest(("cases", index))
         where = origin.place() if origin else str(path)
+        for key in case.request.extra:
+            at = prov.nearest(("cases", index, "request", "extra", key), key=True)
+            places[(case.name, key)] = at.place() if at else where
         if case.name in seen:
             problems.append(f"{where}: case name '{case.name}' is repeated — names must be unique")
         seen.add(case.name)
@@ -307,7 +313,7 @@ def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
             )
     if problems:
         raise CampaignError("\n".join(problems))
-    return CaseFile(path, model.cases)
+    return CaseFile(path, model.cases, places)
 
 
 def load_case_files(paths: Iterable[Path], *, require_expected: bool = False) -> list[CaseFile]:

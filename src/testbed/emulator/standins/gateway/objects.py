@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -79,7 +80,37 @@ def data_plane_name(gateway: Obj) -> str:
 
 
 def listener_ports(gateway: Obj) -> list[int]:
-    return sorted({int(lst["port"]) for lst in (gateway.get("spec") or {}).get("listeners") or []})
+    """The ports of the Gateway's HTTP listeners (the only protocol the stand-in serves)."""
+    listeners = (gateway.get("spec") or {}).get("listeners") or []
+    return sorted({int(lst["port"]) for lst in listeners if lst.get("protocol") == "HTTP"})
+
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+)s)?(?:(\d+)ms)?$")
+
+
+def duration_s(text: str) -> float | None:
+    """A Gateway API duration (``300s``, ``1m30s``, ``500ms``, ``0s`` = no limit) in seconds;
+    None for no limit. ValueError when it is not one."""
+    match = _DURATION.match(text.strip())
+    if not text.strip() or match is None:
+        raise ValueError(f"{text!r} is not a Gateway API duration (e.g. 300s, 1m, 500ms)")
+    hours, minutes, seconds, millis = (int(g) if g else 0 for g in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds + millis / 1000
+    return total or None
+
+
+def unsupported(rule: Obj) -> list[str]:
+    """What an HTTPRoute rule asks that the stand-in does not do (named, never ignored)."""
+    found = [f"filters ({len(rule['filters'])})"] if rule.get("filters") else []
+    for match in rule.get("matches") or []:
+        found += [
+            f"matches.{key}" for key in ("headers", "queryParams", "method") if match.get(key)
+        ]
+        kind = (match.get("path") or {}).get("type", "PathPrefix")
+        if kind not in ("PathPrefix", "Exact"):
+            found.append(f"path type {kind}")
+    found += [f"timeouts.{k}" for k in (rule.get("timeouts") or {}) if k != "request"]
+    return found
 
 
 def _owned(gateway: Obj) -> dict[str, Any]:
@@ -197,6 +228,20 @@ def gateway_status(gateway: Obj, programmed: bool, address: str, attached: int) 
     previous = {lst.get("name"): lst for lst in old.get("listeners") or []}
     for lst in (gateway.get("spec") or {}).get("listeners") or []:
         before = (previous.get(lst.get("name")) or {}).get("conditions") or []
+        if lst.get("protocol") != "HTTP":
+            why_not = f"the gateway stand-in serves HTTP listeners, not {lst.get('protocol')}"
+            listeners.append(
+                {
+                    "name": lst.get("name"),
+                    "supportedKinds": [],
+                    "attachedRoutes": 0,
+                    "conditions": [
+                        condition("Accepted", False, "UnsupportedProtocol", why_not, gen, before),
+                        condition("Programmed", False, "Invalid", why_not, gen, before),
+                    ],
+                }
+            )
+            continue
         listeners.append(
             {
                 "name": lst.get("name"),
@@ -221,9 +266,15 @@ def gateway_status(gateway: Obj, programmed: bool, address: str, attached: int) 
 
 
 def parent_status(
-    obj: Obj, parent_ref: Mapping[str, Any], problems: Sequence[str], controller: bool
+    obj: Obj,
+    parent_ref: Mapping[str, Any],
+    problems: Sequence[str],
+    controller: bool,
+    refused: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``status.parents`` with this controller's entry for ``parent_ref`` replaced."""
+    """``status.parents`` with this controller's entry for ``parent_ref`` replaced: Accepted
+    unless it asks for what the stand-in does not do (``refused``, reason UnsupportedValue),
+    ResolvedRefs unless a reference is broken (``problems``)."""
     old = obj.get("status") or {}
     gen = generation(obj)
     entries = list(old.get("parents") or [])
@@ -233,7 +284,14 @@ def parent_status(
     entry: dict[str, Any] = {
         "parentRef": dict(parent_ref),
         "conditions": [
-            condition("Accepted", True, "Accepted", "", gen, conds),
+            condition(
+                "Accepted",
+                not refused,
+                "UnsupportedValue" if refused else "Accepted",
+                f"not supported by the gateway stand-in: {', '.join(refused)}" if refused else "",
+                gen,
+                conds,
+            ),
             condition(
                 "ResolvedRefs",
                 resolved,

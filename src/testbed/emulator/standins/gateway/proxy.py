@@ -4,7 +4,8 @@ One :class:`GatewayProxy` per programmed Gateway listens, for each of its listen
 the host port the process-kubelet gave its pod's container port (so ``kubectl port-forward``
 to the Gateway's Service, and the Service variables of in-cluster pods, reach it). A request
 goes to the first HTTPRoute rule whose path matches (``PathPrefix`` by path segments, or
-``Exact``), to one of the rule's backends (by ``weight``), and within an InferencePool to the
+``Exact``), to one of the rule's backends (by ``weight``; ``timeouts.request`` bounds the
+whole answer, a 504 when it runs out before the first byte), and within an InferencePool to the
 endpoint the pool's picker chooses for the prompt (the body's ``prompt``, or the text of its
 ``messages``). The answer is streamed back chunk by chunk as it arrives (server-sent events
 stay events); ``x-gateway-destination-endpoint`` (the header GAIE's EPP sets for the proxy)
@@ -43,6 +44,7 @@ class Rule:
     match: str  # PathPrefix | Exact
     path: str
     backends: tuple[tuple[float, Backend], ...] = field(default_factory=tuple)
+    timeout_s: float | None = None  # the rule's timeouts.request (None: no limit)
 
     def matches(self, path: str) -> bool:
         if self.match == "Exact":
@@ -114,22 +116,23 @@ class GatewayProxy:
                 await runner.cleanup()
         self.bound = {}
 
-    def _backend(self, path: str) -> Backend | None:
+    def _route(self, path: str) -> tuple[Backend | None, float | None]:
+        """The backend a request to ``path`` goes to (by weight) and its rule's timeout."""
         for rule in self._rules():
             if rule.matches(path) and rule.backends:
                 total = sum(w for w, _ in rule.backends)
                 if total <= 0:
-                    return None
+                    return None, None
                 draw = self._rng.uniform(0, total)
                 for weight, backend in rule.backends:
                     draw -= weight
                     if draw <= 0:
-                        return backend
-                return rule.backends[-1][1]
-        return None
+                        return backend, rule.timeout_s
+                return rule.backends[-1][1], rule.timeout_s
+        return None, None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        backend = self._backend(request.path)
+        backend, timeout_s = self._route(request.path)
         if backend is None:
             return _error(404, f"Gateway {self.name}: no HTTPRoute rule matches {request.path}")
         body = await request.read()
@@ -142,7 +145,11 @@ class GatewayProxy:
         answer = web.StreamResponse()
         try:
             async with self._session.request(
-                request.method, url, data=body, headers=headers
+                request.method,
+                url,
+                data=body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout_s, sock_connect=5),
             ) as upstream:
                 answer.set_status(upstream.status, upstream.reason)
                 for key, value in upstream.headers.items():
@@ -152,6 +159,11 @@ class GatewayProxy:
                 await answer.prepare(request)
                 async for chunk in upstream.content.iter_any():
                     await answer.write(chunk)
+        except TimeoutError:
+            if answer.prepared:
+                raise  # mid-stream: the client sees the stream cut, as behind a real proxy
+            return _error(504, f"Gateway {self.name}: upstream {address} exceeded the route's"
+                          f" timeouts.request ({timeout_s} s)")  # fmt: skip
         except (aiohttp.ClientError, OSError) as exc:
             if answer.prepared:
                 raise  # mid-stream: the client sees the stream cut, as behind a real proxy

@@ -1,0 +1,46 @@
+"""How many cases each correctness treatment will run after its skip rules (the "Run Plan"
+screen of tgis-tester shows it per configuration), known before anything starts.
+
+A case runs once per protocol it is sent over; it is skipped by its own rules (the
+deployment's dtype, shards, server …), when the deployment does not speak the protocol, when
+a chat case would go over TGI or TGIS, and when it has no expected answer for the protocol —
+the same decisions the probe makes (``probes.correctness.runner.plan_items``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from testbed.config.correctness import CorrectnessProbe
+from testbed.config.loader import LoadedCampaign
+from testbed.config.server_kinds import provisioned
+from testbed.plan.model import Plan
+from testbed.probes.correctness.cases import CaseFile, load_case_files
+from testbed.probes.correctness.runner import plan_items
+from testbed.servers.adapters import adapter_for
+
+
+def served(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The protocols a deployment will serve, as its backend will announce them."""
+    if not provisioned(config):  # external: the protocol it was given
+        return (str(config.get("protocol", "openai")),)
+    return tuple(adapter_for(config["server"]).served_protocols(config.get("params") or {}))
+
+
+def case_counts(loaded: LoadedCampaign, plan: Plan) -> dict[str, tuple[int, int]]:
+    """Treatment id → (case runs after skips, case runs in all) for correctness treatments."""
+    files: dict[tuple[str, ...], list[CaseFile]] = {}
+    counts = {}
+    for treatment in plan.treatments:
+        if treatment.probe != "correctness" or not treatment.workers:
+            continue
+        section = plan.probe_configs[treatment.probe_key]
+        names = tuple(section["cases"])
+        if names not in files:
+            files[names] = load_case_files([loaded.base_dir / name for name in names])
+        deployment = plan.workers[treatment.workers[0]].config
+        config = CorrectnessProbe.model_validate(section)
+        items, skipped = plan_items(files[names], config, deployment, served(deployment))
+        counts[treatment.id] = (len(items), len(items) + len(skipped))
+    return counts
