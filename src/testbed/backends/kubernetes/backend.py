@@ -24,7 +24,6 @@ from typing import Any
 from testbed.backends.base import Backend, Handle
 from testbed.backends.endpoints import adapter_endpoint
 from testbed.backends.kubernetes import manifests
-from testbed.backends.kubernetes.capacity import infeasible_reason
 from testbed.backends.kubernetes.capture import capture
 from testbed.backends.kubernetes.lease import ClusterLease, holder_identity
 from testbed.backends.kubernetes.names import (
@@ -34,6 +33,7 @@ from testbed.backends.kubernetes.names import (
     server_image,
     worker_name,
 )
+from testbed.backends.kubernetes.node_fit import infeasible_reason
 from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
 from testbed.backends.kubernetes.stack import Stacks
 from testbed.backends.kubernetes.stack_journal import remove_journalled
