@@ -16,6 +16,7 @@ from typing import Any
 
 from testbed.config.loader import LoadedCampaign
 from testbed.config.provenance import Path as DocPath
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import CampaignError, InputError
 from testbed.plan.model import Plan
 
@@ -104,7 +105,7 @@ def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
 def _check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
     """Each stack worker's manifests render with its values, parse, and hold what its
     ``ready``/``endpoint``/``metrics`` name (placeholders: the run of ``testbed plan``)."""
-    stacks = [w for w in plan.workers.values() if w.server == "manifests"]
+    stacks = [w for w in plan.workers.values() if kind_of(w.config).stack]
     if not stacks:
         return
     from testbed.backends.kubernetes.stack import render_worker
@@ -159,7 +160,7 @@ def _check_local_models(loaded: LoadedCampaign) -> None:
     from testbed.servers.models import parse_source
 
     for i, deployment in enumerate(loaded.campaign.deployments):
-        if deployment.server not in ("hf", "vllm"):
+        if not (kind_of(deployment).local and kind_of(deployment).weights):
             continue
         at: DocPath = ("deployments", i, "model")
         try:

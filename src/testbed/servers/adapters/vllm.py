@@ -22,14 +22,12 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
 
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers.adapters import kv_cache
 from testbed.servers.adapters.base import (
     Params,
     ServerAdapter,
-    ServerProtocol,
     extra,
     flag,
     switch,
@@ -71,7 +69,6 @@ def vllm_python(
 
 class VllmAdapter(ServerAdapter):
     kind = "vllm"
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai",)
     default_image = f"vllm/vllm-openai:v{VLLM_VERSION}"
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
