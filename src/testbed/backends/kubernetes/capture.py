@@ -9,7 +9,6 @@ namespace the campaign names (a shared one holds other people's objects).
 
 from __future__ import annotations
 
-import datetime as _dt
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import yaml
 
 from testbed.clients.kube import Kube
 from testbed.core.errors import ClusterAccessDenied, ClusterError, ClusterNotFound
+from testbed.core.kube import times
 
 #: Kinds dumped, in ``kubectl get all``'s spirit plus what a stack adds.
 KINDS = (
@@ -61,10 +61,10 @@ def capture(kube: Kube, namespace: str, selector: str | None, folder: Path) -> l
 def _age(meta: dict[str, Any]) -> str:
     stamp = meta.get("creationTimestamp")
     try:
-        then = _dt.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+        times.parse_time(str(stamp))
     except ValueError:
         return "<unknown>"
-    seconds = int((_dt.datetime.now(_dt.UTC) - then).total_seconds())
+    seconds = int(times.seconds_since(stamp))
     if seconds < 120:
         return f"{seconds}s"
     if seconds < 7200:

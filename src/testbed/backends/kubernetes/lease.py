@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as _dt
 import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from testbed.core.errors import (
     ClusterError,
     InfrastructureError,
 )
+from testbed.core.kube import times
 
 #: Seconds between two looks at a held Lease while waiting (client-go's retry period).
 RETRY_S = 1.0
@@ -41,7 +41,7 @@ SAY_EVERY_S = 30.0
 
 def micro_time() -> str:
     """Now as a Kubernetes MicroTime (RFC 3339 with microseconds, UTC)."""
-    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return times.now(times.MICROS)
 
 
 def holder_identity(run_id: str) -> str:
