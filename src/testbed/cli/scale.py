@@ -289,7 +289,7 @@ def handle_plot(args: argparse.Namespace) -> int:
 
 
 def handle_nodes(args: argparse.Namespace) -> int:
-    from testbed.probes.scale.nodes import create_nodes, delete_nodes
+    from testbed.probes.scale.kwok import create_nodes, delete_nodes
 
     kube = _kube(args)
     if args.delete:
