@@ -17,7 +17,15 @@ import sys
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "src/testbed/emulator/apiserver/protobuf_schema.json"
-API_PACKAGES = ("core/v1", "apps/v1", "batch/v1", "events/v1", "policy/v1", "autoscaling/v1")
+API_PACKAGES = (
+    "core/v1",
+    "apps/v1",
+    "batch/v1",
+    "events/v1",
+    "policy/v1",
+    "autoscaling/v1",
+    "scheduling/v1",
+)
 MACHINERY = ("pkg/api/resource", "pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr")
 #: apiVersion → proto package of the kinds the emulator serves.
 GROUPS = {
@@ -27,6 +35,7 @@ GROUPS = {
     "events.k8s.io/v1": "k8s.io.api.events.v1",
     "policy/v1": "k8s.io.api.policy.v1",
     "autoscaling/v1": "k8s.io.api.autoscaling.v1",
+    "scheduling.k8s.io/v1": "k8s.io.api.scheduling.v1",
     "meta.k8s.io/v1": "k8s.io.apimachinery.pkg.apis.meta.v1",
 }
 ROOTS = {
@@ -48,6 +57,7 @@ ROOTS = {
     "events.k8s.io/v1": ("Event",),
     "policy/v1": ("Eviction",),
     "autoscaling/v1": ("Scale",),
+    "scheduling.k8s.io/v1": ("PriorityClass",),
     "meta.k8s.io/v1": ("DeleteOptions",),
 }
 SCALARS = {"string", "bytes", "bool", "int32", "int64", "uint32", "uint64", "double", "float"}
