@@ -87,8 +87,21 @@ class Http1Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         t_ns = monotonic_ns()
         self.got_bytes = True
-        if self._sink is None:
+        sink = self._sink
+        if sink is None:
             return  # bytes after a finished response: the connection will not be reused
+        if self._state == _CHUNK_SIZE and not self._buf:
+            # The hot path of a stream: one whole chunk per read (a token's event).
+            eol = data.find(b"\r\n", 0, 10)
+            if eol > 0:
+                try:
+                    size = int(data[:eol], 16)
+                except ValueError:  # a chunk extension: the general parser takes it
+                    size = 0
+                end = eol + 2 + size
+                if size and len(data) == end + 2 and data.endswith(b"\r\n"):
+                    sink.on_data(data[eol + 2 : end], t_ns)
+                    return
         try:
             self._parse(self._buf + data if self._buf else data, t_ns)
         except Exception as exc:  # whatever a broken server sends ends this request only
