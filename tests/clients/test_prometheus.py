@@ -87,7 +87,7 @@ def test_testbed_servers_expose_the_names_read() -> None:
     assert parse(sim.render()) == {
         "running": 2.0,
         "waiting": 1.0,
-        "kv_cache_usage": None,  # the simulator models no KV cache
+        "kv_cache_usage": 0.0,  # no KV cache attached: nothing in use
         "prompt_tokens": 30.0,
         "generation_tokens": 12.0,
     }

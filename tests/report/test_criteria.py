@@ -63,6 +63,11 @@ def test_a_worse_candidate_fails_and_fails_the_run(tmp_path: Path) -> None:
     assert "Criteria" in text
     assert "concurrency=8 vs concurrency=1" in text
     assert 'id="criteria"' in render(run, document)
+    from testbed.report.junit import render as junit
+
+    xml = junit(document)
+    assert 'name="demo.criteria" tests="1" failures="1"' in xml
+    assert "ttft_ms.p90: 002__sim-c8" in xml
 
 
 def test_a_margin_inside_the_interval_is_inconclusive_and_few_requests_say_so(

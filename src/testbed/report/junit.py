@@ -1,4 +1,5 @@
-"""JUnit XML of a run, for CI systems: one test case per treatment, one suite per probe.
+"""JUnit XML of a run, for CI systems: one test case per treatment, one suite per probe, and
+a ``criteria`` suite with one case per comparison of the campaign's criteria.
 
 PASS is a passing case; FAIL a ``<failure>``; ERROR and a treatment that never ran an
 ``<error>``; SKIPPED a ``<skipped>``. JUnit has no "inconclusive": an INCONCLUSIVE
@@ -63,6 +64,7 @@ def render(document: Mapping[str, Any], run_dir: Path | None = None) -> str:
         total_time += seconds
     if run_dir is not None:
         _case_suites(suites, document, run_dir, totals)
+    _criteria_suite(suites, document, totals)
     total_time += _steps_suite(suites, document, totals)
     for key, value in totals.items():
         suites.set(key, str(value))
@@ -143,6 +145,36 @@ def _case(suite: ET.Element, row: Mapping[str, Any], campaign: str) -> str | Non
         lines = [f"{name} = {value:g}" for name, value in sorted(metrics.items())]
         ET.SubElement(case, "system-out").text = _text("\n".join(lines))
     return kind
+
+
+def _criteria_suite(
+    suites: ET.Element, document: Mapping[str, Any], totals: dict[str, int]
+) -> None:
+    """One test case per comparison of the campaign's criteria (report.criteria)."""
+    criteria = document.get("criteria") or []
+    if not criteria:
+        return
+    campaign = str(document["run"].get("campaign"))
+    suite = ET.SubElement(suites, "testsuite", name=_text(f"{campaign}.criteria"))
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    for criterion in criteria:
+        for comparison in criterion["comparisons"]:
+            row = {
+                "probe": "criteria",
+                "deployments": [criterion["name"]],
+                "dir": f"{criterion['metric']}: {comparison.get('candidate', '?')}"
+                f" vs {comparison.get('baseline', '?')}",
+                "status": comparison["status"],
+                "reason": comparison.get("reason", ""),
+                "evidence": comparison,
+            }
+            counts["tests"] += 1
+            kind = _case(suite, row, campaign)
+            if kind:
+                counts[kind] += 1
+    for key, value in counts.items():
+        suite.set(key, str(value))
+        totals[key] += value
 
 
 def _case_suites(

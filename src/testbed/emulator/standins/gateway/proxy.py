@@ -131,6 +131,14 @@ class GatewayProxy:
                 return rule.backends[-1][1], rule.timeout_s
         return None, None
 
+    @staticmethod
+    def _cut(request: web.Request, answer: web.StreamResponse) -> web.StreamResponse:
+        """Mid-stream failure: close the client's connection, so it sees the stream cut (as
+        behind a real proxy), without an error for the emulator's log."""
+        if request.transport is not None:
+            request.transport.close()
+        return answer
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         backend, timeout_s = self._route(request.path)
         if backend is None:
@@ -161,12 +169,12 @@ class GatewayProxy:
                     await answer.write(chunk)
         except TimeoutError:
             if answer.prepared:
-                raise  # mid-stream: the client sees the stream cut, as behind a real proxy
+                return self._cut(request, answer)
             return _error(504, f"Gateway {self.name}: upstream {address} exceeded the route's"
                           f" timeouts.request ({timeout_s} s)")  # fmt: skip
         except (aiohttp.ClientError, OSError) as exc:
-            if answer.prepared:
-                raise  # mid-stream: the client sees the stream cut, as behind a real proxy
+            if answer.prepared:  # the client left, or the upstream died mid-stream
+                return self._cut(request, answer)
             return _error(502, f"Gateway {self.name}: upstream {address} failed: {exc}")
         await answer.write_eof()
         return answer
