@@ -63,7 +63,7 @@ def check(run: StageRun, records: Sequence[Record], win: Window, limits: SelfChe
     if lag_p99 > limits.max_lag_p99_ms:
         result.problems.append(
             f"schedule lag p99 {lag_p99:.2f} ms > {limits.max_lag_p99_ms:g} ms: the generator"
-            f" could not send on time ({_whose_limit(run)})"
+            f" could not send on time{_whose_limit(run)}"
         )
     if run.requested_rate and run.capped == 0:
         ratio = achieved / run.requested_rate
@@ -92,14 +92,14 @@ def _whose_limit(run: StageRun) -> str:
     """Why sends were late: the generator's own work (its process busy most of the time),
     or other programs holding the cores (late although it was mostly off the CPU)."""
     if run.cpu_fraction_max >= STARVED_FRACTION:
-        return "lower the rate or raise `processes`"
+        return " (lower the rate or raise `processes`)"
     load = (
-        f"load average {run.load_average:.1f} on {os.cpu_count()} cores; "
+        f" (load average {run.load_average:.1f} on {os.cpu_count()} cores)"
         if run.load_average is not None
         else ""
     )
     return (
-        f"yet its busiest process was on a CPU only {run.cpu_fraction_max:.0%} of the time:"
-        f" other programs held the cores ({load}the machine, not the generator's code, was"
-        " the limit — measure on a quieter machine)"
+        f", yet its busiest process was on a CPU only {run.cpu_fraction_max:.0%} of the time:"
+        f" other programs held the cores{load} — the machine, not the generator's code, was"
+        " the limit; measure on a quieter machine"
     )
