@@ -1,9 +1,10 @@
 """Least privilege of an exported pipeline, proven against the emulator's RBAC: the exported
 Tekton Role/RoleBinding applied, one task's ``testbed worker`` command run with a token of the
 exported ServiceAccount (the TokenRequest API, as ``kubectl create token``) PASSes; with any
-one rule removed it ERRORs (exit 3) naming the permission that rule granted. The only rule a
-passing run does not exercise is the diagnostic ``list events`` (read when a pod fails to
-start), and the test says so rather than skipping it."""
+one rule removed it ERRORs (exit 3) naming the permission that rule granted — but for two
+rules the test names rather than skips: ``get pods/log`` (without it the run still passes and
+its server.log names the missing permission) and the diagnostic ``list events``, read only
+when a pod fails to start."""
 
 from __future__ import annotations
 
@@ -129,27 +130,36 @@ def test_the_exported_role_is_exactly_what_a_task_needs(
         assert summary["verdict"]["status"] == "PASS"
         assert summary["records"] == CAMPAIGN["load"]["requests"]
 
-        unexercised = []
+        unexercised, recorded = [], []
         for index, rule in enumerate(rules):
             reduced = {**role, "rules": rules[:index] + rules[index + 1 :]}
             roles.replace(body=reduced, name=role["metadata"]["name"], namespace=NAMESPACE)
             out = tmp_path / f"without-{index}"
             result = run_worker(worker_command(export, campaign, out), sa_config, tmp_path)
-            text = result.stdout + result.stderr
-            if result.returncode == 0:
-                unexercised.append(rule)
-                continue
-            assert result.returncode == 3, f"rule {rule}: exit {result.returncode}\n{text[-3000:]}"
             named = [
                 f'cannot {verb} resource "{resource}" in API group "{rule["apiGroups"][0]}"'
                 for verb in rule["verbs"]
                 for resource in rule["resources"]
             ]
+            if result.returncode == 0:
+                # a PASS without the rule: the denial must at least be on record (server.log)
+                logs = " ".join(p.read_text() for p in out.rglob("server.log"))
+                found = any(n in " ".join(logs.split()) for n in named)
+                (recorded if found else unexercised).append(rule)
+                continue
+            reasons = [
+                json.loads(p.read_text())["verdict"]["reason"] for p in out.glob("*/*/summary.json")
+            ]  # the console's table wraps the reason; the treatment's summary holds it whole
+            text = "\n".join([result.stdout, result.stderr, *reasons])
+            assert result.returncode == 3, f"rule {rule}: exit {result.returncode}\n{text[-3000:]}"
             assert any(n in " ".join(text.split()) for n in named), (rule, text[-3000:])
         diagnostic = [
             {"apiGroups": [g], "resources": [r], "verbs": sorted(v)}
             for (g, r), v in DIAGNOSTIC.items()
         ]
         assert unexercised == diagnostic
+        # the server's log is evidence, not a condition of the verdict: without the right the
+        # run passes and its server.log says which permission it lacked
+        assert recorded == [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]
     finally:
         client.CoreV1Api(admin).delete_namespace(NAMESPACE)
