@@ -85,6 +85,10 @@ FILES: dict[str, str | bytes] = {
     "binary.jsonl": bytes(range(256)),
     "deep.json": "[" * 5000 + "]" * 5000,
     "damaged/run.json": "{garbage",
+    "ab_conc.yaml": SIM
+    + "  - {name: t, server: sim}\nab: {stable: s, canary: t, concurrency: 1000000000}\n",
+    "ab_boot.yaml": SIM
+    + "  - {name: t, server: sim}\nab: {stable: s, canary: t, bootstrap_resamples: 1000000000}\n",
 }
 
 CASES = [
@@ -116,6 +120,8 @@ CASES = [
     Case("matrix level 1e9", ["validate", "{in}/matrix.yaml"], 2, "open files", True),
     Case("1e9 input tokens", ["validate", "{in}/tokens.yaml"], 2, "in memory", True),
     Case("run: concurrency 1e9", ["run", "{in}/conc_int.yaml"], 2, "open files", True),
+    Case("ab concurrency 1e9", ["validate", "{in}/ab_conc.yaml"], 2, "ab.concurrency", True),
+    Case("ab resamples 1e9", ["validate", "{in}/ab_boot.yaml"], 2, "ab.bootstrap_", True),
     Case("--cpu-budget -1", ["run", "{in}/ok.yaml", "--cpu-budget", "-1"], 2, "positive"),
     # -- URLs, files and keys of a campaign ---------------------------------------------------
     Case("url with no host", ["validate", "{in}/no_host.yaml"], 2, "names no host"),

@@ -91,8 +91,11 @@ def test_prometheus_series_over_the_treatment_window_are_kept_and_plotted(
     running = document["queries"]["running"]["series"][0]["values"]
     assert max(v for _, v in running) >= 1
     html = (tmp_path / "run/report.html").read_text()
-    assert 'id="captures"' in html
-    assert "Prometheus series over the treatment" in html
+    load = html[html.index('<section id="load">') :]
+    load = load[: load.index("</section>")]
+    # beside the treatment's server metrics, in the Load section
+    assert "Cluster metrics (Prometheus)" in load
+    assert "Prometheus series over the treatment" in load
 
 
 def test_an_unreachable_prometheus_is_a_warning_not_a_failed_run(

@@ -1,6 +1,7 @@
 """What was captured around each treatment, in report.html: the Prometheus series over the
-treatment's window (one plot per query, a line per series), links to the state dumps, and
-every capture problem as a warning — a capture never changes a verdict."""
+treatment's window (one plot per query, a line per series; a load treatment's beside its
+server metrics), links to the state dumps, and every capture problem as a warning — a
+capture never changes a verdict."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def section(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> str:
             for name in ("state-before", "state-after")
             if (folder / name).is_dir()
         ]
-        prometheus = _read(folder / PROMETHEUS_FILE)
+        # a load treatment's series are drawn beside its server metrics (load_view)
+        prometheus = _read(folder / PROMETHEUS_FILE) if row["probe"] != "load" else {}
         if not links and not prometheus:
             continue
         parts.append(f"<h3>{_e(row['dir'])}</h3>")
@@ -64,6 +66,14 @@ def section(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> str:
         if prometheus:
             parts.append(_prometheus(prometheus, f"prom{number}"))
     return "\n".join(parts)
+
+
+def prometheus_block(folder: Path, key: str) -> str:
+    """The Prometheus series captured over the treatment in ``folder``; '' when none."""
+    document = _read(folder / PROMETHEUS_FILE)
+    if not document:
+        return ""
+    return f"<h4>Cluster metrics (Prometheus)</h4>{_prometheus(document, key)}"
 
 
 def _prometheus(document: Mapping[str, Any], key: str) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.probes.load import plots
+from testbed.report.captures_view import prometheus_block
 from testbed.report.plots import to_svg
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results import metrics
@@ -118,6 +119,7 @@ def _treatment(number: int, item: LoadTreatment) -> str:
         if item.path is not None:
             key = f"sm{number}"
             parts.append(server_section(item.path, item.summary, item.records, key, shade))
+            parts.append(prometheus_block(item.path, f"prom{number}"))
     else:
         parts.append('<p class="muted">no records</p>')
     return "\n".join(parts)

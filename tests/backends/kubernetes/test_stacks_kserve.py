@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 from testbed.clients.kube import ConnectionSpec, Kube, connect
 from testbed.emulator.standins.kserve import crd
-from tests.backends.kubernetes.conftest import REAL_KUBECONFIG, leftovers, run_cli
+from tests.backends.kubernetes.conftest import REAL_KUBECONFIG, SRC, leftovers, run_cli
 from tests.fixtures.cluster import emulated_cluster
 
 pytestmark = [
@@ -183,3 +184,54 @@ def test_kubectl_applies_waits_for_and_lists_an_inference_service(
             time.sleep(0.2)
     finally:
         kubectl("delete", "namespace", "kserve-kubectl", "--wait=false")
+
+
+def test_a_stack_that_fails_while_serving_ends_the_treatment_as_an_error(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube
+) -> None:
+    # While the load runs, the InferenceService's Ready goes False (as KServe says when a
+    # revision fails): the treatment is an ERROR in its words, not a FAIL of the server.
+    run_dir = tmp_path / "kserve-lost"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "testbed", "run", str(EXAMPLES / "stack-kserve.yaml"),
+         "--preset", "smoke", "--out", str(run_dir), "--set", "load.requests=100000",
+         "--set", "load.duration_s=90",
+         "--set", "load.concurrency=1", "--set", "deployments.isvc.startup_timeout_s=90",
+         "--set", "execution.retries=0"],
+        env={**os.environ, "KUBECONFIG": str(kserve_cluster), "PYTHONPATH": str(SRC)},
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.stat().st_size for p in run_dir.glob("0*/records.jsonl")):
+            assert time.monotonic() < deadline, "the load never started"
+            assert child.poll() is None, child.communicate()[0]
+            time.sleep(0.1)
+        status = {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "RevisionFailed",
+                    "message": "revision smollm2-00002 failed to pull",
+                }
+            ]
+        }
+        kube.call(
+            "PATCH", "/apis/serving.kserve.io/v1beta1/namespaces/testbed-kserve-lost"
+            "/inferenceservices/smollm2/status", "fail it", body={"status": status},
+            content_type="application/merge-patch+json",
+        )  # fmt: skip
+        output, _ = child.communicate(timeout=150)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 3, output
+    (path,) = run_dir.glob("*/summary.json")
+    reason = json.loads(path.read_text())["verdict"]["reason"]
+    assert (
+        "InferenceService/smollm2 failed: Ready=False (RevisionFailed): revision smollm2-00002"
+        in reason
+    )
+    assert isvcs_left(kube, "kserve-lost") == []

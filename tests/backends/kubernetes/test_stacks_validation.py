@@ -231,3 +231,22 @@ def test_a_value_may_hold_the_deployments_placeholders(tmp_path: Path) -> None:
     )
     bad = campaign(tmp_path, {"server.yaml": SERVER}, values={"ttft_ms": "{{ nope }}"})
     assert "values.ttft_ms: 'nope' is undefined" in refusal(bad)
+
+
+def test_the_helm_examples_objects_are_valid_kubernetes_as_labelled(tmp_path: Path) -> None:
+    import kubernetes_validate
+
+    from testbed.backends.kubernetes.stack import render_worker
+    from tests.backends.kubernetes.test_manifests import K8S_VERSION
+
+    example = Path(__file__).resolve().parents[3] / "examples" / "stack-helm.yaml"
+    loaded = load_campaign(example)
+    (worker,) = check_inputs(loaded).workers.values()
+    backend = loaded.campaign.backend.model_dump(mode="json")
+    objects = render_worker("r1", worker.id, worker.config, backend, loaded.base_dir)
+    assert [o.kind for o in objects] == ["ServiceAccount", "ConfigMap", "Service", "Deployment"]
+    for item in objects:
+        kubernetes_validate.validate(item.obj, K8S_VERSION, strict=True)
+        assert item.obj["metadata"]["labels"]["testbed.io/run"] == "r1"
+        assert item.obj["metadata"]["labels"]["helm.sh/chart"] == "sim-server-0.3.1"
+        assert item.obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"

@@ -3,13 +3,14 @@
 For one worker the stack is rendered with its values (``stack_render``), then applied:
 CustomResourceDefinitions first, each waited for until ``Established`` (by WATCH), then
 every other object in the order written, each through API discovery (any kind the cluster
-serves, custom resources included). Before an object is created its reference is appended
-to the worker's journal (``RUN_DIR/stacks/WORKER.jsonl``, fsynced), so even after a SIGKILL
-``testbed cleanup`` knows every object the stack may have made. Then the ``ready``
-conditions are watched, all at once, each with its own timeout (``conditions``); the
-endpoint is reached (``stack_reach``). Leaving deletes the objects in reverse order and
-waits until they are gone. Only objects that carry this run's label are ever replaced or
-deleted: a CRD that was installed before the run is used and left as it was.
+serves, custom resources included). Before an object is created its reference goes into
+the worker's journal (``stack_journal``), so even after a SIGKILL ``testbed cleanup`` knows
+every object the stack may have made. Then the ``ready`` conditions are watched, all at
+once, each with its own timeout (``conditions``); the endpoint is reached (``stack_reach``);
+while the probes run the ready objects stay watched, and one that fails or goes resolves
+``Handle.died``. Leaving deletes the objects in reverse order and waits until they are
+gone. Only objects that carry this run's and worker's labels are ever replaced or deleted:
+a CRD that was installed before the run is used and left as it was.
 
 Two workers of one stack deployment (a matrix over its values) create objects of the same
 names, so they take turns: a per-deployment lock is held from apply to removal.
@@ -29,7 +30,14 @@ import yaml
 from testbed.backends.base import Handle
 from testbed.backends.endpoints import stack_endpoint
 from testbed.backends.kubernetes import conditions
-from testbed.backends.kubernetes.names import RUN, WORKER, label_value, run_namespace, worker_labels
+from testbed.backends.kubernetes.names import (
+    RUN,
+    WORKER,
+    label_value,
+    run_namespace,
+    worker_labels,
+    worker_selector,
+)
 from testbed.backends.kubernetes.stack_journal import (
     JOURNALS,
     Journal,
@@ -110,7 +118,12 @@ class Stacks:
                         "version": f"stack {deployment['manifests']}",
                     }
                     endpoint = stack_endpoint(deployment, where.base_url, where.metrics_url)
-                    yield Handle(endpoint, died=died, info=info)
+                    watching = asyncio.ensure_future(worker.watch_serving(deployment, placed, died))
+                    try:
+                        yield Handle(endpoint, died=died, info=info)
+                    finally:
+                        watching.cancel()
+                        await asyncio.gather(watching, return_exceptions=True)
             finally:
                 await asyncio.shield(worker.remove())
 
@@ -204,8 +217,7 @@ class _Worker:
     ) -> None:
         """Every ``ready`` entry at once; the first failure ends the wait."""
         default = float(deployment.get("startup_timeout_s") or 600.0)
-        labels = worker_labels(self.run_id, self.worker_id)
-        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
         waits = []
         for entry in deployment.get("ready") or []:
             item, info = next(
@@ -228,6 +240,51 @@ class _Worker:
                     group.create_task(wait)
         except* ServerStartError as failed:
             raise failed.exceptions[0] from None
+
+    async def watch_serving(
+        self,
+        deployment: Mapping[str, Any],
+        placed: Sequence[tuple[StackObject, KindInfo]],
+        died: asyncio.Future[str],
+    ) -> None:
+        """Resolve ``died`` when an object of ``ready`` fails or is deleted while the stack
+        serves (the ERROR's reason is the object's own words)."""
+        selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
+        async with asyncio.TaskGroup() as group:
+            for entry in deployment.get("ready") or []:
+                item, info = next(
+                    (o, i) for o, i in placed if o.kind == entry["kind"] and o.name == entry["name"]
+                )
+                namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
+                where = namespace if info.namespaced else None
+                group.create_task(self._watch_one(entry, info, where, selector, died))
+
+    async def _watch_one(
+        self,
+        entry: Mapping[str, Any],
+        info: KindInfo,
+        namespace: str | None,
+        selector: str,
+        died: asyncio.Future[str],
+    ) -> None:
+        changes = Changes(self.kube, info, namespace, selector)
+        try:
+            async for event, obj in changes:
+                if obj["metadata"].get("name") != entry["name"]:
+                    continue
+                why = "was deleted"
+                if event != "DELETED":
+                    reading = conditions.read(
+                        obj, entry["kind"], entry["condition"], entry.get("on_false")
+                    )
+                    if reading.state != "failed":
+                        continue
+                    why = f"failed: {reading.why}"
+                if not died.done():
+                    died.set_result(f"{entry['kind']}/{entry['name']} {why} while serving")
+                return
+        finally:
+            changes.close()
 
     async def remove(self) -> None:
         await delete_refs(self.kube, self.run_id, self.worker_id, self.journal.refs())

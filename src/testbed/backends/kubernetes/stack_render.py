@@ -10,7 +10,8 @@ a scratch copy first, then ``kubectl kustomize`` builds it. ``kind: List`` docum
 ``helm template`` output) are flattened.
 
 Each object is given the run's labels — on its metadata and on every pod template inside
-it — so ``kubectl get … -l testbed.io/run=RUN`` and cleanup find it. Nothing else is changed.
+it — so ``kubectl get … -l testbed.io/run=RUN`` and cleanup find it; a stack's own
+``app.kubernetes.io/managed-by`` (Helm's) is kept. Nothing else is changed.
 """
 
 from __future__ import annotations
@@ -253,7 +254,11 @@ def _add_labels(obj: dict[str, Any], labels: Mapping[str, str]) -> None:
         metadata = obj["metadata"] = {}
     if not isinstance(metadata.get("labels"), dict):
         metadata["labels"] = {}
-    metadata["labels"].update(labels)
+    mine = metadata["labels"]
+    for key, value in labels.items():
+        # The stack's own app.kubernetes.io/managed-by (Helm) stays: a selector may hold it.
+        if not (key.startswith("app.kubernetes.io/") and key in mine):
+            mine[key] = value
 
 
 def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from testbed.config.loader import LoadedCampaign
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.core.ids import slugify
 from testbed.core.secrets import names
@@ -160,7 +161,7 @@ def _stack_files(loaded: LoadedCampaign) -> list[str]:
     """The files of every stack's ``manifests:`` (relative to the campaign's folder)."""
     found: dict[str, None] = {}
     for deployment in loaded.campaign.deployments:
-        if deployment.server != "manifests":
+        if not isinstance(deployment, StackDeployment):  # the stack variant has manifests
             continue
         given = PurePosixPath(deployment.manifests)
         if given.is_absolute() or ".." in given.parts:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.config.loader import LoadedCampaign
+from testbed.config.server_kinds import kind_of
 
 Rule = dict[str, Any]
 #: (kind of a rendered run object) → (API group, resource).
@@ -105,7 +106,7 @@ def _rendered_kinds(loaded: LoadedCampaign) -> set[str]:
     workers = {
         f"d{i}": d.model_dump(mode="json")
         for i, d in enumerate(loaded.campaign.deployments)
-        if d.server != "manifests"
+        if not kind_of(d).stack
     }
     namespace = getattr(loaded.campaign.backend, "namespace", None) or "testbed-export"
     objects = manifests.run_objects(
@@ -123,7 +124,7 @@ def stack_rules(loaded: LoadedCampaign) -> list[Rule]:
     backend = loaded.campaign.backend.model_dump(mode="json")
     groups: set[str] = set()
     for deployment in loaded.campaign.deployments:
-        if deployment.server == "manifests":
+        if kind_of(deployment).stack:
             config = deployment.model_dump(mode="json")
             objects = render_worker("export", deployment.name, config, backend, loaded.base_dir)
             groups |= {o.api_version.rpartition("/")[0] for o in objects}

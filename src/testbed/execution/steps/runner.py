@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -93,7 +94,7 @@ class StepRunner:
         folder.mkdir(parents=True, exist_ok=True)
         self.observer.phase(step.phase, f"{step.dirname}: started")
         record = {**step.to_json(), "started": wall_label(), "status": "running"}
-        write_json(folder / STEP_FILE, record)
+        await asyncio.to_thread(write_json, folder / STEP_FILE, record)  # off the loop
         began = monotonic_ns()
         try:
             if step.kind == "capture":
@@ -108,7 +109,7 @@ class StepRunner:
         record.update(outcome, duration_s=_since(began))
         if record["status"] != OK:
             record["tail"] = _tail(folder, _secrets(step))
-        write_json(folder / STEP_FILE, record)
+        await asyncio.to_thread(write_json, folder / STEP_FILE, record)
         return self._verdict(step, record)
 
     def _verdict(self, step: PlannedStep, record: dict[str, Any]) -> bool:
@@ -185,7 +186,8 @@ async def _start(
             preexec_fn=_die_with_parent,
         )
     pid_file.parent.mkdir(parents=True, exist_ok=True)
-    write_json(pid_file, {"pid": process.pid, "start": start_time(process.pid)})
+    # as the local backend writes its servers' (a lost pid file only costs the sure-kill)
+    pid_file.write_text(json.dumps({"pid": process.pid, "start": start_time(process.pid)}))
     return ServerProcess(process, folder / STDOUT, pid_file)
 
 
