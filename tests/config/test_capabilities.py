@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
-from testbed.config.campaign import LocalBackend
+from testbed.config.server_kinds import server_kind
 from testbed.servers.adapters import adapter_for
 
 CAMPAIGN = textwrap.dedent(
@@ -63,11 +63,11 @@ def test_real_servers_are_refused_on_the_external_backend(
 
 
 def test_the_local_backend_accepts_exactly_the_kinds_it_can_start() -> None:
-    """LocalBackend.SERVERS (config layer) agrees with the adapters (servers layer): each
-    kind it accepts builds a local command line, each other kind has none."""
+    """The capability table's ``local`` (config layer) agrees with the adapters (servers
+    layer): each kind it marks local builds a local command line, each other kind has none."""
     for kind in ("sim", "hf", "vllm", "tgi", "tgis"):
         adapter = adapter_for(kind)
-        if kind in LocalBackend.SERVERS:
+        if server_kind(kind).local:
             assert adapter.command({}, Path("/m"), "127.0.0.1", 1)
         else:
             with pytest.raises(NotImplementedError):

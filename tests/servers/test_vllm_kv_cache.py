@@ -61,5 +61,6 @@ def test_the_adapter_sizes_only_what_the_deployment_left_open(
     assert kv_cache.VARIABLE not in adapter.env({"gpu_memory_utilization": 0.5})
     assert kv_cache.VARIABLE not in adapter.env({"extra_args": ["--kv-cache-memory-bytes", "1"]})
     assert kv_cache.VARIABLE not in adapter.container_env({})  # a pod's memory is its own
+    assert kv_cache.VARIABLE not in adapter.env({}, gpus=1)  # its cache is on the GPU
     monkeypatch.setenv(kv_cache.VARIABLE, "3")
     assert kv_cache.VARIABLE not in adapter.env({})  # this environment's value passes through

@@ -4,6 +4,11 @@ A backend provisions one worker at a time as an async context manager: entering 
 :class:`Handle` with the endpoint; leaving releases everything, also on error, Ctrl-C or
 SIGTERM. ``Handle.died`` completes when the server dies, so the pipeline can tell an
 infrastructure ERROR from a product FAIL.
+
+Execution asks :meth:`Backend.open_worker`, which answers a deployment no backend
+provisions (``server: external``, a URL that already serves) itself, once for every
+backend; only the others reach the backend's :meth:`Backend.provision`. Likewise execution
+hands ``prepare`` and ``infeasible`` only provisioned deployments.
 """
 
 from __future__ import annotations
@@ -11,13 +16,14 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.clients.endpoint import Endpoint
+from testbed.clients.endpoint import Endpoint, Tls
+from testbed.config.server_kinds import provisioned
 
 
 @dataclass
@@ -36,6 +42,33 @@ class Backend(abc.ABC):
     """Provisions workers. One instance serves one run."""
 
     name: str = ""
+    #: The campaign file's folder: relative paths of deployments (``tls.ca_bundle``) start here.
+    base_dir: Path = Path()
+
+    @classmethod
+    def for_run(
+        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+    ) -> Backend:
+        """The backend of one run: its directory, the campaign's ``backend:`` section, the
+        campaign file's folder, and ``execution.keep`` (workers stay after the run)."""
+        del run_dir, config, keep
+        backend = cls()
+        backend.base_dir = base_dir
+        return backend
+
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+        """What must be usable before a run directory exists (InputError, exit 2): reads
+        files and variables, sends nothing. ``deployments`` are the provisioned ones."""
+        del config, deployments
+
+    def open_worker(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AbstractAsyncContextManager[Handle]:
+        """The worker's handle: an external deployment's URL as it is, else :meth:`provision`."""
+        if not provisioned(deployment):
+            return _given(external_endpoint(deployment, self.base_dir))
+        return self.provision(worker_id, deployment, work_dir)
 
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
         """End what an earlier interrupted run in ``run_dir`` left behind; say what."""
@@ -97,3 +130,27 @@ class Backend(abc.ABC):
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AbstractAsyncContextManager[Handle]:
         """Start the worker's server; yield its handle once ready; release on exit."""
+
+
+@contextlib.asynccontextmanager
+async def _given(endpoint: Endpoint) -> AsyncIterator[Handle]:
+    yield Handle(endpoint)
+
+
+def external_endpoint(deployment: Mapping[str, Any], base_dir: Path) -> Endpoint:
+    """The endpoint of an ``external`` deployment; its api_key stays a ``${env:…}`` reference."""
+    tls = deployment.get("tls") or {}
+    bundle = tls.get("ca_bundle")
+    return Endpoint(
+        base_url=str(deployment["url"]).rstrip("/"),
+        protocols=(deployment.get("protocol", "openai"),),
+        model=str(deployment.get("model") or ""),
+        server_kind="external",
+        tokenizer=deployment.get("tokenizer"),
+        api_key=deployment.get("api_key"),
+        grpc_target=deployment.get("grpc"),
+        tls=Tls(
+            verify=bool(tls.get("verify", True)),
+            ca_bundle=str(base_dir / bundle) if bundle else None,
+        ),
+    )

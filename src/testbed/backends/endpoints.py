@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from testbed.backends.base import Backend, Handle
-from testbed.backends.external import external_endpoint
 from testbed.clients.endpoint import Endpoint
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
 
@@ -84,23 +85,28 @@ class EndpointsBackend(Backend):
         self.urls = dict(urls)
         self.base_dir = base_dir or Path.cwd()
 
+    def open_worker(
+        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+    ) -> AbstractAsyncContextManager[Handle]:
+        """A URL given with ``--endpoint`` wins, even over an external deployment's own."""
+        if str(deployment["name"]) in self.urls:
+            return self.provision(worker_id, deployment, work_dir)
+        return super().open_worker(worker_id, deployment, work_dir)
+
     @contextlib.asynccontextmanager
     async def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
         del work_dir
         name = str(deployment["name"])
-        if name in self.urls:
-            url = self.urls[name]
-            endpoint = (
-                stack_endpoint(deployment, url)  # its metrics Service is not reachable here
-                if deployment["server"] == "manifests"
-                else adapter_endpoint(deployment, url)
-            )
-            yield Handle(endpoint, info={"url": url})
-        elif deployment["server"] == "external":
-            yield Handle(external_endpoint(deployment, self.base_dir))
-        else:
+        if name not in self.urls:
             raise InputError(
                 f"worker {worker_id}: no --endpoint {name}=URL given for deployment {name}"
             )
+        url = self.urls[name]
+        endpoint = (
+            stack_endpoint(deployment, url)  # its metrics Service is not reachable here
+            if kind_of(deployment).stack
+            else adapter_endpoint(deployment, url)
+        )
+        yield Handle(endpoint, info={"url": url})

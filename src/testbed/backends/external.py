@@ -2,46 +2,32 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from testbed.backends.base import Backend, Handle
-from testbed.clients.endpoint import Endpoint, Tls
+from testbed.backends.base import Backend, Handle, external_endpoint
+from testbed.core.errors import InputError
+
+__all__ = ["ExternalBackend", "external_endpoint"]
 
 
 class ExternalBackend(Backend):
-    """Every deployment is ``server: external`` with a ``url``. Relative paths of the
-    deployments (``tls.ca_bundle``) start at ``base_dir`` (the campaign file's folder)."""
+    """Every deployment is ``server: external`` with a ``url`` (``Backend.open_worker``
+    answers those). Relative paths of the deployments (``tls.ca_bundle``) start at
+    ``base_dir`` (the campaign file's folder)."""
 
     name = "external"
 
     def __init__(self, base_dir: Path | None = None) -> None:
         self.base_dir = base_dir or Path.cwd()
 
-    @contextlib.asynccontextmanager
-    async def provision(
+    def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
-    ) -> AsyncIterator[Handle]:
+    ) -> AbstractAsyncContextManager[Handle]:
+        # Validation refuses these campaigns (ExternalBackend.refusals); a clear error anyway.
         del worker_id, work_dir
-        yield Handle(external_endpoint(deployment, self.base_dir))
-
-
-def external_endpoint(deployment: dict[str, Any], base_dir: Path) -> Endpoint:
-    """The endpoint of an ``external`` deployment; its api_key stays a ``${env:…}`` reference."""
-    tls = deployment.get("tls") or {}
-    bundle = tls.get("ca_bundle")
-    return Endpoint(
-        base_url=str(deployment["url"]).rstrip("/"),
-        protocols=(deployment.get("protocol", "openai"),),
-        model=str(deployment.get("model") or ""),
-        server_kind="external",
-        tokenizer=deployment.get("tokenizer"),
-        api_key=deployment.get("api_key"),
-        grpc_target=deployment.get("grpc"),
-        tls=Tls(
-            verify=bool(tls.get("verify", True)),
-            ca_bundle=str(base_dir / bundle) if bundle else None,
-        ),
-    )
+        raise InputError(
+            f"backend external provisions nothing, but {deployment['name']} needs a"
+            f" {deployment['server']} server — use `server: external` with a url"
+        )

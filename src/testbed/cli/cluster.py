@@ -28,6 +28,7 @@ def register(subparsers: Any) -> None:
     verbs = parser.add_subparsers(dest="cluster_command", metavar="VERB", parser_class=type(parser))
     emulate = verbs.add_parser(
         "emulate",
+        formatter_class=_ModelDefaults,
         help="serve an emulated Kubernetes API until stopped",
         description="Serve an emulated Kubernetes API (kubectl and the official client work"
         " against it) until SIGINT or SIGTERM.",
@@ -51,10 +52,8 @@ def _add_server_flags(emulate: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write the kubeconfig (mode 0600: it holds the token)",
     )
-    emulate.add_argument("--nodes", type=int, default=1, help="number of nodes (default 1)")
-    emulate.add_argument(
-        "--gpus-per-node", type=int, default=8, help="nvidia.com/gpu per node (default 8)"
-    )
+    emulate.add_argument("--nodes", type=int, help="number of nodes")
+    emulate.add_argument("--gpus-per-node", type=int, help="nvidia.com/gpu per node")
     emulate.add_argument(
         "--mig",
         action="append",
@@ -62,14 +61,10 @@ def _add_server_flags(emulate: argparse.ArgumentParser) -> None:
         metavar="PROFILE=COUNT",
         help="MIG slices per node, e.g. --mig 1g.10gb=7 (repeatable)",
     )
-    emulate.add_argument("--node-cpu", type=int, default=32, help="CPU cores per node (default 32)")
-    emulate.add_argument(
-        "--node-memory-gb", type=int, default=256, help="memory per node in GiB (default 256)"
-    )
-    emulate.add_argument("--node-pods", type=int, default=110, help="pods per node (default 110)")
-    emulate.add_argument(
-        "--gpu-product", default="NVIDIA-A100-SXM4-80GB", help="nvidia.com/gpu.product label"
-    )
+    emulate.add_argument("--node-cpu", type=int, help="CPU cores per node")
+    emulate.add_argument("--node-memory-gb", type=int, help="memory per node in GiB")
+    emulate.add_argument("--node-pods", type=int, help="pods per node")
+    emulate.add_argument("--gpu-product", help="nvidia.com/gpu.product label")
 
 
 def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
@@ -124,19 +119,16 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
     plane.add_argument(
         "--crash-backoff",
         type=float,
-        default=10.0,
         metavar="SECONDS",
-        help="first CrashLoopBackOff/ImagePullBackOff delay, doubling up to 300 s (default 10)",
+        help="first CrashLoopBackOff/ImagePullBackOff delay, doubling up to 300 s",
     )
     plane.add_argument(
         "--testbed-image-pattern",
-        default=r"(^|/)testbed([:@]|$)",
         metavar="REGEX",
         help="images run as `python -m testbed …` of this interpreter",
     )
     plane.add_argument(
         "--vllm-image-pattern",
-        default="vllm",
         metavar="REGEX",
         help="images run with the vLLM venv's python (vllm.entrypoints.openai.api_server)",
     )
@@ -146,6 +138,47 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="the vLLM interpreter (default $TESTBED_VLLM_PYTHON or .venv-vllm/bin/python)",
     )
+
+
+#: Flags whose default is the emulator's own: ``--help`` reads it from the model, which is
+#: imported only then (the emulator takes seconds to import); a flag not given is left out.
+_MODEL_FIELDS = {
+    "nodes": ("ClusterShape", "nodes"),
+    "gpus_per_node": ("ClusterShape", "gpus_per_node"),
+    "node_cpu": ("ClusterShape", "node_cpu"),
+    "node_memory_gb": ("ClusterShape", "node_memory_gb"),
+    "node_pods": ("ClusterShape", "node_pods"),
+    "gpu_product": ("ClusterShape", "gpu_product"),
+    "crash_backoff": ("KubeletSettings", "backoff_s"),
+    "testbed_image_pattern": ("ImageRules", "testbed_pattern"),
+    "vllm_image_pattern": ("ImageRules", "vllm_pattern"),
+}
+
+
+class _ModelDefaults(argparse.HelpFormatter):
+    """Help whose ``(default …)`` comes from the emulator's models, not a copy here."""
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        text = super()._expand_help(action)
+        source = _MODEL_FIELDS.get(action.dest)
+        return f"{text} (default {_model_default(*source)})" if source else text
+
+
+def _model_default(model: str, name: str) -> Any:
+    import dataclasses
+
+    from testbed import emulator
+
+    cls = getattr(emulator, model)
+    if dataclasses.is_dataclass(cls):
+        return next(f.default for f in dataclasses.fields(cls) if f.name == name)
+    return cls.model_fields[name].default
+
+
+def _given(args: argparse.Namespace, fields: dict[str, str]) -> dict[str, Any]:
+    """``{field: value}`` of the flags given (``fields``: flag dest → model field)."""
+    values = {field: getattr(args, dest) for dest, field in fields.items()}
+    return {field: value for field, value in values.items() if value is not None}
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
@@ -177,16 +210,11 @@ def shape_from_args(args: argparse.Namespace) -> Any:
         "node_pods": "--node-pods",
         "gpu_product": "--gpu-product",
     }
+    fields = {
+        dest: field for dest, (model, field) in _MODEL_FIELDS.items() if model == "ClusterShape"
+    }
     try:
-        return ClusterShape(
-            nodes=args.nodes,
-            gpus_per_node=args.gpus_per_node,
-            mig=mig,
-            node_cpu=args.node_cpu,
-            node_memory_gb=args.node_memory_gb,
-            node_pods=args.node_pods,
-            gpu_product=args.gpu_product,
-        )
+        return ClusterShape(mig=mig, **_given(args, fields))
     except ValidationError as exc:
         problems = [f"{flags.get(str(e['loc'][0]), e['loc'][0])}: {e['msg']}" for e in exc.errors()]
         raise InputError("; ".join(problems)) from None
@@ -209,11 +237,13 @@ def plane_from_args(args: argparse.Namespace) -> Any:
         ("--testbed-image-pattern", args.testbed_image_pattern),
         ("--vllm-image-pattern", args.vllm_image_pattern),
     ):
+        if pattern is None:
+            continue
         try:
             re.compile(pattern)
         except re.error as exc:
             raise InputError(f"{flag} {pattern!r} is not a regular expression: {exc}") from None
-    if args.crash_backoff <= 0:
+    if args.crash_backoff is not None and args.crash_backoff <= 0:
         raise InputError(
             f"--crash-backoff {args.crash_backoff}: must be a positive number of seconds"
         )
@@ -223,10 +253,12 @@ def plane_from_args(args: argparse.Namespace) -> Any:
         )
     return PlaneSettings(
         state_dir=args.state_dir,
-        kubelet=KubeletSettings(backoff_s=args.crash_backoff),
+        kubelet=KubeletSettings(**_given(args, {"crash_backoff": "backoff_s"})),
         images=ImageRules(
-            testbed_pattern=args.testbed_image_pattern,
-            vllm_pattern=args.vllm_image_pattern,
+            **_given(
+                args,
+                {"testbed_image_pattern": "testbed_pattern", "vllm_image_pattern": "vllm_pattern"},
+            ),
             vllm_python=vllm_lookup(args.vllm_python),
             tgi_stand_in=tgi_stand_in() if args.tgi_stand_in else None,
             sim_stand_in=(

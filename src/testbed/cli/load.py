@@ -186,7 +186,8 @@ def _config(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
     from testbed.config.load import LoadProbe
-    from testbed.probes.load.capacity import Limits, excess
+    from testbed.probes.limits import Limits
+    from testbed.probes.load.capacity import excess
 
     try:
         config = LoadProbe.model_validate(section(args))

@@ -60,7 +60,11 @@ def handle(args: argparse.Namespace) -> int:
     if args.manifests:
         from pathlib import Path
 
-        from testbed.backends.kubernetes.export import plan_objects, stack_objects, write_manifests
+        from testbed.backends.kubernetes.manifest_files import (
+            plan_objects,
+            stack_objects,
+            write_manifests,
+        )
         from testbed.backends.kubernetes.names import run_namespace
         from testbed.execution.cluster_probes import probe_objects
 

@@ -32,6 +32,7 @@ _SUBMIT_FLAGS = (  # (flag, ScaleProbe field, type, help)
         "training pods complete after this long (emulator, KWOK)",
     ),
     ("--image", "image", str, "container image of the pods"),
+    ("--priority-class", "priority_class", str, "spec.priorityClassName of every pod"),
 )
 
 
@@ -58,6 +59,12 @@ def _register_submit(verbs: argparse._SubParsersAction[argparse.ArgumentParser])
     submit.add_argument("--template", help="YAML template (Jinja2 placeholders) of one workload")
     submit.add_argument(
         "--pvc", action="store_true", default=None, help="add a PVC to each workload"
+    )
+    submit.add_argument(
+        "--gang",
+        action="store_true",
+        default=None,
+        help="all of a workload's pods or none: a PodGroup with minMember = workers",
     )
     submit.add_argument(
         "--project",
@@ -161,7 +168,7 @@ def _config(args: argparse.Namespace) -> Any:
 
     fields: dict[str, Any] = {d: getattr(args, d) for _, d, _, _ in _SUBMIT_FLAGS}
     fields = {k: v for k, v in fields.items() if v is not None}
-    fields["template"], fields["pvc"] = args.template, args.pvc
+    fields["template"], fields["pvc"], fields["gang"] = args.template, args.pvc, args.gang
     values: dict[str, Any] = {}
     for item in args.set:
         key, sep, raw = item.partition("=")
@@ -282,7 +289,7 @@ def handle_plot(args: argparse.Namespace) -> int:
 
 
 def handle_nodes(args: argparse.Namespace) -> int:
-    from testbed.probes.scale.nodes import create_nodes, delete_nodes
+    from testbed.probes.scale.kwok import create_nodes, delete_nodes
 
     kube = _kube(args)
     if args.delete:

@@ -16,6 +16,7 @@ their kind (``HfParams`` plus ``batch_invariant`` and ``served_model_name``; ``V
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 #: Simulator flags: (flag, SimParams dotted key, type, help). The one list the parser, the
@@ -117,15 +118,15 @@ def _dest(key: str) -> str:
 def handle(args: argparse.Namespace) -> int:
     from testbed.core.errors import InputError
 
+    serve, takes = _KINDS[args.kind]
     given = [flag for flag, key, _, _ in SIM_FLAGS if getattr(args, _dest(key)) is not None]
     given += ["--params-env"] if args.params_env else []
-    if given and args.kind != "sim":
+    if given and "sim" not in takes:
         raise InputError(f"{', '.join(given)} only apply to `testbed serve sim`")
-    if args.threads is not None and args.kind != "hf":
+    if args.threads is not None and "threads" not in takes:
         raise InputError(f"--threads only applies to `testbed serve hf`, not {args.kind}")
-    if args.kind == "vllm" and (args.protocols or args.grpc_port != GRPC_PORT):
+    if (args.protocols or args.grpc_port != GRPC_PORT) and "protocols" not in takes:
         raise InputError("--protocols and --grpc-port apply to `testbed serve sim` and `hf`")
-    serve = {"sim": _serve_sim, "hf": _serve_hf, "vllm": _serve_vllm}[args.kind]
     return serve(args)
 
 
@@ -283,3 +284,12 @@ def _serve_sim(args: argparse.Namespace) -> int:
     finally:
         loop.close()
     return 0
+
+
+#: Each kind's server and the groups of flags it takes (the simulator's own, --threads,
+#: --protocols/--grpc-port); the others refuse them rather than ignore them.
+_KINDS: dict[str, tuple[Callable[[argparse.Namespace], int], frozenset[str]]] = {
+    "sim": (_serve_sim, frozenset({"sim", "protocols"})),
+    "hf": (_serve_hf, frozenset({"threads", "protocols"})),
+    "vllm": (_serve_vllm, frozenset()),
+}

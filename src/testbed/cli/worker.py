@@ -98,6 +98,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _check_endpoints(endpoints: dict[str, str], workers: Any, deployments: Any) -> None:
     """Every URL names a deployment; every server the treatment needs has a URL."""
+    from testbed.config.server_kinds import provisioned
     from testbed.core.errors import InputError
 
     names = [d.name for d in deployments]
@@ -108,7 +109,7 @@ def _check_endpoints(endpoints: dict[str, str], workers: Any, deployments: Any) 
                 f" known: {', '.join(names) or '(none)'}"
             )
     for worker in workers:
-        if worker.deployment not in endpoints and worker.server != "external":
+        if worker.deployment not in endpoints and provisioned(worker.config):
             raise InputError(
                 f"the treatment needs deployment {worker.deployment}: give"
                 f" --endpoint {worker.deployment}=URL (with --endpoint nothing is provisioned)"

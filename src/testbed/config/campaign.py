@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -16,13 +16,15 @@ from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
+from testbed.config.server_kinds import kind_of, provisioned
+from testbed.config.stacks import StackDeployment
 from testbed.config.steps import COMMAND_KEY, LeaseSettings, Steps
 from testbed.core.secrets import is_reference
 
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
-class _BackendBase(Strict):
+class _BackendSettings(Strict):
     """What every backend shares: which server kinds it can run."""
 
     def refusals(
@@ -33,7 +35,7 @@ class _BackendBase(Strict):
         return []
 
 
-class LocalBackend(_BackendBase):
+class LocalSettings(_BackendSettings):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
 
     kind: Literal["local"] = "local"
@@ -59,16 +61,12 @@ class LocalBackend(_BackendBase):
                 raise ValueError(f"gpus {value} repeats an id; list each GPU once")
         return value
 
-    #: Server kinds that run as a child process here; tgi and tgis ship only as container
-    #: images (their adapters build a pod's container, not a local command line).
-    SERVERS: ClassVar[tuple[str, ...]] = ("sim", "hf", "vllm", "external")
-
     def refusals(
         self, deployments: Sequence[Deployment]
     ) -> list[tuple[str, tuple[int | str, ...]]]:
         found = cluster_only_fields(deployments, "local")
         for i, d in enumerate(deployments):
-            if d.server == "manifests":
+            if kind_of(d).stack:
                 found.append(
                     (
                         f"{d.name} is a stack of Kubernetes objects (server: manifests), which"
@@ -77,7 +75,7 @@ class LocalBackend(_BackendBase):
                         ("deployments", i, "server"),
                     )
                 )
-            elif d.server not in self.SERVERS:
+            elif kind_of(d).provisioned and not kind_of(d).local:
                 found.append(
                     (
                         f"server {d.server!r} cannot run on the local backend ({d.server} ships"
@@ -111,7 +109,7 @@ def _env_reference(value: str, what: str) -> str:
     return value
 
 
-class KubernetesBackend(_BackendBase):
+class KubernetesSettings(_BackendSettings):
     """Workers are pods of a cluster, reached with the official kubernetes client."""
 
     kind: Literal["kubernetes"]
@@ -178,7 +176,7 @@ class KubernetesBackend(_BackendBase):
         return None if value is None else _env_reference(value, "tokens")
 
     @model_validator(mode="after")
-    def _pairs(self) -> KubernetesBackend:
+    def _pairs(self) -> KubernetesSettings:
         if self.token and not self.server:
             raise ValueError("backend.token is given without backend.server — set server: URL")
         if self.server and (self.kubeconfig or self.context):
@@ -200,7 +198,7 @@ class KubernetesBackend(_BackendBase):
         found: list[tuple[str, tuple[int | str, ...]]] = []
         for i, d in enumerate(deployments):
             where = f"model {d.model!r}"
-            if d.server in ("external", "sim", "manifests"):
+            if not kind_of(d).weights:
                 continue
             if d.model.startswith(("/", ".", "~")) and not self.model_pvc:
                 found.append(
@@ -210,7 +208,7 @@ class KubernetesBackend(_BackendBase):
                         ("deployments", i, "model"),
                     )
                 )
-            if d.model.startswith("bundled:") and d.server != "hf":
+            if d.model.startswith("bundled:") and not kind_of(d).bundled_models:
                 found.append(
                     (
                         f"{where}: only testbed's own image (server hf) carries bundled models"
@@ -226,9 +224,9 @@ class KubernetesBackend(_BackendBase):
                     ("deployments", i, "server"),
                 )
                 for i, d in enumerate(deployments)
-                if d.server == "external"
+                if not provisioned(d)
             ]
-        under_test = [d.name for d in deployments if d.server in ("vllm", "tgi", "tgis")]
+        under_test = [d.name for d in deployments if kind_of(d).under_test]
         for field, flag, value in (
             ("server_image", "server_image (--image)", self.server_image),
             ("image_tag", "image_tag (--image-tag)", self.image_tag),
@@ -269,7 +267,7 @@ class KubernetesBackend(_BackendBase):
         return found  # fmt: skip
 
 
-class ExternalBackend(_BackendBase):
+class ExternalSettings(_BackendSettings):
     """Nothing is provisioned: every deployment is a URL that already serves."""
 
     kind: Literal["external"]
@@ -281,11 +279,11 @@ class ExternalBackend(_BackendBase):
             (
                 f"backend external provisions nothing, but {d.name} needs a {d.server} server"
                 " — use `server: external` with a url, or backend:"
-                f" {'kubernetes' if d.server == 'manifests' else 'local'}",
+                f" {'kubernetes' if kind_of(d).stack else 'local'}",
                 ("deployments", i, "server"),
             )
             for i, d in enumerate(deployments)
-            if d.server != "external"
+            if provisioned(d)
         ]
 
 
@@ -295,7 +293,7 @@ def cluster_only_fields(
     """Fields only a cluster honours are refused elsewhere, never silently ignored."""
     found: list[tuple[str, tuple[int | str, ...]]] = []
     for i, d in enumerate(deployments):
-        if d.server == "manifests":
+        if isinstance(d, StackDeployment):
             continue  # a stack has none of these fields (and is refused off a cluster)
         for path, what, given in (
             (("image",), "is a container image, used only by", d.image is not None),
@@ -327,7 +325,9 @@ def cluster_only_fields(
     return found  # fmt: skip
 
 
-Backend = Annotated[LocalBackend | KubernetesBackend | ExternalBackend, Field(discriminator="kind")]
+BackendSettings = Annotated[
+    LocalSettings | KubernetesSettings | ExternalSettings, Field(discriminator="kind")
+]
 
 
 class Results(Strict):
@@ -351,7 +351,7 @@ class Campaign(Strict):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="campaign name")
     description: str = ""
-    backend: Backend = Field(default_factory=LocalBackend)
+    backend: BackendSettings = Field(default_factory=LocalSettings)
     deployments: list[Deployment] = Field(default_factory=list)
     matrix: Matrix | None = None
     correctness: CorrectnessProbe | None = None
@@ -459,16 +459,9 @@ class Campaign(Strict):
         for section, field, names in wanted:
             for d in self.deployments:
                 if (names is None or d.name in names) and not serves_tgis(d):
-                    fix = (
-                        "add tgis to its params.protocols"
-                        if d.server in ("sim", "hf")
-                        else "set protocol: tgis and grpc: HOST:PORT"
-                        if d.server == "external"
-                        else f"use {'tgi' if d.server == 'tgi' else 'openai'} for it"
-                    )
                     return (
                         f"{section}.{field} is tgis (gRPC), which deployment '{d.name}'"
-                        f" ({d.server}) does not serve — {fix}",
+                        f" ({d.server}) does not serve — {kind_of(d).tgis_fix}",
                         (section, field),
                     )
         return None
@@ -510,9 +503,7 @@ class Campaign(Strict):
 
 def serves_tgis(deployment: Any) -> bool:
     """Whether a deployment serves TGIS's gRPC (``protocol: tgis`` probes need it)."""
-    if deployment.server == "tgis":
-        return True
-    if deployment.server == "external":
+    by = kind_of(deployment).tgis_by
+    if by == "protocol":
         return bool(deployment.protocol == "tgis")
-    protocols = getattr(deployment.params, "protocols", ())
-    return deployment.server in ("sim", "hf") and "tgis" in protocols
+    return by == "always" or (by == "params" and "tgis" in deployment.params.protocols)

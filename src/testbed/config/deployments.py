@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from testbed.config.server_kinds import KINDS
 from testbed.config.sim import SimParams
 from testbed.config.stacks import StackDeployment
 from testbed.core.kube.gpu import CAMPAIGN_MIG, mig_memory_gb
@@ -415,4 +416,4 @@ Deployment = Annotated[
     Field(discriminator="server"),
 ]
 
-SERVER_KINDS = ("sim", "hf", "vllm", "tgi", "tgis", "external", "manifests")
+SERVER_KINDS = tuple(KINDS)

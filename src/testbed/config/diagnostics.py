@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import PydanticCustomError
 
 from testbed.config.provenance import Path, Provenance
+from testbed.config.server_kinds import KINDS
 
 #: The error type of :func:`located` problems.
 LOCATED = "located"
@@ -89,7 +90,7 @@ def data_path(loc: tuple[Any, ...], data: Any) -> Path:
 def _looks_like_tag(part: str) -> bool:
     return (
         "[" in part
-        or part in {"sim", "hf", "vllm", "tgi", "tgis", "external", "manifests"}
+        or part in KINDS
         or part
         in {
             "local",

@@ -125,6 +125,14 @@ class ScaleProbe(Strict):
     workers: int = Field(1, gt=0, description="pods of a distributed workload")
     gpus: int = Field(1, ge=0, description="nvidia.com/gpu requested by each pod")
     pvc: bool = Field(False, description="add a PersistentVolumeClaim to each workload")
+    gang: bool = Field(
+        False,
+        description="schedule each workload's pods as a gang: a PodGroup (scheduling.x-k8s.io)"
+        " with minMember = workers, its pods labelled scheduling.x-k8s.io/pod-group",
+    )
+    priority_class: str | None = Field(
+        None, description="spec.priorityClassName of every pod (the class must exist)"
+    )
     run_seconds: float | None = Field(
         None, gt=0, description="training pods complete after this long (emulator and KWOK)"
     )

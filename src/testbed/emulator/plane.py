@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from testbed.emulator.controllers.deployments import DeploymentController
 from testbed.emulator.controllers.jobs import JobController
+from testbed.emulator.controllers.podgroups import PodGroupController
 from testbed.emulator.controllers.replicasets import ReplicaSetController
 from testbed.emulator.kubelet.container import KubeletSettings
 from testbed.emulator.kubelet.images import ImageRules
@@ -89,6 +90,7 @@ class ControlPlane:
             DeploymentController(store),
             ReplicaSetController(store),
             JobController(store),
+            PodGroupController(store),
         )
         if settings.datashim:
             self.controllers += (datashim.install(store),)

@@ -14,6 +14,7 @@ from typing import Any
 
 from testbed.config.correctness import CorrectnessProbe
 from testbed.config.loader import LoadedCampaign
+from testbed.config.server_kinds import provisioned
 from testbed.plan.model import Plan
 from testbed.probes.correctness.cases import CaseFile, load_case_files
 from testbed.probes.correctness.runner import plan_items
@@ -22,7 +23,7 @@ from testbed.servers.adapters import adapter_for
 
 def served(config: Mapping[str, Any]) -> tuple[str, ...]:
     """The protocols a deployment will serve, as its backend will announce them."""
-    if config["server"] == "external":
+    if not provisioned(config):  # external: the protocol it was given
         return (str(config.get("protocol", "openai")),)
     return tuple(adapter_for(config["server"]).served_protocols(config.get("params") or {}))
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from testbed.config.loader import LoadedCampaign
 from testbed.config.provenance import Path as DocPath
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import CampaignError, InputError
 from testbed.plan.model import Plan
 
@@ -67,20 +68,26 @@ def check_api_keys(loaded: LoadedCampaign) -> None:
             )
 
 
-def check_load_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
-    """Each load section (matrix levels included) must fit this machine's open files and
-    memory, when its load generator runs here (CampaignError at the field's line)."""
+def check_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Each load and A/B section (matrix levels included) must fit this machine's open files
+    and memory, when its traffic starts here (CampaignError at the field's line)."""
+    from testbed.config.ab import AbProbe
     from testbed.config.load import LoadProbe
-    from testbed.probes.load.capacity import Limits, excess
+    from testbed.probes.ab import capacity as ab_capacity
+    from testbed.probes.limits import Limits
+    from testbed.probes.load import capacity as load_capacity
 
     limits = Limits.here()
     for probe, config in _probe_configs(plan):
-        if probe != "load":
+        if probe == "load":
+            found = load_capacity.excess(LoadProbe.model_validate(config), limits)
+        elif probe == "ab":
+            found = ab_capacity.excess(AbProbe.model_validate(config), limits)
+        else:
             continue
-        found = excess(LoadProbe.model_validate(config), limits)
         if found is not None:
-            at: DocPath = ("load", *found.field.split("."))
-            raise CampaignError(f"{_where(loaded, at)}: load.{found.field}: {found.message}")
+            at: DocPath = (probe, *found.field.split("."))
+            raise CampaignError(f"{_where(loaded, at)}: {probe}.{found.field}: {found.message}")
 
 
 def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
@@ -98,7 +105,7 @@ def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
 def _check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
     """Each stack worker's manifests render with its values, parse, and hold what its
     ``ready``/``endpoint``/``metrics`` name (placeholders: the run of ``testbed plan``)."""
-    stacks = [w for w in plan.workers.values() if w.server == "manifests"]
+    stacks = [w for w in plan.workers.values() if kind_of(w.config).stack]
     if not stacks:
         return
     from testbed.backends.kubernetes.stack import render_worker
@@ -153,7 +160,7 @@ def _check_local_models(loaded: LoadedCampaign) -> None:
     from testbed.servers.models import parse_source
 
     for i, deployment in enumerate(loaded.campaign.deployments):
-        if deployment.server not in ("hf", "vllm"):
+        if not (kind_of(deployment).local and kind_of(deployment).weights):
             continue
         at: DocPath = ("deployments", i, "model")
         try:

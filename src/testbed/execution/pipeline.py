@@ -15,6 +15,7 @@ from typing import Any
 from testbed import __version__
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
+from testbed.config.server_kinds import kind_of, provisioned
 from testbed.core.clock import wall_label
 from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
@@ -22,7 +23,7 @@ from testbed.execution.captures import Captures
 from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
-from testbed.execution.inputs import check_api_keys, check_files, check_load_capacity
+from testbed.execution.inputs import check_api_keys, check_capacity, check_files
 from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
 from testbed.execution.strategy import run_worker_sets
@@ -68,7 +69,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     check_files(loaded, plan)
     check_shippable(loaded, plan)
     if not in_cluster(loaded):  # a probe Job's pod has limits of its own
-        check_load_capacity(loaded, plan)
+        check_capacity(loaded, plan)
     check_steps(loaded)  # templates, named commands, toolbox scripts, keep
     return plan
 
@@ -79,24 +80,10 @@ def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) ->
     directory exists (InputError, exit 2), as must the ``${env:}`` API keys of external
     deployments. Reads files and variables; sends nothing."""
     check_api_keys(loaded)
-    declared = getattr(loaded.campaign.backend, "gpus", None)
-    if declared is not None and options.endpoints is None:  # ids this machine must offer
-        import os
-
-        from testbed.backends.local.gpus import discover
-
-        discover(declared, os.environ)
-    if loaded.campaign.backend.kind == "kubernetes" and options.endpoints is None:
-        from testbed.backends.kubernetes.weights import run_secrets
-        from testbed.clients.kube.connection import ConnectionSpec
-        from testbed.clients.kube.rest import Kube
-        from testbed.core.secrets import resolve
-
-        Kube.connect(ConnectionSpec.from_backend(loaded.campaign.backend)).close()
-        deployments = [
-            w.config for w in plan.workers.values() if w.server not in ("external", "manifests")
-        ]
-        run_secrets(deployments, loaded.campaign.backend.model_dump(mode="json"), resolve)
+    if options.endpoints is None:
+        deployments = [w.config for w in plan.workers.values() if kind_of(w.config).pod]
+        backend = loaded.campaign.backend.model_dump(mode="json")
+        backend_class(loaded.campaign.backend.kind).preflight(backend, deployments)
 
 
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
@@ -253,6 +240,7 @@ async def _held(
         if ok and "prepare" not in skip:
             observer.phase("prepare")
             configs = [plan.workers[w].config for w in plan.workers if w in used]
+            configs = [c for c in configs if provisioned(c)]
             for line in await backend.prepare(configs):
                 observer.phase("prepare", line)
             ok = await steps.stage("prepare")
@@ -324,7 +312,8 @@ async def _skip_infeasible(
 ) -> list[Treatment]:
     """Skip, with the backend's numbers, treatments whose workers can never start there."""
     used = {w for t in todo for w in t.workers}
-    reasons, notes = await backend.infeasible({w: plan.workers[w].config for w in sorted(used)})
+    configs = {w: plan.workers[w].config for w in sorted(used)}
+    reasons, notes = await backend.infeasible({w: c for w, c in configs.items() if provisioned(c)})
     for note in notes:
         observer.phase("prepare", note)
     keep = []
@@ -359,24 +348,23 @@ def kept_message(run_dir: RunDir) -> str:
     )
 
 
-def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
-    """The backend the campaign names."""
-    kind = loaded.campaign.backend.kind
+def backend_class(kind: str) -> type[Backend]:
+    """The class of backend ``kind``, imported on demand (the kubernetes client is an extra)."""
     if kind == "local":
         from testbed.backends.local import LocalBackend
 
-        return LocalBackend(
-            run_dir.path, loaded.base_dir, loaded.campaign.backend.model_dump(mode="json")
-        )
+        return LocalBackend
     if kind == "external":
         from testbed.backends.external import ExternalBackend
 
-        return ExternalBackend(loaded.base_dir)
+        return ExternalBackend
     from testbed.backends.kubernetes import KubernetesBackend
 
-    return KubernetesBackend(
-        run_dir.path,
-        loaded.campaign.backend.model_dump(mode="json"),
-        loaded.base_dir,
-        keep=loaded.campaign.execution.keep,
-    )
+    return KubernetesBackend
+
+
+def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
+    """The backend the campaign names, for the run in ``run_dir``."""
+    config = loaded.campaign.backend.model_dump(mode="json")
+    keep = loaded.campaign.execution.keep
+    return backend_class(config["kind"]).for_run(run_dir.path, config, loaded.base_dir, keep)

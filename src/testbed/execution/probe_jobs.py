@@ -133,13 +133,9 @@ class ProbeJobs:
     async def _started(self, changes: Changes, job: str) -> dict[str, Any]:
         """The Job's pod once its container runs (or already ended); failures to start it
         (image pull, configuration, unschedulable, timeouts) raise with the cluster's word."""
-        config = self.backend.config
+        settings = self.backend.settings
         loop = asyncio.get_running_loop()
-        deadline = (
-            loop.time()
-            + float(config.get("scheduled_timeout_s", 300.0))
-            + float(config.get("ready_timeout_s", 900.0))
-        )
+        deadline = loop.time() + settings.scheduled_timeout_s + settings.ready_timeout_s
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:

@@ -15,6 +15,7 @@ from typing import Any
 
 from testbed.backends.base import Handle
 from testbed.config.loader import LoadedCampaign
+from testbed.config.server_kinds import provisioned
 from testbed.core.errors import InputError
 from testbed.execution.pipeline import make_backend
 from testbed.plan.expand import expand
@@ -49,9 +50,12 @@ async def provision_one(
     worker_id, config = resolved_deployment(loaded, name)
     work_dir.mkdir(parents=True, exist_ok=True)
     backend = make_backend(loaded, RunDir(work_dir))
-    await backend.prepare([config])
+    if provisioned(config):
+        await backend.prepare([config])
     try:
-        async with backend.provision(worker_id, config, work_dir / "workers" / worker_id) as handle:
+        async with backend.open_worker(
+            worker_id, config, work_dir / "workers" / worker_id
+        ) as handle:
             yield Provisioned(worker_id, name, config, handle)
     finally:
         await backend.cleanup_leftovers(work_dir)

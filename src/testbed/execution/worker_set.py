@@ -154,7 +154,9 @@ class WorkerSetRunner:
                 self.observer.worker(worker_id, "starting")
                 stack.callback(self.observer.worker, worker_id, "stopped")
                 handles[worker_id] = await stack.enter_async_context(
-                    self.backend.provision(worker_id, worker.config, self.run_dir.worker(worker_id))
+                    self.backend.open_worker(
+                        worker_id, worker.config, self.run_dir.worker(worker_id)
+                    )
                 )
                 self.observer.worker(worker_id, f"ready at {handles[worker_id].endpoint.base_url}")
             yield handles

@@ -17,11 +17,11 @@ from typing import Any
 
 from testbed.config.catalogue import model_shape
 from testbed.config.deployments import gpu_count, gpu_memory_total
+from testbed.config.server_kinds import server_kind
 
 GIB = 1024**3
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "auto": 2}
 _OVERHEAD = 1.10
-_DEFAULT_BATCH = {"hf": 8, "vllm": 256, "tgi": 32, "tgis": 32}
 
 
 @dataclass(frozen=True)
@@ -43,20 +43,20 @@ class Estimate:
 
 def estimate(deployment: dict[str, Any]) -> Estimate | None:
     """The memory estimate of a resolved deployment, or None when it cannot be known."""
-    server = deployment.get("server")
+    kind = server_kind(str(deployment.get("server")))
     shape = model_shape(str(deployment.get("model", "")))
-    if server not in _DEFAULT_BATCH or shape is None:
+    if kind.default_batch is None or shape is None:
         return None
     params = deployment.get("params") or {}
     res = deployment.get("resources") or {}
     width = _BYTES.get(str(params.get("dtype", "float32")), 4)
     weights = shape.weight_bytes(width)
     context = int(params.get("max_model_len") or shape.context)
-    batch = int(params.get("max_batch_size") or _DEFAULT_BATCH[server])
-    if server == "vllm" and params.get("kv_cache_gb"):
+    batch = int(params.get("max_batch_size") or kind.default_batch)
+    if kind.kv_pool and params.get("kv_cache_gb"):
         kv = float(params["kv_cache_gb"]) * GIB
         kv_text = f"KV cache {params['kv_cache_gb']} GiB"
-    elif server == "vllm":
+    elif kind.kv_pool:
         kv = shape.kv_bytes_per_token(width) * context
         kv_text = f"KV {kv / GIB:.2f} GiB for one {context}-token sequence"
     else:

@@ -73,7 +73,10 @@ class _Expander:
                     f"{where}: matrix factor '{factor}' varies `{root}:`, which the campaign"
                     f" does not have — add a {root}: section or remove the factor"
                 )
-            targets(self.base, factor)  # raises for malformed keys
+            try:
+                targets(self.base, factor)  # raises for malformed keys
+            except CampaignError as exc:  # placed at the factor, like the errors above
+                raise CampaignError(f"{where}: matrix factor '{factor}': {exc}") from None
         for name in self.campaign.execution.unroll:
             if name not in factors:
                 raise CampaignError(

@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from testbed.backends.kubernetes.export import plan_objects
+from testbed.backends.kubernetes.manifest_files import plan_objects
 from testbed.backends.kubernetes.manifests import resources
 from testbed.backends.kubernetes.names import MANAGED_BY, RUN, WORKER, dns_name, label_value
 from testbed.config.loader import load_campaign

@@ -185,7 +185,8 @@ def test_rows_take_the_last_pod_of_a_gang_and_prefer_event_times() -> None:
     assert first.stages["running"] == pytest.approx(T0 + 401)
     assert "scheduled" not in table[2].stages  # one pod of two: not there yet
     assert table[3].error == "submit: quota exceeded"
-    assert first.extra == {}
+    # the gang's first pod scheduled: the earlier of the two Scheduled events
+    assert first.extra == {"gang.first_scheduled": pytest.approx(T0 + 100)}
 
 
 def test_censored_workloads_count_in_the_quantiles() -> None:
@@ -367,6 +368,7 @@ def test_job_and_podgroup_events_become_columns_and_pods_can_be_workloads(tmp_pa
     assert table[0].extra == {
         "event.Job.Completed": pytest.approx(T0 + 900),
         "event.PodGroup.Scheduled": pytest.approx(T0 + 150),
+        "gang.first_scheduled": pytest.approx(T0 + 100),
     }
     assert table[1].stages["completed"] == pytest.approx(T0 + 1950)
     assert table[1].extra["condition.SuccessCriteriaMet"] == pytest.approx(T0 + 1940)

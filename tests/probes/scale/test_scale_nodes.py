@@ -10,7 +10,7 @@ import pytest
 
 from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import Kube
-from testbed.probes.scale.nodes import NODE_LABEL, node
+from testbed.probes.scale.kwok import NODE_LABEL, node
 
 pytestmark = pytest.mark.kubernetes
 

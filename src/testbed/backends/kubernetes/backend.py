@@ -23,9 +23,7 @@ from typing import Any
 
 from testbed.backends.base import Backend, Handle
 from testbed.backends.endpoints import adapter_endpoint
-from testbed.backends.external import external_endpoint
 from testbed.backends.kubernetes import manifests
-from testbed.backends.kubernetes.capacity import infeasible_reason
 from testbed.backends.kubernetes.capture import capture
 from testbed.backends.kubernetes.lease import ClusterLease, holder_identity
 from testbed.backends.kubernetes.names import (
@@ -35,11 +33,15 @@ from testbed.backends.kubernetes.names import (
     server_image,
     worker_name,
 )
+from testbed.backends.kubernetes.node_fit import infeasible_reason
 from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
 from testbed.backends.kubernetes.stack import Stacks
 from testbed.backends.kubernetes.stack_journal import remove_journalled
+from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
+from testbed.config.campaign import KubernetesSettings
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import (
     ClusterAccessDenied,
     ClusterConflict,
@@ -74,6 +76,8 @@ class KubernetesBackend(Backend):
         self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
         self.run_id = run_dir.name
         self.config = dict(backend)
+        #: The same section validated once: its defaults are the model's, never copied here.
+        self.settings = KubernetesSettings.model_validate(self.config)
         self.keep = keep  # execution.keep: workers stay after the run (testbed cleanup DIR)
         self.namespace = run_namespace(self.run_id, self.config)
         self._kube: Kube | None = None
@@ -82,6 +86,19 @@ class KubernetesBackend(Backend):
         self._lock = asyncio.Lock()
         self._stacks = Stacks(self)  # server: manifests workers
 
+    @classmethod
+    def for_run(
+        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+    ) -> KubernetesBackend:
+        return cls(run_dir, config, base_dir, keep=keep)
+
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+        """The kubeconfig, context or ``${env:}`` token, and the ``${env:}`` keys of the
+        Secrets the workers need (S3, hub token)."""
+        Kube.connect(ConnectionSpec.from_backend(config)).close()
+        run_secrets(deployments, config, resolve)
+
     async def kube(self) -> Kube:
         if self._kube is None:
             spec = ConnectionSpec.from_backend(self.config)
@@ -89,7 +106,7 @@ class KubernetesBackend(Backend):
         return self._kube
 
     def in_cluster(self) -> bool:
-        access = self.config.get("access", "auto")
+        access = self.settings.access
         if access == "auto":
             return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
         return bool(access == "service")
@@ -141,7 +158,7 @@ class KubernetesBackend(Backend):
                 done.append(f"{obj['kind']} {obj['metadata']['name']} applied")
             label = ("Namespace", f"{self.namespace} labelled")
             existing = not owns_namespace(self.config)
-            if self.config.get("datashim") and existing and label not in self._applied:
+            if self.settings.datashim and existing and label not in self._applied:
                 patch = {"metadata": {"labels": {manifests.DATASHIM_LABEL: "enabled"}}}
                 await asyncio.to_thread(kube.patch, "Namespace", self.namespace, None, patch)
                 self._applied.add(label)
@@ -198,7 +215,7 @@ class KubernetesBackend(Backend):
         self, workers: dict[str, dict[str, Any]]
     ) -> tuple[dict[str, str], list[str]]:
         """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
-        pods = {w: c for w, c in workers.items() if c.get("server") not in manifests.NOT_PODS}
+        pods = {w: c for w, c in workers.items() if kind_of(c).pod}  # a stack has no one pod
         if not pods:
             return {}, []
         kube = await self.kube()
@@ -214,10 +231,7 @@ class KubernetesBackend(Backend):
     async def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
-        if deployment["server"] == "external":
-            yield Handle(external_endpoint(deployment, self.base_dir))
-            return
-        if deployment["server"] == "manifests":
+        if kind_of(deployment).stack:
             async with self._stacks.provision(worker_id, deployment, work_dir) as handle:
                 yield handle
             return
@@ -237,7 +251,7 @@ class KubernetesBackend(Backend):
                 self.run_id,
                 worker_id,
                 deployment,
-                self.config,
+                self.settings,
                 objects[0],
                 lineage,
             )
@@ -355,7 +369,7 @@ class KubernetesBackend(Backend):
         # Stacks first: their custom objects go before the CRDs and the namespace they need.
         stacks = await remove_journalled(kube, self.run_id, self.run_dir)
         selector = run_selector(self.run_id)
-        kinds = [*RUN_KINDS, *(["Dataset"] if self.config.get("datashim") else [])]
+        kinds = [*RUN_KINDS, *(["Dataset"] if self.settings.datashim else [])]
         gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
         if owns_namespace(self.config) and await asyncio.to_thread(
             kube.delete, "Namespace", self.namespace

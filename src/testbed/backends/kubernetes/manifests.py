@@ -21,6 +21,8 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.weights import datasets, pod_model, run_secrets
+from testbed.config.deployments import Resources, SimDeployment
+from testbed.config.server_kinds import kind_of
 from testbed.core.kube.gpu import GPU, mig_profile, mig_resource
 from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.servers.adapters import adapter_for
@@ -28,16 +30,17 @@ from testbed.servers.adapters import adapter_for
 DATASET_API = "datashim.io/v1alpha1"
 DATASHIM_LABEL = "monitor-pods-datasets"
 PROBE_PERIOD_S = 1  # the kubelet probes this often until ready (s)
+_STARTUP_TIMEOUT_S = SimDeployment.model_fields["startup_timeout_s"].default
 #: Server kinds that are no pod of testbed's: a URL, or a stack (backends.kubernetes.stack).
-NOT_PODS = ("external", "manifests")
 
 
 def resources(res: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """Requests and limits: tgis-tester's rules (limits default to 2 × CPU and 4 × memory);
     ``gpu: N`` → ``nvidia.com/gpu``; MIG ``{mig_1g_10gb: 1}`` → ``nvidia.com/mig-1g.10gb``."""
-    cpu, memory = float(res.get("cpu", 1.0)), float(res.get("memory_gb", 8.0))
-    limit_cpu = float(res.get("limit_cpu") or 2 * cpu)
-    limit_memory = float(res.get("limit_memory_gb") or 4 * memory)
+    asked = Resources.model_validate(res)  # the model's defaults, not copies of them
+    cpu, memory = asked.cpu, asked.memory_gb
+    limit_cpu = asked.limit_cpu or 2 * cpu
+    limit_memory = asked.limit_memory_gb or 4 * memory
     requests = {"cpu": cpu_quantity(cpu), "memory": memory_quantity(memory)}
     limits = {
         "cpu": cpu_quantity(max(limit_cpu, cpu)),
@@ -117,7 +120,8 @@ def server_container(
     path, port = adapter.readiness_path, adapter.container_port
     # Startup covers the whole startup timeout; liveness starts only after it succeeded,
     # so a slow model load is never killed as "dead".
-    startup = max(1, math.ceil(float(deployment.get("startup_timeout_s", 300)) / PROBE_PERIOD_S))
+    timeout = deployment.get("startup_timeout_s") or _STARTUP_TIMEOUT_S
+    startup = max(1, math.ceil(float(timeout) / PROBE_PERIOD_S))
     spec["startupProbe"] = _probe(path, port, startup)
     spec["readinessProbe"] = _probe(path, port, 3)
     spec["livenessProbe"] = {**_probe(path, port, 5), "periodSeconds": 10}
@@ -210,7 +214,7 @@ def run_objects(
     reveal: Callable[[str], str],
 ) -> list[dict[str, Any]]:
     """Every object of a run, in creation order: namespace, Secrets, Datasets, workers."""
-    deployments = [d for d in workers.values() if d.get("server") not in NOT_PODS]
+    deployments = [d for d in workers.values() if kind_of(d).pod]
     objects: list[dict[str, Any]] = []
     if own_namespace:
         objects.append(namespace(ns, run_id, bool(backend.get("datashim"))))
@@ -219,6 +223,6 @@ def run_objects(
     s3_secret = next((name for name, _ in secrets if name == "testbed-s3"), "testbed-s3")
     objects += [dataset(spec, ns, run_id, s3_secret) for spec in datasets(deployments, backend)]
     for worker_id, deployment in workers.items():
-        if deployment.get("server") not in NOT_PODS:
+        if kind_of(deployment).pod:
             objects += worker(run_id, worker_id, deployment, backend, ns)
     return objects

@@ -23,6 +23,7 @@ from testbed.backends.kubernetes.names import (
     testbed_image,
     worker_name,
 )
+from testbed.config.server_kinds import kind_of
 from testbed.servers.adapters import adapter_for
 
 PROBE = "testbed.io/probe"
@@ -55,7 +56,7 @@ def service_env_name(service: str, suffix: str) -> str:
 def service_url(worker_id: str, deployment: Mapping[str, Any]) -> str:
     """The worker's Service as a URL of ``$(VAR)`` references the kubelet expands (a stack's
     URL is known once it is ready: the run passes it; a plan shows where it comes from)."""
-    if deployment["server"] == "manifests":
+    if kind_of(deployment).stack:
         endpoint = deployment["endpoint"]
         what = " ".join(f"{k}={v}" for k, v in endpoint.items() if k != "protocols")
         return f"<the stack's endpoint once ready: {what}>"

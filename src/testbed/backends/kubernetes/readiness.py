@@ -23,6 +23,7 @@ from testbed.backends.base import Handle
 from testbed.backends.kubernetes.names import worker_selector
 from testbed.backends.kubernetes.podstate import PodState, requested, restarts, verdict_of
 from testbed.clients.kube import Changes, Kube
+from testbed.config.campaign import KubernetesSettings
 from testbed.core.errors import ServerStartError
 from testbed.servers.startup_log import root_cause
 
@@ -72,7 +73,7 @@ async def follow_until_ready(
     run_id: str,
     worker_id: str,
     deployment: Mapping[str, Any],
-    backend: Mapping[str, Any],
+    settings: KubernetesSettings,
     manifest: Mapping[str, Any],
     lineage: Lineage,
 ) -> dict[str, Any]:
@@ -81,8 +82,8 @@ async def follow_until_ready(
     name = f"{deployment['name']} ({deployment['server']})"
     loop = asyncio.get_running_loop()
     started = loop.time()
-    scheduled_by = started + float(backend.get("scheduled_timeout_s", 300.0))
-    ready_by = started + float(backend.get("ready_timeout_s", 900.0))
+    scheduled_by = started + settings.scheduled_timeout_s
+    ready_by = started + settings.ready_timeout_s
     changes = Changes(kube, "Pod", namespace, worker_selector(run_id, worker_id))
     scheduled = False
     last: Mapping[str, Any] | None = None

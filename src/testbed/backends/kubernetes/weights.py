@@ -19,6 +19,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from testbed.backends.kubernetes.names import MODELS_MOUNT, dns_name, testbed_image
+from testbed.config.campaign import S3Credentials
+from testbed.config.server_kinds import kind_of
 
 S3_SECRET = "testbed-s3"  # noqa: S105 - a Secret object's name
 HF_SECRET = "testbed-hf-token"  # noqa: S105 - a Secret object's name
@@ -60,7 +62,7 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
 def pod_model(deployment: Mapping[str, Any], backend: Mapping[str, Any]) -> PodModel:
     """The model pieces of a worker's pod (see the module docstring)."""
     model = str(deployment.get("model") or "")
-    if deployment["server"] == "sim" or model.startswith("bundled:"):
+    if not kind_of(deployment).weights or model.startswith("bundled:"):
         return PodModel(argument=model)
     if model.startswith("s3://"):
         return _s3_model(model, deployment, backend)
@@ -127,10 +129,10 @@ def run_secrets(
     """``(name, stringData)`` of the Secrets a run needs. ``reveal`` turns a ``${env:NAME}``
     reference into its value (a run) or a mask (``plan --manifests``)."""
     secrets = []
-    s3 = backend.get("s3") or {}
+    s3 = S3Credentials.model_validate(backend.get("s3") or {})  # the model's defaults
     if any(str(d.get("model") or "").startswith("s3://") for d in deployments):
-        key_id = reveal(str(s3.get("access_key_id", "${env:AWS_ACCESS_KEY_ID}")))
-        secret = reveal(str(s3.get("secret_access_key", "${env:AWS_SECRET_ACCESS_KEY}")))
+        key_id = reveal(s3.access_key_id)
+        secret = reveal(s3.secret_access_key)
         # Both spellings: boto3's variables, and the keys a Datashim Dataset's secret uses.
         data = {
             "AWS_ACCESS_KEY_ID": key_id,

@@ -17,18 +17,18 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from testbed import __version__
 from testbed.backends.base import Backend, Handle
-from testbed.backends.external import external_endpoint
 from testbed.backends.local import capture, gpus, process
 from testbed.backends.local.ports import free_port
 from testbed.backends.local.readiness import http_get, wait_ready
 from testbed.clients.endpoint import Endpoint
 from testbed.config.deployments import gpu_count
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import ServerStartError
 from testbed.servers.adapters import adapter_for
 from testbed.servers.models import parse_source, resolve_model
@@ -136,6 +136,20 @@ class LocalBackend(Backend):
                 ended.append(message)
         return ended
 
+    @classmethod
+    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+        """The GPU ids ``backend.gpus`` declares must be GPUs this machine offers."""
+        del deployments
+        if config.get("gpus") is not None:
+            gpus.discover(config["gpus"], os.environ)
+
+    @classmethod
+    def for_run(
+        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+    ) -> LocalBackend:
+        del keep  # local servers never outlive the run
+        return cls(run_dir, base_dir, dict(config))
+
     async def capture_state(
         self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
     ) -> list[str]:
@@ -151,7 +165,7 @@ class LocalBackend(Backend):
         seen: set[str] = set()
         for deployment in deployments:
             model = str(deployment.get("model") or "")
-            if deployment["server"] not in ("hf", "vllm") or model in seen:
+            if not _reads_local_weights(deployment) or model in seen:
                 continue
             seen.add(model)
             folder = await asyncio.to_thread(
@@ -164,9 +178,6 @@ class LocalBackend(Backend):
     async def provision(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
     ) -> AsyncIterator[Handle]:
-        if deployment["server"] == "external":
-            yield Handle(external_endpoint(deployment, self.base_dir))
-            return
         adapter = adapter_for(deployment["server"])
         port = free_port(HOST)
         model_path = _model_path(deployment)
@@ -181,7 +192,7 @@ class LocalBackend(Backend):
         env = {
             **self.environ,
             **gpus.device_environment(devices, machine_has_gpus),
-            **adapter.env(params),
+            **adapter.env(params, gpus=len(devices)),
             **(params.get("env") or {}),
         }
         server = await process.start(
@@ -243,7 +254,7 @@ def _because(server: process.ServerProcess) -> str:
 
 def _model_path(deployment: dict[str, Any]) -> Path | None:
     """The local folder of a real server's model (prepared in the prepare phase)."""
-    if deployment["server"] not in ("hf", "vllm"):
+    if not _reads_local_weights(deployment):
         return None
     source = parse_source(str(deployment["model"]))
     if source.kind == "hub":
@@ -265,3 +276,9 @@ async def _version(port: int, server: str) -> str:
             if version:
                 return f"{server} {version}"
     return f"{server} (testbed {__version__})"
+
+
+def _reads_local_weights(deployment: dict[str, Any]) -> bool:
+    """A child process here that reads model weights from a folder of this machine."""
+    kind = kind_of(deployment)
+    return kind.local and kind.weights

@@ -12,7 +12,7 @@ Two kinds of image are *known* and run as local processes:
   ``$TESTBED_VLLM_PYTHON``, ``.venv-vllm`` of the checkout or of the current directory).
 
 Handed a ``tgi_stand_in`` (``--tgi-stand-in``), a TGI or TGIS image (name matching
-``tgi_pattern``) is a third kind: the stand-in plays it (``standins.tgi``, testbed's
+``tgi_pattern``) is a third family: the stand-in plays it (``standins.tgi``, testbed's
 reference server).
 
 Handed a ``sim_stand_in`` (``--gateway-stand-in``, ``--vllm-stand-in``), a vLLM image (name
@@ -64,8 +64,9 @@ class ImageRules:
     sim_pattern: str = r"vllm|(^|/)llm-d(-cuda|-cpu|-xpu|-rocm|-aws|-gke)?([:@]|$)"
     python: str = field(default=sys.executable)
 
-    def kind(self, image: str) -> str:
-        """``testbed``, ``sim`` or ``tgi`` (played by a stand-in), ``vllm`` or ``unknown``."""
+    def family(self, image: str) -> str:
+        """The image's family (not a server kind): ``testbed``, ``sim`` or ``tgi`` (played by
+        a stand-in), ``vllm`` or ``unknown``."""
         if re.search(self.testbed_pattern, image):
             return "testbed"
         if self.sim_stand_in is not None and re.search(self.sim_pattern, image):
@@ -87,14 +88,14 @@ def host_argv(container: Mapping[str, Any], rules: ImageRules) -> tuple[list[str
     image = str(container.get("image") or "")
     command = [str(part) for part in container.get("command") or []]
     args = [str(part) for part in container.get("args") or []]
-    kind = rules.kind(image)
-    if kind == "testbed":
+    family = rules.family(image)
+    if family == "testbed":
         return _testbed_argv(command, args, rules), ""
-    if kind == "vllm":
+    if family == "vllm":
         return _vllm_argv(command, args, rules), ""
-    if kind == "tgi" and rules.tgi_stand_in is not None:
+    if family == "tgi" and rules.tgi_stand_in is not None:
         return rules.tgi_stand_in(rules.python, image, command, args)
-    if kind == "sim" and rules.sim_stand_in is not None:
+    if family == "sim" and rules.sim_stand_in is not None:
         return rules.sim_stand_in(rules.python, image, command, args)
     return None, ""
 

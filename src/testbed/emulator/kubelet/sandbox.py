@@ -161,7 +161,7 @@ def launch_for(
     host_env.update(moved)
     host_env["HOSTNAME"] = str(pod["metadata"]["name"])
     cwd = sandbox.scratch
-    if rules.kind(str(container.get("image") or "")) != "unknown":
+    if rules.family(str(container.get("image") or "")) != "unknown":
         cwd.mkdir(parents=True, exist_ok=True)
     if container.get("workingDir"):
         wanted = Path(relocate(str(container["workingDir"]), {}, mounts))

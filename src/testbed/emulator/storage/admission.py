@@ -3,7 +3,8 @@
 What the real API server does to a create request before storing it: the namespace must
 exist and not be terminating, a ``generateName`` gets its random suffix, names, labels and
 annotations are validated, server-owned metadata is replaced, status is reset (except a
-node's), and the kind's defaults and checks are applied (:mod:`defaults`).
+node's), and the kind's defaults and checks are applied (:mod:`defaults`); a pod's
+priority comes from its PriorityClass (:mod:`priority`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from testbed.emulator.storage import meta as _meta
+from testbed.emulator.storage import priority
 from testbed.emulator.storage.defaults import prepare_create
 from testbed.emulator.storage.errors import (
     already_exists,
@@ -27,6 +29,14 @@ class Reader(Protocol):
     """What admission reads of the store it admits into (:class:`.store.Store`)."""
 
     def try_get(self, key: str, namespace: str | None, name: str) -> Obj | None: ...
+
+    def list(
+        self,
+        key: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> tuple[list[Obj], int]: ...
 
 
 #: Kinds whose status a create keeps (the real server keeps node status and resets others').
@@ -78,6 +88,10 @@ def admit_new(store: Reader, rt: ResourceType, obj: Obj, namespace: str | None) 
     errors = prepare_create(rt.key, obj)
     if errors:
         raise invalid(rt.kind, rt.group, name, errors)
+    if rt.key == "pods":
+        priority.admit_pod(store, obj)
+    elif rt.key == priority.KEY:
+        priority.admit_class(store, obj)
     return space, name
 
 

@@ -48,11 +48,24 @@ def _pod_spec(spec: dict[str, Any], where: str) -> Errors:
             container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
             container.setdefault("terminationMessagePath", "/dev/termination-log")
             container.setdefault("terminationMessagePolicy", "File")
-            container.setdefault("resources", {})
+            resources = container.setdefault("resources", {})
+            _quantities_as_text(resources)
             for port in container.get("ports") or []:
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
     return errors
+
+
+def _quantities_as_text(resources: Any) -> None:
+    """The server stores quantities as strings (``2`` → ``"2"``): clients parse them so."""
+    if not isinstance(resources, dict):
+        return
+    for part in ("limits", "requests"):
+        amounts = resources.get(part)
+        if isinstance(amounts, dict):
+            for name, value in amounts.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    amounts[name] = str(value)
 
 
 def _pod(obj: dict[str, Any]) -> Errors:

@@ -114,6 +114,9 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType(
+        "scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, short_names=("pc",)
+    ),
+    ResourceType(
         "events.k8s.io", "v1", "Event", "events", True, short_names=("ev",), storage="events"
     ),
     # RBAC objects are stored and served (manifests apply and read back); nothing enforces them.

@@ -11,10 +11,11 @@ Deletion, owner references and namespaces live in :mod:`testbed.emulator.storage
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from testbed.emulator.storage import crds
+from testbed.emulator.storage import crds, priority
 from testbed.emulator.storage import meta as _meta
 from testbed.emulator.storage.admission import admit_new
 from testbed.emulator.storage.collector import Collector
@@ -62,9 +63,13 @@ class Store:
         #: When True (a kubelet runs), deleting a pod bound to a node only marks it with a
         #: deletionTimestamp; the kubelet removes it once its containers stopped.
         self.graceful_pods = False
+        #: Inside :meth:`one_version`: the resourceVersion every write there shares.
+        self._shared_rv: int | None = None
         crds.follow(self)
         for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.create("namespaces", {"metadata": {"name": name}})
+        for pc in priority.system_classes():
+            self.create(priority.KEY, pc)
 
     # -- types -------------------------------------------------------------------------
     def add_bucket(self, rt: ResourceType) -> None:
@@ -144,6 +149,26 @@ class Store:
         self._admitters.setdefault(key, []).append(admit)
 
     # -- writes ------------------------------------------------------------------------
+    def _next_rv(self) -> int:
+        if self._shared_rv is None:
+            self._rv += 1
+        return self._rv
+
+    @contextmanager
+    def one_version(self) -> Iterator[None]:
+        """Writes inside share one resourceVersion, as one etcd transaction writing several
+        keys does: a watcher that applies every event of a version before looking never
+        sees some of them done and others not (the scheduler binds a gang so)."""
+        if self._shared_rv is not None:
+            yield
+            return
+        self._rv += 1
+        self._shared_rv = self._rv
+        try:
+            yield
+        finally:
+            self._shared_rv = None
+
     def create(
         self,
         key: str,
@@ -162,8 +187,7 @@ class Store:
         for admit in self._admitters.get(key, ()):
             admit(obj)
         meta = obj["metadata"]
-        self._rv += 1
-        meta["resourceVersion"] = str(self._rv)
+        meta["resourceVersion"] = str(self._next_rv())
         bucket.objects.setdefault(space, {})[name] = obj
         self.collector.indexed(key, None, obj)
         self._emit(bucket, Event(ADDED, obj, self._rv))
@@ -246,8 +270,7 @@ class Store:
             meta["generation"] = int(meta["generation"]) + 1
         if current["metadata"].get("deletionTimestamp") and not meta.get("deletionTimestamp"):
             meta["deletionTimestamp"] = current["metadata"]["deletionTimestamp"]
-        self._rv += 1
-        meta["resourceVersion"] = str(self._rv)
+        meta["resourceVersion"] = str(self._next_rv())
         space = meta.get("namespace", "")
         bucket.objects[space][meta["name"]] = new
         self.collector.indexed(bucket.rt.key, current, new)
@@ -342,7 +365,7 @@ class Store:
         if objects.get(meta["name"]) is not obj:
             return obj
         del objects[meta["name"]]
-        self._rv += 1
+        self._next_rv()
         gone = dict(obj, metadata=dict(meta, resourceVersion=str(self._rv)))
         self.collector.indexed(key, obj, None)
         self._emit(bucket, Event(DELETED, gone, self._rv))

@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 
 from testbed.config.loader import LoadedCampaign
+from testbed.config.server_kinds import kind_of
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.core.ids import slugify
 from testbed.core.secrets import names
@@ -142,7 +144,7 @@ def _stack_rules(loaded: LoadedCampaign) -> list[dict[str, Any]]:
     backend = loaded.campaign.backend.model_dump(mode="json")
     groups: set[str] = set()
     for deployment in loaded.campaign.deployments:
-        if deployment.server == "manifests":
+        if kind_of(deployment).stack:
             config = deployment.model_dump(mode="json")
             objects = render_worker("export", deployment.name, config, backend, loaded.base_dir)
             groups |= {o.api_version.rpartition("/")[0] for o in objects}
@@ -200,7 +202,7 @@ def _stack_files(loaded: LoadedCampaign) -> list[str]:
     """The files of every stack's ``manifests:`` (relative to the campaign's folder)."""
     found: dict[str, None] = {}
     for deployment in loaded.campaign.deployments:
-        if deployment.server != "manifests":
+        if not isinstance(deployment, StackDeployment):  # the stack variant has manifests
             continue
         given = PurePosixPath(deployment.manifests)
         if given.is_absolute() or ".." in given.parts:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from testbed.config.deployments import Resources
 from testbed.core.kube.gpu import GPU
 from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.execution.export.objects import (
@@ -86,10 +87,13 @@ def resources(task: Task, plan: Plan, backend: str) -> dict[str, Any]:
     resources; otherwise the pod only drives probes (the servers are pods of their own)."""
     if backend != "local":
         return {"requests": {"cpu": "1", "memory": "1Gi"}}
-    configs = [plan.workers[w].config.get("resources") or {} for w in task.treatment.workers]
-    cpu = sum(float(c.get("cpu", 1)) for c in configs) or 1.0
-    memory = sum(float(c.get("memory_gb", 1)) for c in configs) or 1.0
-    gpu = sum(int(c.get("gpu") or 0) for c in configs if isinstance(c.get("gpu"), int))
+    configs = [
+        Resources.model_validate(plan.workers[w].config.get("resources") or {})
+        for w in task.treatment.workers
+    ]
+    cpu = sum(c.cpu for c in configs) or 1.0
+    memory = sum(c.memory_gb for c in configs) or 1.0
+    gpu = sum(c.gpu for c in configs if isinstance(c.gpu, int))
     requests = {"cpu": cpu_quantity(cpu), "memory": memory_quantity(memory)}
     spec: dict[str, Any] = {"requests": requests}
     if gpu:

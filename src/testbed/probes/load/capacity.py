@@ -17,12 +17,10 @@ flags alike; it names the field, and each caller says where the field was writte
 from __future__ import annotations
 
 import math
-import os
 import resource
-from dataclasses import dataclass
-from pathlib import Path
 
 from testbed.config.load import FixedLength, Length, LoadProbe, NormalLength, UniformLength
+from testbed.probes.limits import Excess, Limits, memory_excess
 
 IN_FLIGHT_BYTES = 32 * 1024  # a connection, its protocol objects and TLS buffers
 RECORD_BYTES = 1024  # one record's dict, before its chunk timestamps
@@ -31,45 +29,6 @@ PROMPT_TOKEN_BYTES = 16  # a prompt token as text and again in the encoded reque
 PROCESS_BYTES = 64 * 1024 * 1024  # one load process (an interpreter with testbed loaded)
 STAGE_BYTES = 1024  # one planned stage of a sweep
 RESERVED_FILES = 64  # the interpreter's own files, record files, timers, metric scrapes
-_CGROUP_MEMORY = Path("/sys/fs/cgroup/memory.max")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What this process may hold: open files (the hard limit, to which a load test raises
-    its soft one) and memory (the least of physical memory, ``ulimit -v`` and the cgroup's
-    ``memory.max``), with what set it."""
-
-    open_files: int
-    memory_bytes: int
-    memory_source: str
-
-    @classmethod
-    def here(cls) -> Limits:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        files = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        memory = [(pages, "physical memory")]
-        address_space = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if address_space != resource.RLIM_INFINITY:
-            memory.append((address_space, "ulimit -v"))
-        try:
-            cgroup = _CGROUP_MEMORY.read_text().strip()
-        except OSError:
-            cgroup = "max"
-        if cgroup.isdigit():
-            memory.append((int(cgroup), "cgroup memory.max"))
-        least = min(memory)
-        return cls(files, least[0], least[1])
-
-
-@dataclass(frozen=True)
-class Excess:
-    """A field of the ``load:`` section (dotted, e.g. ``sweep.max_concurrency``) asking for
-    more than this machine has, and why, with the fix."""
-
-    field: str
-    message: str
 
 
 def excess(config: LoadProbe, limits: Limits) -> Excess | None:
@@ -151,39 +110,31 @@ def _memory(config: LoadProbe, limits: Limits) -> Excess | None:
     ds = config.dataset
     out_tokens = _largest(ds.output_tokens, 64)
     per_record = RECORD_BYTES + TOKEN_RECORD_BYTES * out_tokens * (2 if config.keep_text else 1)
-    parts: dict[str, tuple[float, str]] = {
-        _in_flight(config)[0]: (
-            _in_flight(config)[1] * config.processes * IN_FLIGHT_BYTES,
-            "requests in flight",
-        ),
-        "processes": (config.processes * PROCESS_BYTES, "load processes"),
-    }
-    stages, per_stage, field = _records(config)
+    field, in_flight = _in_flight(config)
+    parts: list[tuple[str, float, str]] = [
+        (field, in_flight * config.processes * IN_FLIGHT_BYTES, "requests in flight"),
+        ("processes", config.processes * PROCESS_BYTES, "load processes"),
+    ]
+    stages, per_stage, bound = _records(config)
     if per_stage is not None:
-        parts[field] = (stages * per_stage * per_record, "records kept until the summary")
+        parts.append((bound, stages * per_stage * per_record, "records kept until the summary"))
     if config.profile == "sweep":
-        parts["sweep.rates"] = (config.sweep.rates * STAGE_BYTES, "planned stages")
+        parts.append(("sweep.rates", config.sweep.rates * STAGE_BYTES, "planned stages"))
     if ds.kind == "synthetic":
         tokens = _largest(ds.input_tokens, 128) + ds.prefix_tokens
-        prompts = ds.samples * tokens
-        parts["dataset.samples" if ds.samples > tokens else "dataset.input_tokens"] = (
-            prompts * PROMPT_TOKEN_BYTES,
-            f"{ds.samples:,} prompts and their requests",
-        )
-        parts["dataset.prefix_groups"] = (
-            ds.prefix_groups * ds.prefix_tokens * PROMPT_TOKEN_BYTES,
-            "shared prefixes",
-        )
-    total = sum(size for size, _ in parts.values())
-    if total <= limits.memory_bytes:
-        return None
-    field, (size, what) = max(parts.items(), key=lambda item: item[1][0])
-    return Excess(
-        field,
-        f"this load test would hold about {_bytes(total)} in memory ({_bytes(size)} of them"
-        f" {what}), more than the {_bytes(limits.memory_bytes)} this process may use"
-        f" ({limits.memory_source}) — lower it",
-    )
+        parts += [
+            (
+                "dataset.samples" if ds.samples > tokens else "dataset.input_tokens",
+                ds.samples * tokens * PROMPT_TOKEN_BYTES,
+                f"{ds.samples:,} prompts and their requests",
+            ),
+            (
+                "dataset.prefix_groups",
+                ds.prefix_groups * ds.prefix_tokens * PROMPT_TOKEN_BYTES,
+                "shared prefixes",
+            ),
+        ]
+    return memory_excess(parts, limits, "load test")
 
 
 def _records(config: LoadProbe) -> tuple[int, float | None, str]:
@@ -200,11 +151,3 @@ def _records(config: LoadProbe) -> tuple[int, float | None, str]:
     if open_loop is not None:
         return stages, open_loop, "ramp.end_rate" if config.profile == "ramp" else "rate"
     return stages, None, "requests"
-
-
-def _bytes(size: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{size:,.0f} {unit}" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{size:,.1f} TiB" if size < 1e6 else f"{size:.1e} TiB"

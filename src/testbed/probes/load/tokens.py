@@ -73,7 +73,7 @@ class RuleCounter:
         self.name = f"rule:{rule}" if exact else "estimate:whitespace"
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": "rule", "rule": self.rule, "exact": self.exact}
+        return {"counter": "rule", "rule": self.rule, "exact": self.exact}
 
     def count(self, text: str) -> int:
         if self.rule == "whitespace":
@@ -117,7 +117,7 @@ class HfCounter:
         self._ids: list[int] = []
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": "hf", "dir": self._folder}
+        return {"counter": "tokenizer", "dir": self._folder}
 
     def count(self, text: str) -> int:
         return len(self._tok.encode_batch_fast([text], add_special_tokens=False)[0].ids)
@@ -166,7 +166,7 @@ class HfCounter:
 
 def counter_from_spec(spec: dict[str, Any]) -> TokenCounter:
     """The counter described by ``TokenCounter.spec()``."""
-    if spec["kind"] == "hf":
+    if spec["counter"] == "tokenizer":  # a tokenizer.json folder, not the hf server kind
         return HfCounter(spec["dir"])
     return RuleCounter(spec["rule"], exact=spec["exact"])
 

@@ -4,12 +4,16 @@ and its histogram on the right.
 ``general.png`` shows the coarse stages (submitted → created → scheduled → running →
 completed); ``detailed.png`` every stage the cluster reported. Workloads still waiting are
 drawn as hollow triangles at the wait so far (censored, so the true delta is larger);
-workloads in error as red crosses. Each histogram's title gives the Kaplan–Meier p50 and p99.
+workloads in error as red crosses, workloads a pod of which was preempted ringed in purple.
+With gangs (several pods per workload), ``detailed.png`` adds a row ``first_scheduled →
+scheduled``: from the gang's first pod bound to its last. Each histogram's title gives the
+Kaplan–Meier p50 and p99.
 matplotlib's object API with the Agg canvas: no pyplot, no global state.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +34,32 @@ def chain(table: Sequence[Row], kind: str) -> list[str]:
     return [s for s in wanted if any(s in r.stages for r in table)]
 
 
+GANG = "gang.first_scheduled"
+PREEMPTED = "event.Pod.Preempted"
+
+
+def with_gang(table: Sequence[Row]) -> tuple[list[Row], list[tuple[str, str]]]:
+    """Rows whose first pod's scheduling is a stage of its own, and the detailed plot's extra
+    row ``first_scheduled → scheduled`` (how long a gang waited for its last member), when
+    some workload has several pods."""
+    if not any(GANG in r.extra for r in table):
+        return list(table), []
+    rows = [
+        dataclasses.replace(r, stages={**r.stages, "first_scheduled": r.extra[GANG]})
+        if GANG in r.extra
+        else r
+        for r in table
+    ]
+    return rows, [("first_scheduled", "scheduled")]
+
+
 def write(path: Path, table: Sequence[Row], until_ms: float, kind: str) -> Path:
     """Draw the plot of ``kind`` for ``table`` into ``path`` (a PNG)."""
     stages = chain(table, kind)
     pairs = list(itertools.pairwise(stages))
+    if kind == "detailed":
+        table, gang = with_gang(table)
+        pairs += gang
     fig = Figure(figsize=(12, 2.6 * max(len(pairs), 1)), layout="constrained")
     if not pairs:
         ax = fig.subplots()
@@ -78,6 +104,18 @@ def _row(
         target[1].append(delta / 1000)
     ax = left
     ax.scatter(done_x, done_y, s=8, label="reached")
+    hit = preempted_points(table, start, end, until_ms, t0)
+    if hit:
+        hit_x, hit_y = zip(*hit, strict=True)
+        ax.scatter(
+            hit_x,
+            hit_y,
+            s=40,
+            marker="o",
+            facecolors="none",
+            edgecolors="tab:purple",
+            label="preempted (a pod of it)",
+        )
     if wait_x:
         ax.scatter(
             wait_x,
@@ -92,7 +130,7 @@ def _row(
         ax.scatter(bad_x, bad_y, s=18, marker="x", color="tab:red", label="error")
     ax.set_ylabel(f"{start} → {end} (s)", fontsize=8)
     ax.grid(alpha=0.3)
-    if wait_x or bad_x:
+    if wait_x or bad_x or hit:
         ax.legend(fontsize=7, loc="upper left")
     curve = interval_survival(table, start, end, until_ms)
     p50, p99 = curve.quantile(0.5), curve.quantile(0.99)
@@ -108,6 +146,17 @@ def _row(
         fontsize=8,
     )
     hist.grid(alpha=0.3)
+
+
+def preempted_points(
+    table: Sequence[Row], start: str, end: str, until_ms: float, t0: float
+) -> list[tuple[float, float]]:
+    """(submitted at s, delta s) of the workloads a pod of which was preempted: ringed."""
+    return [
+        ((r.submitted_ms - t0) / 1000, i[0] / 1000)
+        for r in table
+        if PREEMPTED in r.extra and (i := r.interval(start, end, until_ms)) is not None
+    ]
 
 
 def _s(value: float | None) -> str:

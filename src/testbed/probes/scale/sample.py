@@ -30,6 +30,23 @@ from testbed.probes.scale.submitted import Header
 from testbed.probes.scale.template import RUN_LABEL
 
 SAVE_EVERY_S = 1.0
+#: Kinds whose pods carry the labels of their pod template (or are the pod), and helpers.
+LABELLED_PODS = frozenset(
+    {
+        "Pod",
+        "Job",
+        "Deployment",
+        "ReplicaSet",
+        "StatefulSet",
+        "DaemonSet",
+        "PodGroup",
+        "Service",
+        "PersistentVolumeClaim",
+        "ConfigMap",
+        "Secret",
+        "ServiceAccount",
+    }
+)
 
 
 @dataclass
@@ -59,11 +76,16 @@ class Sampler:
         self.facts = Facts()
         self._saver = sampled.Saver(out_dir, self.facts)
         self.queue: queue.SimpleQueue[Seen | Failed | Synced] = queue.SimpleQueue()
+        self._all_pods = False  # pods watched without the run's label selector
 
     def _specs(self) -> list[WatchSpec]:
         namespace, chosen = self.header.namespace, f"{RUN_LABEL}={self.header.run}"
+        # Controllers of other kinds may make pods without our labels: watch the namespace's
+        # pods and attribute them by owner (times.rows follows the ownerReferences).
+        custom = any(kind not in LABELLED_PODS for _, kind in self.header.kinds)
+        self._all_pods = custom
         specs = [
-            WatchSpec("pods", KindInfo("v1", "pods"), namespace, chosen),
+            WatchSpec("pods", KindInfo("v1", "pods"), namespace, None if custom else chosen),
             WatchSpec("events", self._events_info(), namespace, None),
         ]
         for api_version, kind in dict.fromkeys(map(tuple, self.header.kinds)):
@@ -151,6 +173,11 @@ class Sampler:
         if item.type == "DELETED":
             return False  # a deletion ends nothing we time; the last state is already kept
         if item.tag == "pods":
+            meta = item.obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            ours = labels.get(RUN_LABEL) == self.header.run or meta.get("ownerReferences")
+            if self._all_pods and not ours:
+                return False  # another's pod in the namespace, owned by nothing of ours
             self.facts.observe_pod(item.obj, item.received_ms, item.live)
         elif item.tag == "events":
             regarding = item.obj.get("regarding") or item.obj.get("involvedObject") or {}

@@ -46,6 +46,12 @@ class Facts:
         labels = metadata.get("labels") or {}
         entry = self.pods.setdefault(key, _entity(labels.get("testbed.io/scale-workload", "")))
         entry["node"] = (pod.get("spec") or {}).get("nodeName") or entry.get("node")
+        _owners(entry, metadata)
+        if any(
+            c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+            for c in (pod.get("status") or {}).get("conditions") or []
+        ):
+            entry["disrupted"] = True
         entry["phase"] = _later_phase(entry.get("phase"), (pod.get("status") or {}).get("phase"))
         entry["error"] = entry.get("error") or stages.pod_error(pod)
         for stage, source, millis in stages.pod_candidates(pod):
@@ -60,6 +66,8 @@ class Facts:
         labels = metadata.get("labels") or {}
         entry = self.objects.setdefault(key, _entity(labels.get("testbed.io/scale-workload", "")))
         entry["kind"] = kind
+        entry["uid"] = metadata.get("uid") or entry.get("uid")
+        _owners(entry, metadata)
         entry["error"] = entry.get("error") or stages.object_error(obj)
         for stage, source, millis in stages.object_candidates(obj):
             _offer(entry, stage, source, millis)
@@ -194,6 +202,13 @@ def _entity(workload: str) -> dict[str, Any]:
     return {"workload": workload, "phase": None, "node": None, "error": None, "stages": {}}
 
 
+def _owners(entry: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """Owner uids (a pod a custom controller made carries no testbed label: its owner does)."""
+    uids = {str(ref["uid"]) for ref in metadata.get("ownerReferences") or [] if ref.get("uid")}
+    if uids:
+        entry["owners"] = sorted(uids | set(entry.get("owners") or ()))
+
+
 def _offer(entry: dict[str, Any], stage: str, source: str, millis: float) -> None:
     sources = entry["stages"].setdefault(stage, {})
     old = sources.get(source)
@@ -213,9 +228,15 @@ def _merge_entity(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out["workload"] = a.get("workload") or b.get("workload") or ""
     out["node"] = a.get("node") or b.get("node")
     out["error"] = a.get("error") or b.get("error")
+    if a.get("disrupted") or b.get("disrupted"):
+        out["disrupted"] = True
     out["phase"] = _later_phase(a.get("phase"), b.get("phase"))
     if b.get("kind"):
         out["kind"] = b["kind"]
+    if b.get("uid"):
+        out["uid"] = out.get("uid") or b["uid"]
+    if b.get("owners") or a.get("owners"):
+        out["owners"] = sorted({*(a.get("owners") or ()), *(b.get("owners") or ())})
     for stage, sources in (b.get("stages") or {}).items():
         out["stages"][stage] = _min_merge(out["stages"].get(stage, {}), sources)
     return out

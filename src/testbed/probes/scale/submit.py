@@ -29,7 +29,14 @@ from testbed.probes.scale import submitted as records
 from testbed.probes.scale.template import RUN_LABEL, Template, workload_name
 
 #: Kinds that ride along with a workload but are not the workload itself.
-_HELPERS = {"Service", "PersistentVolumeClaim", "ConfigMap", "Secret", "ServiceAccount"}
+_HELPERS = {
+    "Service",
+    "PersistentVolumeClaim",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "PodGroup",
+}
 
 
 @dataclass
@@ -51,9 +58,14 @@ class Outcome:
 
 def template_for(config: ScaleProbe, base_dir: Path) -> Template:
     if config.template is None:
+        if config.gang and config.workload_type == "interactive":
+            raise InputError(
+                "--gang: the built-in interactive workload is one pod; use -t training or"
+                " -t distributed (or a --template with a PodGroup)"
+            )
         return Template.builtin(config.workload_type)
     path = Path(config.template)
-    return Template.from_file(path if path.is_absolute() else base_dir / path)
+    return _uses_flags(config, Template.from_file(path if path.is_absolute() else base_dir / path))
 
 
 def check_template(config: ScaleProbe, base_dir: Path) -> None:
@@ -67,6 +79,21 @@ def check_template(config: ScaleProbe, base_dir: Path) -> None:
         fingerprint="",
     )
     template_for(config, base_dir).render(values(config, header, 0))
+
+
+def _uses_flags(config: ScaleProbe, template: Template) -> Template:
+    """A user template gets ``gang`` and ``priority_class`` as values; one that never reads
+    them would ignore the flag, so it is refused instead."""
+    for flag, field, wanted in (
+        ("--gang", "gang", config.gang),
+        ("--priority-class", "priority_class", config.priority_class),
+    ):
+        if wanted and field not in template.text:
+            raise InputError(
+                f"{flag}: template {template.origin} never uses {{{{ {field} }}}} — add the"
+                f" PodGroup / priorityClassName to it (see examples/scale/), or drop {flag}"
+            )
+    return template
 
 
 def values(config: ScaleProbe, header: records.Header, index: int) -> dict[str, Any]:
@@ -83,6 +110,8 @@ def values(config: ScaleProbe, header: records.Header, index: int) -> dict[str, 
         "workers": config.workers,
         "gpus": config.gpus,
         "pvc": config.pvc,
+        "gang": config.gang,
+        "priority_class": config.priority_class or "",
         "image": config.image,
         "run_seconds": config.run_seconds,
     }

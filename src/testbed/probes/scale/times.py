@@ -13,7 +13,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,8 +60,10 @@ class Row:
 def rows(submitted: Submitted, facts: Facts) -> list[Row]:
     """The table, in submission order."""
     by_workload: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    owner = _owner_workloads(facts)
     for key, entry in facts.pods.items():
-        by_workload[entry.get("workload") or ""].append({**entry, "key": key})
+        workload = entry.get("workload") or owner(entry)
+        by_workload[workload].append({**entry, "key": key})
     pod_events, object_events = _events(facts)
     out = []
     for sub in submitted.ordered():
@@ -72,7 +74,9 @@ def rows(submitted: Submitted, facts: Facts) -> list[Row]:
             row.error = f"submit: {sub.error}"
             out.append(row)
             continue
-        pods = by_workload.get(sub.name, [])
+        every = by_workload.get(sub.name, [])
+        # a preempted pod is gone for good (its controller makes another): it times nothing
+        pods = [p for p in every if not p.get("disrupted")]
         row.pods = len(pods)
         _pod_stages(row, pods, pod_events, sub.expected_pods)
         _object_stages(row, facts, sub.namespace, sub.kind, sub.name, pods, sub.acked_ms)
@@ -81,8 +85,51 @@ def rows(submitted: Submitted, facts: Facts) -> list[Row]:
         for (kind, name), times in object_events.items():
             if name == sub.name:
                 row.extra.update({f"event.{kind}.{reason}": t for reason, t in times.items()})
+        _gang_and_preemption(row, pods, every, pod_events)
         out.append(row)
     return out
+
+
+def _owner_workloads(facts: Facts) -> Callable[[dict[str, Any]], str]:
+    """A pod's workload through its owners: an object of ours that owns it, or owns its owner
+    (a custom kind's controller makes pods without our labels)."""
+    by_uid = {e["uid"]: e for e in facts.objects.values() if e.get("uid")}
+
+    def resolve(entry: dict[str, Any]) -> str:
+        frontier, seen = list(entry.get("owners") or ()), set()
+        while frontier:
+            uid = frontier.pop()
+            if uid in seen or uid not in by_uid:
+                continue
+            seen.add(uid)
+            if by_uid[uid].get("workload"):
+                return str(by_uid[uid]["workload"])
+            frontier += by_uid[uid].get("owners") or []
+        return ""
+
+    return resolve
+
+
+def _gang_and_preemption(
+    row: Row,
+    pods: list[dict[str, Any]],
+    every: list[dict[str, Any]],
+    pod_events: dict[str, dict[str, dict[str, float]]],
+) -> None:
+    """``gang.first_scheduled``: when the first of several pods was scheduled (the whole
+    gang's is ``scheduled``); ``event.Pod.Preempted``: the first preemption of its pods."""
+    firsts, preempted = [], []
+    for pod in pods:
+        events = pod_events.get(pod["key"], {})
+        chosen = stages.best({**pod["stages"].get("scheduled", {}), **events.get("scheduled", {})})
+        if chosen is not None:
+            firsts.append(chosen[0])
+    for pod in every:
+        preempted += list(pod_events.get(pod["key"], {}).get("preempted", {}).values())
+    if len(pods) > 1 and firsts and "scheduled" in row.stages:
+        row.extra["gang.first_scheduled"] = min(*firsts, row.stages["scheduled"])
+    if preempted:
+        row.extra["event.Pod.Preempted"] = min(preempted)
 
 
 def _events(
@@ -104,6 +151,12 @@ def _events(
             # the pod has started when its last container has
             pick = max if stage == "started" else min
             pods[key].setdefault(stage, {})[source] = millis if old is None else pick(old, millis)
+        elif kind == "Pod" and reason == "Preempted":
+            key = f"{event['namespace']}/{event['name']}"
+            old = pods[key].get("preempted", {}).get(source)
+            pods[key].setdefault("preempted", {})[source] = (
+                millis if old is None else min(old, millis)
+            )
         elif reason == "SuccessfulCreate" and "Created pod: " in event["message"]:
             pod = event["message"].split("Created pod: ", 1)[1].split()[0]
             pods[f"{event['namespace']}/{pod}"].setdefault("pod_created", {})[source] = millis

@@ -1,8 +1,10 @@
 """The adapter seam: how one server kind turns generic deployment parameters into a process.
 
 Each kind (``sim``, ``hf``, ``vllm``, ``tgi``, ``tgis``) has one adapter that knows its
-flags, environment, container image, readiness URL, protocols and metrics path. Backends
-ask the adapter and never branch on the kind themselves: the local backend calls
+flags, environment, container image, readiness URL and metrics path; what is a plain fact
+of the kind (protocols, where it runs, what its image carries) is its row of the capability
+table ``config.server_kinds``, which adapters, backends and validation all read. Backends
+ask the adapter or the table and never branch on the kind themselves: the local backend calls
 :meth:`ServerAdapter.command` and :meth:`ServerAdapter.env` for a child process, the
 Kubernetes backend :meth:`ServerAdapter.container` for a pod's container.
 
@@ -16,13 +18,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
+from testbed.config.server_kinds import ServerProtocol, server_kind
 from testbed.servers.models import parse_source
 
-#: The protocols testbed's clients speak (``clients.endpoint.Protocol``): openai and tgi over
-#: HTTP, tgis over gRPC.
-ServerProtocol = Literal["openai", "tgi", "tgis"]
+__all__ = ["GRPC_PORT", "ServerAdapter", "ServerProtocol"]
+
 Params = Mapping[str, Any]
 #: The port TGIS serves gRPC on in its image; testbed's own servers use it in theirs too.
 GRPC_PORT = 8033
@@ -34,14 +36,17 @@ class ServerAdapter(abc.ABC):
     kind: ClassVar[str]
     #: GET this path until it answers 200 to know the server is ready.
     readiness_path: ClassVar[str] = "/health"
-    #: Inference protocols the server speaks over HTTP.
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai",)
     #: Prometheus metrics, or None when the server has none.
     metrics_path: ClassVar[str | None] = "/metrics"
     #: The port the server listens on inside its container image.
     container_port: ClassVar[int] = 8000
     #: Image used when the deployment names none (``repository:tag``).
     default_image: ClassVar[str] = ""
+
+    @property
+    def protocols(self) -> tuple[ServerProtocol, ...]:
+        """The protocols the kind serves by default (its row of ``config.server_kinds``)."""
+        return server_kind(self.kind).protocols
 
     def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
         """The protocols a deployment with ``params`` serves (the kind's, unless the kind
@@ -65,8 +70,10 @@ class ServerAdapter(abc.ABC):
         """The argv of a local child process serving on ``host:port``."""
         raise NotImplementedError(f"{self.kind} servers run only in a cluster")
 
-    def env(self, params: Params) -> dict[str, str]:
-        """Environment of a local child process beyond the deployment's own ``env``."""
+    def env(self, params: Params, gpus: int = 0) -> dict[str, str]:
+        """Environment of a local child process beyond the deployment's own ``env``; ``gpus``
+        is how many devices the local backend gave it (0: CPU only)."""
+        del gpus
         return self.container_env(params)
 
     def served_model_name(self, deployment: Mapping[str, Any]) -> str:

@@ -5,7 +5,6 @@ the ``testbed serve`` command, here or in testbed's image, and the protocols the
 from __future__ import annotations
 
 import sys
-from typing import ClassVar
 
 from testbed import __version__
 from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol
@@ -14,7 +13,6 @@ from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol
 class OwnServerAdapter(ServerAdapter):
     """A kind served by ``testbed serve KIND``; subclasses give :meth:`args`."""
 
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai", "tgi")
     default_image = f"testbed:{__version__}"
 
     def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:

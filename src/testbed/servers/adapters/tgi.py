@@ -11,9 +11,9 @@ Generic parameters map to ``text-generation-launcher`` flags: ``tensor_parallel`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
-from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol, extra, flag
+from testbed.servers.adapters.base import Params, ServerAdapter, extra, flag
 
 TGI_IMAGE = "ghcr.io/huggingface/text-generation-inference"
 TGI_TAG = "3.3.4"
@@ -38,7 +38,6 @@ LAUNCHER_SWITCHES = frozenset({"--trust-remote-code", "--disable-custom-kernels"
 
 class TgiAdapter(ServerAdapter):
     kind = "tgi"
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("tgi", "openai")
     container_port = 8080
     default_image = f"{TGI_IMAGE}:{TGI_TAG}"
 

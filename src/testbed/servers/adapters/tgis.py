@@ -13,13 +13,12 @@ gRPC client (:mod:`testbed.clients.tgis`) speaks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from testbed.servers.adapters.base import (
     GRPC_PORT,
     Params,
     ServerAdapter,
-    ServerProtocol,
     extra,
     flag,
 )
@@ -48,7 +47,6 @@ LAUNCHER_FLAGS: Mapping[str, str] = {
 
 class TgisAdapter(ServerAdapter):
     kind = "tgis"
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("tgis",)
     container_port = 3000
     default_image = f"{TGIS_IMAGE}:{TGIS_TAG}"
 

@@ -22,14 +22,12 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import ClassVar
 
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers.adapters import kv_cache
 from testbed.servers.adapters.base import (
     Params,
     ServerAdapter,
-    ServerProtocol,
     extra,
     flag,
     switch,
@@ -71,7 +69,6 @@ def vllm_python(
 
 class VllmAdapter(ServerAdapter):
     kind = "vllm"
-    protocols: ClassVar[tuple[ServerProtocol, ...]] = ("openai",)
     default_image = f"vllm/vllm-openai:v{VLLM_VERSION}"
 
     def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
@@ -101,11 +98,12 @@ class VllmAdapter(ServerAdapter):
         args = self.args(params, str(model_path), port, model_path.name)
         return [str(python), *ENTRY, *args, "--host", host]
 
-    def env(self, params: Params) -> dict[str, str]:
+    def env(self, params: Params, gpus: int = 0) -> dict[str, str]:
         # A local server always gets a folder: nothing may try the hub.
         offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         env = {**offline, **self.container_env(params)}
-        if not kv_cache.explicit(params, os.environ):
+        # On GPUs the KV cache lives in GPU memory (--gpu-memory-utilization's business)
+        if not gpus and not kv_cache.explicit(params, os.environ):
             size = kv_cache.auto_kv_cache_gib(kv_cache.node_memory())
             env[kv_cache.VARIABLE] = str(size)
         return env

@@ -17,6 +17,7 @@ import yaml
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.names import owns_namespace, run_namespace
 from testbed.backends.kubernetes.stack import CRD, render_worker
+from testbed.config.server_kinds import kind_of
 from testbed.core.errors import InputError
 from testbed.core.secrets import MASK
 
@@ -50,7 +51,7 @@ def stack_objects(
     discovery says which kinds are namespaced; here it is shown as written."""
     found: list[dict[str, Any]] = []
     for worker_id, config in workers.items():
-        if config.get("server") == "manifests":
+        if kind_of(config).stack:
             objects = render_worker(run_id, worker_id, config, backend, base_dir)
             found += [o.obj for o in sorted(objects, key=lambda o: o.kind != CRD)]
     return found

@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from testbed.backends.kubernetes.capacity import infeasible_reason
+from testbed.backends.kubernetes.node_fit import infeasible_reason
 from testbed.core.kube.quantity import parse as parse_quantity
 
 
