@@ -1,6 +1,7 @@
 """The REST handlers: one aiohttp handler that routes every Kubernetes API request.
 
-Requests are authenticated by bearer token, routed (:mod:`routes`), answered from the
+Requests are authenticated (:mod:`authn`), authorized by RBAC (:mod:`rbac`; off with
+``rbac=False``), routed (:mod:`routes`), answered from the
 :class:`Store` in the requested view (:mod:`views`) and form (JSON, or a Table for
 kubectl), and every refusal is a ``Status`` object with the real server's code and reason.
 Subresources that need a running pod (log, portforward, exec) are served by handlers the
@@ -10,22 +11,26 @@ controllers register with :meth:`Api.add_subresource`.
 from __future__ import annotations
 
 import base64
-import hmac
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from testbed.emulator.apiserver import discovery, openapi, protobuf, subresources, tables, views
+from testbed.emulator.apiserver.authn import Authenticator, UserInfo
+from testbed.emulator.apiserver.rbac import Attributes, Authorizer, verb_of
+from testbed.emulator.apiserver.reviews import REVIEW_PATHS, review
 from testbed.emulator.apiserver.routes import Target, parse
 from testbed.emulator.apiserver.streaming import stream_error, stream_events
 from testbed.emulator.machinery.handlers import SubresourceHandler, query_flag
 from testbed.emulator.storage.errors import (
     ApiError,
     bad_request,
+    invalid,
     method_not_allowed,
     unsupported_media,
 )
+from testbed.emulator.storage.managed import APPLY
 from testbed.emulator.storage.resources import ResourceType
 from testbed.emulator.storage.store import Store
 from testbed.emulator.storage.watchers import Event
@@ -42,9 +47,12 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 class Api:
     """Routes and answers API requests against one store."""
 
-    def __init__(self, store: Store, token: str | None) -> None:
+    def __init__(self, store: Store, token: str | None, *, rbac: bool = True) -> None:
         self.store = store
-        self._token = token
+        self.authn = Authenticator(store, token)
+        #: None when every authenticated request is allowed (``--no-rbac``).
+        self.authz: Authorizer | None = Authorizer(store) if rbac else None
+        self.ca_pem = b""
         self._extensions: dict[tuple[str, str], SubresourceHandler] = {}
         self.server_address = "127.0.0.1:0"
 
@@ -57,25 +65,33 @@ class Api:
             path = request.path.rstrip("/") or "/"
             if path in _HEALTH:
                 return web.Response(text="ok")
-            self._authorize(request)
+            user = self.authn.user(request.headers.get("Authorization", ""))
+            if path in REVIEW_PATHS:
+                if request.method != "POST":
+                    raise method_not_allowed(f"{request.method} is not allowed on {path}")
+                return json_response(review(self.authz, user, path, await _body(request)), 201)
+            target = parse(self.store.registry, path)
+            self._authorize(request, user, path, target)
             doc = self._discovery(path)
             if doc is not None:
                 if request.method != "GET":
                     raise method_not_allowed(f"{request.method} is not allowed on {path}")
                 return json_response(doc)
-            target = parse(self.store.registry, path)
             if target is None:
                 raise _NOT_FOUND
             return await self._dispatch(request, target)
         except ApiError as exc:
             return json_response(exc.status(), exc.code)
 
-    def _authorize(self, request: web.Request) -> None:
-        if self._token is None:
+    def _authorize(self, request: web.Request, user: UserInfo, path: str, t: Target | None) -> None:
+        if self.authz is None:
             return
-        given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {self._token}".encode()):
-            raise ApiError(401, "Unauthorized", "Unauthorized")
+        if t is None:
+            verb = request.method.lower().replace("head", "get")
+            attrs = Attributes(user, verb, path=path, resource_request=False)
+        else:
+            attrs = request_attributes(request, user, t)
+        self.authz.check(attrs)
 
     def _discovery(self, path: str) -> Obj | None:
         registry = self.store.registry
@@ -119,6 +135,11 @@ class Api:
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if t.subresource in (None, "status"):
             return await self._object(request, t)
+        if t.rt.key == "serviceaccounts" and t.subresource == "token" and method == "POST":
+            assert t.name is not None
+            sa = self.store.get("serviceaccounts", t.namespace, t.name)
+            spec = (await _json_or_empty(request)).get("spec") or {}
+            return json_response(self.authn.token_request(sa, spec), 201)
         return await subresources.serve(self.store, request, t)
 
     # -- collections -------------------------------------------------------------------
@@ -192,7 +213,15 @@ class Api:
     def _create(self, t: Target, body: Obj) -> Obj:
         stored_version = self.store.bucket(t.rt.key).rt.api_version
         _check_kind(t.rt, body)
-        return self.store.create(t.rt.key, views.from_view(t.rt, body, stored_version), t.namespace)
+        created = self.store.create(
+            t.rt.key, views.from_view(t.rt, body, stored_version), t.namespace
+        )
+        if t.rt.key == "secrets":  # the token controller fills a service-account-token Secret
+            filled = self.authn.fill_token_secret(created, self.ca_pem)
+            if filled is not None:
+                meta = created["metadata"]
+                created = self.store.replace("secrets", meta["namespace"], meta["name"], filled)
+        return created
 
     def _delete_collection(self, request: web.Request, t: Target, options: Obj) -> web.Response:
         labels, fields = self._selectors(request, t)
@@ -226,6 +255,9 @@ class Api:
             return json_response(
                 self._out(t.rt, self.store.replace(key, t.namespace, t.name, stored, t.subresource))
             )
+        if method == "PATCH" and _media(request) == APPLY:
+            obj, created = self._apply(request, t, await _applied(request))
+            return json_response(self._out(t.rt, obj), 201 if created else 200)
         if method == "PATCH":
             return json_response(self._out(t.rt, self._patch(request, t, await _json(request))))
         if method == "DELETE" and t.subresource is None:
@@ -254,8 +286,50 @@ class Api:
         )
         return self.store.replace(t.rt.key, t.namespace, t.name, patched, t.subresource)
 
+    def _apply(self, request: web.Request, t: Target, body: Obj) -> tuple[Obj, bool]:
+        """Server-side apply (``application/apply-patch+yaml``); creates when absent."""
+        assert t.name is not None
+        manager = request.query.get("fieldManager")
+        if not manager:
+            raise invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                [("fieldManager", "Required value: is required for apply patch")],
+            )
+        if t.subresource is not None:
+            raise bad_request(f"server-side apply to /{t.subresource} is not supported here")
+        if not views.is_identity(t.rt, self.store.bucket(t.rt.key).rt.api_version):
+            raise bad_request(f"server-side apply of {t.rt.api_version} is not supported here")
+        _check_kind(t.rt, body)
+        force = query_flag(request.query.get("force"))
+        return self.store.apply(t.rt.key, t.namespace, t.name, body, manager, force)
+
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         return views.to_view(rt, obj)
+
+
+def request_attributes(request: web.Request, user: UserInfo, t: Target) -> Attributes:
+    """What the request asks for, as kube-apiserver's request-info fills it in."""
+    watch = t.watch_prefix or query_flag(request.query.get("watch"))
+    name = t.name or ""
+    if not name and request.method == "GET":  # list/watch of one object by field selector
+        field = request.query.get("fieldSelector") or ""
+        if field.startswith("metadata.name=") and "," not in field:
+            name = field.partition("=")[2]
+    namespace = t.namespace or ""
+    if t.rt.key == "namespaces" and t.name:
+        namespace = t.name  # a Namespace's own URL is in that namespace
+    return Attributes(
+        user,
+        verb_of(request.method, t.name is not None, watch),
+        t.rt.group,
+        t.rt.plural,
+        t.subresource or "",
+        namespace,
+        name,
+        request.path,
+    )
 
 
 def _raise(exc: ApiError) -> Obj:
@@ -273,6 +347,23 @@ def _check_kind(rt: ResourceType, body: Obj) -> None:
             f"the API version in the data ({version}) does not match the expected API version"
             f" ({rt.api_version})"
         )
+
+
+def _media(request: web.Request) -> str:
+    return request.headers.get("Content-Type", "").split(";")[0].strip()
+
+
+async def _applied(request: web.Request) -> Obj:
+    """An applied configuration: YAML (JSON is YAML too)."""
+    import yaml
+
+    try:
+        body = yaml.safe_load(await request.read())
+    except yaml.YAMLError as exc:
+        raise bad_request(f"the applied configuration is not valid YAML: {exc}") from exc
+    if not isinstance(body, dict):
+        raise bad_request("the applied configuration must be an object")
+    return body
 
 
 async def _json(request: web.Request) -> Any:
