@@ -40,7 +40,7 @@ from testbed.backends.kubernetes.stack_journal import remove_journalled
 from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
-from testbed.config.campaign import KubernetesSettings
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import (
     ClusterAccessDenied,

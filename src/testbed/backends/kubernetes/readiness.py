@@ -23,7 +23,7 @@ from testbed.backends.base import Handle
 from testbed.backends.kubernetes.names import worker_selector
 from testbed.backends.kubernetes.podstate import PodState, requested, restarts, verdict_of
 from testbed.clients.kube import Changes, Kube
-from testbed.config.campaign import KubernetesSettings
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.core.errors import ServerStartError
 from testbed.servers.startup_log import root_cause
 

@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from testbed.backends.kubernetes.names import MODELS_MOUNT, dns_name, testbed_image
-from testbed.config.campaign import S3Credentials
+from testbed.config.backend_settings import S3Credentials
 from testbed.config.server_kinds import kind_of
 
 S3_SECRET = "testbed-s3"  # noqa: S105 - a Secret object's name
