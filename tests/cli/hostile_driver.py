@@ -75,8 +75,9 @@ def main(argv: list[str]) -> int:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     for module in _HEAVY:  # imported once, before any case: not counted as a case's CPU
         importlib.import_module(module)
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports alone
     cases = json.loads(Path(cases_file).read_text())
-    results = [run_case(case) for case in cases]
+    results = [{**run_case(case), "baseline_mb": baseline} for case in cases]
     Path(results_file).write_text(json.dumps(results, indent=1))
     return 0
 

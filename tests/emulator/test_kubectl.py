@@ -150,8 +150,14 @@ def test_errors_read_as_from_a_real_server(kubectl: Kubectl, namespace: str) -> 
     again = kubectl.run("create", "-n", namespace, "-f", "-", stdin=configmap, ok=False)
     expected = 'error when creating "STDIN": configmaps "c" already exists'
     assert f"Error from server (AlreadyExists): {expected}" in again.stderr
-    unknown = kubectl.run("create", "-n", namespace, "priorityclass", "p", "--value=1", ok=False)
+    unknown = kubectl.run("create", "-n", namespace, "quota", "q", "--hard=pods=1", ok=False)
     assert "the server could not find the requested resource" in unknown.stderr
+    # a PriorityClass comes as protobuf from kubectl's typed command
+    kubectl.out(
+        "create", "priorityclass", f"{namespace}-p", "--value=7", "--preemption-policy=Never"
+    )
+    listed = json.loads(kubectl.out("get", "pc", f"{namespace}-p", "-o", "json"))
+    assert (listed["value"], listed["preemptionPolicy"]) == (7, "Never")
     bad = kubectl.run(
         "create",
         "-n",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from testbed.emulator.controllers.daemonsets import DaemonSetController
 from testbed.emulator.controllers.deployments import DeploymentController
 from testbed.emulator.controllers.jobs import JobController
 from testbed.emulator.controllers.podgroups import PodGroupController
@@ -89,6 +90,7 @@ class ControlPlane:
         self.controllers: tuple[Controller, ...] = (
             DeploymentController(store),
             ReplicaSetController(store),
+            DaemonSetController(store),
             JobController(store),
             PodGroupController(store),
         )

@@ -126,6 +126,9 @@ def _case(suite: ET.Element, row: Mapping[str, Any], campaign: str) -> str | Non
         name=_text(row["dir"]),
         time=f"{float(row.get('duration_s') or 0.0):.3f}",
     )
+    if row.get("source"):  # an assembled run: the folder (task) the treatment came from
+        properties = ET.SubElement(case, "properties")
+        ET.SubElement(properties, "property", name="source", value=_text(row["source"]))
     status, reason = row["status"], _text(row.get("reason") or "")
     first = reason.splitlines()[0][:500] if reason else status
     body = reason + "\n\nevidence:\n" + _text(json.dumps(row.get("evidence") or {}, indent=2))

@@ -145,7 +145,13 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
     criteria = judge_all(run_dir.path, rows)
     steps = step_rows(run_dir.path)
     stopped = next((s for s in steps if blocking(s)), None)
-    for row in rows:  # a treatment a failed step kept from running says so
+    origins = meta.get("treatment_sources")
+    for row in rows:
+        if isinstance(origins, dict):  # an assembled run (report/assemble.py): provenance
+            row["source"] = origins.get(row["dir"])
+            if row["source"] is None and row["status"] == Status.NOT_RUN.value:
+                row["reason"] = "not run: no run folder holds it"
+        # a treatment a failed step kept from running says so
         if stopped is not None and row["status"] == Status.NOT_RUN.value and not row["started"]:
             row["reason"] = f"not run: step {stopped['dir']} failed ({stopped['status']})"
     status = worst([run_status(rows), *(c["status"] for c in criteria), *step_statuses(steps)])

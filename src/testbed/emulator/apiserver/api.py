@@ -26,9 +26,11 @@ from testbed.emulator.machinery.handlers import SubresourceHandler, query_flag
 from testbed.emulator.storage.errors import (
     ApiError,
     bad_request,
+    invalid,
     method_not_allowed,
     unsupported_media,
 )
+from testbed.emulator.storage.managed import APPLY
 from testbed.emulator.storage.resources import ResourceType
 from testbed.emulator.storage.store import Store
 from testbed.emulator.storage.watchers import Event
@@ -253,6 +255,9 @@ class Api:
             return json_response(
                 self._out(t.rt, self.store.replace(key, t.namespace, t.name, stored, t.subresource))
             )
+        if method == "PATCH" and _media(request) == APPLY:
+            obj, created = self._apply(request, t, await _applied(request))
+            return json_response(self._out(t.rt, obj), 201 if created else 200)
         if method == "PATCH":
             return json_response(self._out(t.rt, self._patch(request, t, await _json(request))))
         if method == "DELETE" and t.subresource is None:
@@ -280,6 +285,25 @@ class Api:
             self.store.bucket(t.rt.key).rt.api_version,
         )
         return self.store.replace(t.rt.key, t.namespace, t.name, patched, t.subresource)
+
+    def _apply(self, request: web.Request, t: Target, body: Obj) -> tuple[Obj, bool]:
+        """Server-side apply (``application/apply-patch+yaml``); creates when absent."""
+        assert t.name is not None
+        manager = request.query.get("fieldManager")
+        if not manager:
+            raise invalid(
+                "PatchOptions",
+                "meta.k8s.io",
+                "",
+                [("fieldManager", "Required value: is required for apply patch")],
+            )
+        if t.subresource is not None:
+            raise bad_request(f"server-side apply to /{t.subresource} is not supported here")
+        if not views.is_identity(t.rt, self.store.bucket(t.rt.key).rt.api_version):
+            raise bad_request(f"server-side apply of {t.rt.api_version} is not supported here")
+        _check_kind(t.rt, body)
+        force = query_flag(request.query.get("force"))
+        return self.store.apply(t.rt.key, t.namespace, t.name, body, manager, force)
 
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         return views.to_view(rt, obj)
@@ -323,6 +347,23 @@ def _check_kind(rt: ResourceType, body: Obj) -> None:
             f"the API version in the data ({version}) does not match the expected API version"
             f" ({rt.api_version})"
         )
+
+
+def _media(request: web.Request) -> str:
+    return request.headers.get("Content-Type", "").split(";")[0].strip()
+
+
+async def _applied(request: web.Request) -> Obj:
+    """An applied configuration: YAML (JSON is YAML too)."""
+    import yaml
+
+    try:
+        body = yaml.safe_load(await request.read())
+    except yaml.YAMLError as exc:
+        raise bad_request(f"the applied configuration is not valid YAML: {exc}") from exc
+    if not isinstance(body, dict):
+        raise bad_request("the applied configuration must be an object")
+    return body
 
 
 async def _json(request: web.Request) -> Any:

@@ -14,7 +14,13 @@ from aiohttp import web
 
 from testbed.emulator.apiserver.routes import Target
 from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage.errors import ApiError, bad_request, conflict, method_not_allowed
+from testbed.emulator.storage.errors import (
+    ApiError,
+    bad_request,
+    conflict,
+    invalid,
+    method_not_allowed,
+)
 from testbed.emulator.storage.patch import apply_patch
 
 if TYPE_CHECKING:
@@ -93,10 +99,17 @@ async def serve(store: Store, request: web.Request, t: Target) -> web.StreamResp
             raise conflict(t.rt.plural, t.rt.group, t.name)
         replicas = (body.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or replicas < 0:
-            raise ApiError(
-                422,
-                "Invalid",
-                f'Scale.autoscaling "{t.name}" is invalid: spec.replicas: must be >= 0',
+            shown = json_value(replicas)
+            why = (
+                "must be greater than or equal to 0"
+                if isinstance(replicas, int)
+                else "must be an integer"
+            )
+            raise invalid(
+                "Scale",
+                "autoscaling",
+                t.name,
+                [("spec.replicas", f"Invalid value: {shown}: {why}")],
             )
 
         def set_replicas(obj: Obj) -> None:
@@ -136,9 +149,7 @@ def _bind(store: Store, t: Target, body: Any) -> Obj:
     assert t.name is not None
     node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
     if not node:
-        raise ApiError(
-            422, "Invalid", f'Binding "{t.name}" is invalid: target.name: Required value'
-        )
+        raise invalid("Binding", "", t.name, [("target.name", "Required value")])
     pod = store.get("pods", t.namespace, t.name)
     if pod["spec"].get("nodeName"):
         raise ApiError(
@@ -166,3 +177,8 @@ def bind_pod(store: Any, namespace: str, name: str, node: str) -> Obj:
     status["conditions"] = conditions
     stored: Obj = store.commit("pods", pod, draft)
     return stored
+
+
+def json_value(value: Any) -> str:
+    """A value as a field error shows it (``Invalid value: -1``, ``Invalid value: "x"``)."""
+    return orjson.dumps(value).decode()

@@ -138,6 +138,22 @@ def _replicaset(obj: Obj) -> list[Any]:
     ]
 
 
+def _daemonset(obj: Obj) -> list[Any]:
+    status = obj.get("status") or {}
+    selector = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")
+    return [
+        obj["metadata"]["name"],
+        status.get("desiredNumberScheduled", 0),
+        status.get("currentNumberScheduled", 0),
+        status.get("numberReady", 0),
+        status.get("updatedNumberScheduled", 0),
+        status.get("numberAvailable", 0),
+        ",".join(f"{k}={v}" for k, v in (selector or {}).items()) or "<none>",
+        _age(obj),
+        *_images(obj),
+    ]
+
+
 def _job(obj: Obj) -> list[Any]:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
@@ -267,6 +283,20 @@ PRINTERS: dict[str, Printer] = {
             "Name", "Desired", "Current", "Ready", "Age", wide=("Containers", "Images", "Selector")
         ),
         _replicaset,
+    ),
+    "daemonsets.apps": (
+        _cols(
+            "Name",
+            "Desired",
+            "Current",
+            "Ready",
+            "Up-to-date",
+            "Available",
+            "Node Selector",
+            "Age",
+            wide=("Containers", "Images", "Selector"),
+        ),
+        _daemonset,
     ),
     "jobs.batch": (
         _cols(

@@ -125,6 +125,38 @@ def _deployment(obj: dict[str, Any]) -> Errors:
     return _workload(obj)
 
 
+DAEMONSET_COUNTS = (
+    "currentNumberScheduled",
+    "numberMisscheduled",
+    "desiredNumberScheduled",
+    "numberReady",
+)
+
+
+def _daemonset(obj: dict[str, Any]) -> Errors:
+    spec = obj.setdefault("spec", {})
+    strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+    if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+        strategy.setdefault("type", "RollingUpdate")
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    elif strategy.get("type") != "OnDelete":
+        return [
+            (
+                "spec.updateStrategy.type",
+                f'Unsupported value: "{strategy.get("type")}": supported values: "OnDelete",'
+                ' "RollingUpdate"',
+            )
+        ]
+    spec.setdefault("revisionHistoryLimit", 10)
+    # These four counts are not omitempty in apps/v1: a new DaemonSet shows them as zero.
+    obj["status"] = dict.fromkeys(DAEMONSET_COUNTS, 0)
+    errors = _selects_template(obj)
+    template = spec.setdefault("template", {})
+    return errors + _pod_spec(template.setdefault("spec", {}), "spec.template.spec")
+
+
 def _job(obj: dict[str, Any]) -> Errors:
     spec = obj.setdefault("spec", {})
     for key, value in (("parallelism", 1), ("completions", 1), ("backoffLimit", 6)):
@@ -224,6 +256,7 @@ PREPARE: dict[str, Callable[[dict[str, Any]], Errors]] = {
     "pods": _pod,
     "deployments.apps": _deployment,
     "replicasets.apps": _workload,
+    "daemonsets.apps": _daemonset,
     "jobs.batch": _job,
     "services": _service,
     "secrets": _secret,
@@ -242,7 +275,7 @@ def prepare_create(key: str, obj: dict[str, Any]) -> Errors:
 
 def validate_update(key: str, obj: dict[str, Any]) -> Errors:
     """Checks an update must pass (the template of a workload must still match)."""
-    if key in ("deployments.apps", "replicasets.apps", "jobs.batch"):
+    if key in ("deployments.apps", "replicasets.apps", "daemonsets.apps", "jobs.batch"):
         return _selects_template(obj)
     if key == "events":
         _event_times(obj)

@@ -44,10 +44,35 @@ class ApiError(TestbedError):
 
 
 def _details(resource: str, group: str, name: str | None) -> dict[str, Any]:
-    details: dict[str, Any] = {"kind": resource, "group": group}
-    if name is not None:
+    """StatusDetails: ``name``, ``group`` and ``kind`` are ``omitempty`` in the API's Go
+    types, so an empty one (the core group, a nameless create) is left out."""
+    details: dict[str, Any] = {}
+    if name:
         details["name"] = name
+    if group:
+        details["group"] = group
+    if resource:
+        details["kind"] = resource
     return details
+
+
+#: The first words of a field error's body → its ``field.ErrorType`` (a cause's reason).
+_CAUSE_TYPES = {
+    "Required value": "FieldValueRequired",
+    "Invalid value": "FieldValueInvalid",
+    "Unsupported value": "FieldValueNotSupported",
+    "Duplicate value": "FieldValueDuplicate",
+    "Forbidden": "FieldValueForbidden",
+    "Not found": "FieldValueNotFound",
+    "Too long": "FieldValueTooLong",
+    "Too many": "FieldValueTooMany",
+    "Internal error": "InternalError",
+}
+
+
+def _cause_type(message: str) -> str:
+    head = message.split(":", 1)[0]
+    return _CAUSE_TYPES.get(head, "FieldValueInvalid")
 
 
 def _qualified(resource: str, group: str) -> str:
@@ -83,14 +108,19 @@ def conflict(resource: str, group: str, name: str) -> ApiError:
 
 
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> ApiError:
-    """422: ``causes`` are (field path, message) pairs, as ``field.ErrorList`` gives them."""
-    text = "; ".join(f"{field}: {message}" for field, message in causes)
+    """422 as ``errors.NewInvalid`` builds it: ``causes`` are (field path, error body)
+    pairs, as ``field.ErrorList`` gives them; the message aggregates them (``[a, b]`` when
+    more than one) after the qualified kind (``Deployment.apps "x" is invalid: …``)."""
+    errors = [f"{field}: {message}" for field, message in causes]
+    text = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
     details = _details(kind, group, name)
     details["causes"] = [
-        {"reason": "FieldValueInvalid", "message": message, "field": field}
+        {"reason": _cause_type(message), "message": message, "field": field}
         for field, message in causes
     ]
-    return ApiError(422, "Invalid", f'{kind} "{name}" is invalid: {text}', details)
+    suffix = f": {text}" if errors else ""
+    message = f'{_qualified(kind, group)} "{name}" is invalid{suffix}'
+    return ApiError(422, "Invalid", message, details)
 
 
 def bad_request(message: str) -> ApiError:

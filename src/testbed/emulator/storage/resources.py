@@ -111,6 +111,16 @@ BUILTIN: tuple[ResourceType, ...] = (
         categories=("all",),
         subresources=("status", "scale"),
     ),
+    ResourceType(
+        "apps",
+        "v1",
+        "DaemonSet",
+        "daemonsets",
+        True,
+        short_names=("ds",),
+        categories=("all",),
+        subresources=("status",),
+    ),
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType(

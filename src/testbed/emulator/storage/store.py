@@ -10,6 +10,7 @@ Deletion, owner references and namespaces live in :mod:`testbed.emulator.storage
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,6 +27,7 @@ from testbed.emulator.storage.errors import (
     invalid,
     not_found,
 )
+from testbed.emulator.storage.managed import apply_config
 from testbed.emulator.storage.objects import Obj, clone
 from testbed.emulator.storage.patch import apply_patch
 from testbed.emulator.storage.resources import Registry, ResourceType
@@ -167,12 +169,21 @@ class Store:
         finally:
             self._shared_rv = None
 
-    def create(self, key: str, obj: Obj, namespace: str | None = None) -> Obj:
-        """Store a new object (defaults filled in, metadata stamped); ADDED to watches."""
+    def create(
+        self,
+        key: str,
+        obj: Obj,
+        namespace: str | None = None,
+        managed: builtins.list[Obj] | None = None,
+    ) -> Obj:
+        """Store a new object (defaults filled in, metadata stamped); ADDED to watches.
+        ``managed`` is its managedFields (server-side apply's), else it has none."""
         bucket = self.bucket(key)
         rt = bucket.rt
         obj = clone(obj)
         space, name = admit_new(self, rt, obj, namespace)
+        if managed:
+            obj["metadata"]["managedFields"] = managed
         for admit in self._admitters.get(key, ()):
             admit(obj)
         meta = obj["metadata"]
@@ -186,12 +197,19 @@ class Store:
         return self.collector.created(key, obj)
 
     def replace(
-        self, key: str, namespace: str | None, name: str, obj: Obj, subresource: str | None = None
+        self,
+        key: str,
+        namespace: str | None,
+        name: str,
+        obj: Obj,
+        subresource: str | None = None,
+        managed: builtins.list[Obj] | None = None,
     ) -> Obj:
         """PUT: the whole object (or only its status with ``subresource="status"``).
 
         A ``metadata.resourceVersion`` in ``obj`` that is not the stored one is a 409
         Conflict; without one the update is unconditional, as the real server allows.
+        The stored managedFields are kept, or replaced by ``managed`` (server-side apply).
         """
         bucket = self.bucket(key)
         rt = bucket.rt
@@ -231,6 +249,10 @@ class Store:
                 else:
                     meta.pop(field, None)
             meta["name"] = name
+            meta.pop("managedFields", None)
+            owners = current["metadata"].get("managedFields") if managed is None else managed
+            if owners:
+                meta["managedFields"] = owners
             errors = _meta.metadata_errors(meta) + validate_update(key, new)
             if errors:
                 raise invalid(rt.kind, rt.group, name, errors)
@@ -242,7 +264,6 @@ class Store:
         bucket = self.bucket(key)
         meta = new["metadata"]
         meta["resourceVersion"] = current["metadata"]["resourceVersion"]
-        meta.pop("managedFields", None)
         if new == current:
             return current  # a no-op write keeps its version, as the real server's does
         if "generation" in meta and _spec(new) != _spec(current):
@@ -276,6 +297,30 @@ class Store:
             rt = self.bucket(key).rt
             raise conflict(rt.plural, rt.group, name)
         return self.replace(key, namespace, name, patched, subresource)
+
+    def apply(
+        self, key: str, namespace: str | None, name: str, body: Any, manager: str, force: bool
+    ) -> tuple[Obj, bool]:
+        """Server-side apply of ``body`` by ``manager`` (:mod:`.managed`); creates the object
+        when absent. The object, and whether it was created."""
+        rt = self.bucket(key).rt
+        meta = body.get("metadata") if isinstance(body, dict) else None
+        if not isinstance(meta, dict):
+            raise bad_request("an applied configuration must be an object with metadata")
+        if meta.get("name", name) != name:
+            raise bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL"
+                f" ({name})"
+            )
+        current = self.try_get(key, namespace, name)
+        new = apply_config(current, body, manager, force, rt.api_version, rt.has_status)
+        managed = new["metadata"].get("managedFields")
+        if current is None:
+            new["metadata"]["name"] = name
+            return self.create(key, new, namespace, managed), True
+        if new is current:
+            return current, False
+        return self.replace(key, namespace, name, new, managed=managed), False
 
     def mutate(
         self,
