@@ -40,10 +40,10 @@ def test_llm_d_vllm_flags_become_simulator_parameters() -> None:
 
 
 def test_without_the_flag_vllm_images_stay_vllm_and_the_scheduler_image_is_unknown() -> None:
-    assert ImageRules().kind("vllm/vllm-openai:v0.10.0") == "vllm"
+    assert ImageRules().family("vllm/vllm-openai:v0.10.0") == "vllm"
     on = ImageRules(sim_stand_in=vllm_sim_stand_in)
-    assert on.kind("vllm/vllm-openai:v0.10.0") == "sim"
-    assert on.kind("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.0") == "unknown"
+    assert on.family("vllm/vllm-openai:v0.10.0") == "sim"
+    assert on.family("ghcr.io/llm-d/llm-d-inference-scheduler:v0.3.0") == "unknown"
 
 
 def test_serve_sim_reads_params_from_the_environment_under_the_flags(
