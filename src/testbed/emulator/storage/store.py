@@ -27,7 +27,7 @@ from testbed.emulator.storage.errors import (
     invalid,
     not_found,
 )
-from testbed.emulator.storage.managed import apply_config
+from testbed.emulator.storage.managed import apply_config, record_update
 from testbed.emulator.storage.objects import Obj, clone
 from testbed.emulator.storage.patch import apply_patch
 from testbed.emulator.storage.resources import Registry, ResourceType
@@ -175,13 +175,17 @@ class Store:
         obj: Obj,
         namespace: str | None = None,
         managed: builtins.list[Obj] | None = None,
+        updater: str | None = None,
     ) -> Obj:
         """Store a new object (defaults filled in, metadata stamped); ADDED to watches.
-        ``managed`` is its managedFields (server-side apply's), else it has none."""
+        ``managed`` is its managedFields (server-side apply's); with ``updater`` (an API
+        write's field manager) they record that it set every field."""
         bucket = self.bucket(key)
         rt = bucket.rt
         obj = clone(obj)
         space, name = admit_new(self, rt, obj, namespace)
+        if updater and not managed:
+            managed = record_update(None, obj, updater, rt.api_version, rt.has_status)
         if managed:
             obj["metadata"]["managedFields"] = managed
         for admit in self._admitters.get(key, ()):
@@ -204,12 +208,14 @@ class Store:
         obj: Obj,
         subresource: str | None = None,
         managed: builtins.list[Obj] | None = None,
+        updater: str | None = None,
     ) -> Obj:
         """PUT: the whole object (or only its status with ``subresource="status"``).
 
         A ``metadata.resourceVersion`` in ``obj`` that is not the stored one is a 409
         Conflict; without one the update is unconditional, as the real server allows.
-        The stored managedFields are kept, or replaced by ``managed`` (server-side apply).
+        The stored managedFields are kept, replaced by ``managed`` (server-side apply), or
+        changed to record what ``updater`` (an API write's field manager) changed.
         """
         bucket = self.bucket(key)
         rt = bucket.rt
@@ -250,7 +256,7 @@ class Store:
                     meta.pop(field, None)
             meta["name"] = name
             meta.pop("managedFields", None)
-            owners = current["metadata"].get("managedFields") if managed is None else managed
+            owners = _owners(rt, current, new, managed, updater)
             if owners:
                 meta["managedFields"] = owners
             errors = _meta.metadata_errors(meta) + validate_update(key, new)
@@ -287,6 +293,7 @@ class Store:
         content_type: str,
         body: Any,
         subresource: str | None = None,
+        updater: str | None = None,
     ) -> Obj:
         """PATCH with a merge, strategic merge or JSON patch body."""
         current = self.get(key, namespace, name)
@@ -296,7 +303,7 @@ class Store:
         if rv and rv != current["metadata"]["resourceVersion"]:
             rt = self.bucket(key).rt
             raise conflict(rt.plural, rt.group, name)
-        return self.replace(key, namespace, name, patched, subresource)
+        return self.replace(key, namespace, name, patched, subresource, updater=updater)
 
     def apply(
         self, key: str, namespace: str | None, name: str, body: Any, manager: str, force: bool
@@ -432,6 +439,18 @@ class Store:
             watch.offer(event)
         for callback in self._listeners.get(bucket.rt.key, ()):
             callback(event)
+
+
+def _owners(
+    rt: ResourceType, current: Obj, new: Obj, managed: list[Obj] | None, updater: str | None
+) -> list[Obj] | None:
+    """The managedFields of an update: given (apply), recorded for ``updater``, or kept."""
+    if managed is not None:
+        return managed
+    if updater:
+        return record_update(current, new, updater, rt.api_version, rt.has_status)
+    kept: list[Obj] | None = current["metadata"].get("managedFields")
+    return kept
 
 
 def _spec(obj: Obj) -> Obj:
