@@ -17,7 +17,18 @@ import sys
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "src/testbed/emulator/apiserver/protobuf_schema.json"
-API_PACKAGES = ("core/v1", "apps/v1", "batch/v1", "events/v1", "policy/v1", "autoscaling/v1")
+API_PACKAGES = (
+    "core/v1",
+    "apps/v1",
+    "batch/v1",
+    "events/v1",
+    "policy/v1",
+    "autoscaling/v1",
+    "scheduling/v1",
+    "rbac/v1",
+    "authentication/v1",
+    "authorization/v1",
+)
 MACHINERY = ("pkg/api/resource", "pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr")
 #: apiVersion → proto package of the kinds the emulator serves.
 GROUPS = {
@@ -27,7 +38,11 @@ GROUPS = {
     "events.k8s.io/v1": "k8s.io.api.events.v1",
     "policy/v1": "k8s.io.api.policy.v1",
     "autoscaling/v1": "k8s.io.api.autoscaling.v1",
+    "scheduling.k8s.io/v1": "k8s.io.api.scheduling.v1",
     "meta.k8s.io/v1": "k8s.io.apimachinery.pkg.apis.meta.v1",
+    "rbac.authorization.k8s.io/v1": "k8s.io.api.rbac.v1",
+    "authentication.k8s.io/v1": "k8s.io.api.authentication.v1",
+    "authorization.k8s.io/v1": "k8s.io.api.authorization.v1",
 }
 ROOTS = {
     "v1": (
@@ -48,7 +63,11 @@ ROOTS = {
     "events.k8s.io/v1": ("Event",),
     "policy/v1": ("Eviction",),
     "autoscaling/v1": ("Scale",),
+    "scheduling.k8s.io/v1": ("PriorityClass",),
     "meta.k8s.io/v1": ("DeleteOptions",),
+    "rbac.authorization.k8s.io/v1": ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"),
+    "authentication.k8s.io/v1": ("TokenRequest", "SelfSubjectReview"),
+    "authorization.k8s.io/v1": ("SelfSubjectAccessReview", "SelfSubjectRulesReview"),
 }
 SCALARS = {"string", "bytes", "bool", "int32", "int64", "uint32", "uint64", "double", "float"}
 _FIELD = re.compile(r"^\s*(optional|repeated)\s+([\w.]+)\s+(\w+)\s*=\s*(\d+)\s*;")

@@ -104,6 +104,26 @@ def test_chunked_body_in_any_pieces(step: int) -> None:
     assert made[0].written[0].startswith(b"GET /x HTTP/1.1\r\nHost: h:1\r\n")
 
 
+def test_one_chunk_per_read_is_framed_like_any_split() -> None:
+    """A stream's usual read is one whole chunk (the hot path): each is handed on as one
+    piece; a chunk extension, two chunks in one read and the last chunk take the general
+    parser with the same result."""
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    reads = [head, b"5\r\nhello\r\n", b"1;x=y\r\n \r\n", b"2\r\nwo\r\n3\r\nrld\r\n"]
+    reads += [b"10\r\n" + b"a" * 16 + b"\r\n", b"0\r\n\r\n"]
+    made: list[ScriptedTransport] = []
+
+    async def main() -> Collect:
+        pool = ConnectionPool("http://h:1", connector=scripted([reads], made))
+        sink = Collect()
+        await pool.send(pool.encode("GET", "/x"), sink)
+        return sink
+
+    sink = asyncio.run(main())
+    assert (sink.body, sink.ended) == (b"hello world" + b"a" * 16, True)
+    assert len(sink.reads) == 4  # one hand-over per read that carried data
+
+
 def test_content_length_and_connection_close() -> None:
     body = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"
     made: list[ScriptedTransport] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -43,3 +44,21 @@ def test_any_split_gives_the_same_events(cuts: list[int]) -> None:
 
 def test_data_without_space_and_lone_cr() -> None:
     assert SseParser().feed(b"data:abc\r\rdata: d\r\n\r\n") == [b"abc", b"d"]
+
+
+@pytest.mark.parametrize(
+    ("read", "payloads"),
+    [
+        (b"data: {}\n\n", [b"{}"]),  # the one-event fast path
+        (b"data: a\r\n\r\n", [b"a"]),  # CRLF line ends: not the fast path, same answer
+        (b"data: a\rb\n\n", [b"a"]),  # a lone CR ends the line; "b" is no field
+        (b"data: a\ndata: b\n\n", [b"a\nb"]),
+        (b"data: \n\n", [b""]),
+        (b"data: a\n\ndata: b\n\n", [b"a", b"b"]),
+    ],
+)
+def test_one_read_one_event_fast_path_agrees(read: bytes, payloads: list[bytes]) -> None:
+    assert SseParser().feed(read) == payloads
+    # the same bytes split before the end take the general path
+    parser = SseParser()
+    assert parser.feed(read[:3]) + parser.feed(read[3:]) == payloads

@@ -150,8 +150,14 @@ def test_errors_read_as_from_a_real_server(kubectl: Kubectl, namespace: str) -> 
     again = kubectl.run("create", "-n", namespace, "-f", "-", stdin=configmap, ok=False)
     expected = 'error when creating "STDIN": configmaps "c" already exists'
     assert f"Error from server (AlreadyExists): {expected}" in again.stderr
-    unknown = kubectl.run("create", "-n", namespace, "priorityclass", "p", "--value=1", ok=False)
+    unknown = kubectl.run("create", "-n", namespace, "quota", "q", "--hard=pods=1", ok=False)
     assert "the server could not find the requested resource" in unknown.stderr
+    # a PriorityClass comes as protobuf from kubectl's typed command
+    kubectl.out(
+        "create", "priorityclass", f"{namespace}-p", "--value=7", "--preemption-policy=Never"
+    )
+    listed = json.loads(kubectl.out("get", "pc", f"{namespace}-p", "-o", "json"))
+    assert (listed["value"], listed["preemptionPolicy"]) == (7, "Never")
     bad = kubectl.run(
         "create",
         "-n",
@@ -246,3 +252,30 @@ def test_imperative_commands_send_protobuf_that_is_decoded(
     ports = json.loads(kubectl.out("get", *n, "svc", "web", "-o", "jsonpath={.spec.ports}"))
     assert ports == [{"port": 80, "protocol": "TCP", "targetPort": 8080}]
     assert kubectl.out("get", *n, "sa", "sa", "-o", "name") == "serviceaccount/sa\n"
+
+
+def test_rbac_through_kubectl(kubectl: Kubectl, namespace: str) -> None:
+    """`kubectl create token`, `create role/rolebinding` (protobuf bodies), `auth can-i`,
+    `auth whoami` and the API server's Forbidden message for a ServiceAccount's token."""
+    kubectl.out("create", "serviceaccount", "runner", "-n", namespace)
+    token = kubectl.out("create", "token", "runner", "-n", namespace).strip()
+    user = f"system:serviceaccount:{namespace}:runner"
+    as_runner = ["--token", token, "-n", namespace]
+    denied = kubectl.run("get", "pods", *as_runner, ok=False)
+    assert denied.returncode == 1
+    assert denied.stderr.strip() == (
+        f'Error from server (Forbidden): pods is forbidden: User "{user}" cannot list resource'
+        f' "pods" in API group "" in the namespace "{namespace}"'
+    )
+    assert kubectl.run("auth", "can-i", "list", "pods", *as_runner, ok=False).stdout == "no\n"
+    kubectl.out("create", "role", "reader", "--verb=get,list", "--resource=pods", "-n", namespace)
+    kubectl.out(
+        "create", "rolebinding", "reader", "--role=reader",
+        f"--serviceaccount={namespace}:runner", "-n", namespace,
+    )  # fmt: skip
+    assert kubectl.out("auth", "can-i", "list", "pods", *as_runner) == "yes\n"
+    assert kubectl.run("auth", "can-i", "delete", "pods", *as_runner, ok=False).stdout == "no\n"
+    assert "No resources found" in kubectl.run("get", "pods", *as_runner).stderr
+    assert user in kubectl.out("auth", "whoami", *as_runner)
+    made = kubectl.run("create", "namespace", f"{namespace}-x", "--token", token, ok=False)
+    assert 'cannot create resource "namespaces" in API group "" at the cluster scope' in made.stderr

@@ -82,7 +82,7 @@ def test_the_exported_objects_apply_and_read_back(
             engine,
             str(ROOT / "examples" / "tekton-sweep.yaml"),
             "--set",
-            "backend.kind=kubernetes",  # a Role and RoleBinding for the backend's objects
+            "backend.kind=kubernetes",  # runs make namespaces: a ClusterRole and its binding
             "--namespace",
             namespace,
             "--upload",
@@ -102,7 +102,7 @@ def test_the_exported_objects_apply_and_read_back(
     ]
     (pipeline,) = yaml.safe_load_all((out / MAIN_FILE[engine]).read_text())
     assert [d["kind"] for d in support] == [
-        "Namespace", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret",
+        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Secret",
     ]  # fmt: skip
     try:
         apply_all(client, support)
@@ -115,7 +115,8 @@ def test_the_exported_objects_apply_and_read_back(
         assert back["metadata"]["labels"] == pipeline["metadata"]["labels"]
         for doc in support[1:]:
             kind = client.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
-            stored = kind.get(name=doc["metadata"]["name"], namespace=namespace).to_dict()
+            where = doc["metadata"].get("namespace")
+            stored = kind.get(name=doc["metadata"]["name"], namespace=where).to_dict()
             if doc["kind"] == "Secret":
                 decoded = {k: base64.b64decode(v).decode() for k, v in stored["data"].items()}
                 assert decoded == values
@@ -127,3 +128,7 @@ def test_the_exported_objects_apply_and_read_back(
     finally:
         namespaces = client.resources.get(api_version="v1", kind="Namespace")
         namespaces.delete(name=namespace)
+        for doc in support:
+            if doc["kind"].startswith("Cluster"):
+                kind = client.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+                kind.delete(name=doc["metadata"]["name"])

@@ -52,6 +52,13 @@ def _add_server_flags(emulate: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="where to write the kubeconfig (mode 0600: it holds the token)",
     )
+    emulate.add_argument(
+        "--no-rbac",
+        dest="rbac",
+        action="store_false",
+        help="let every authenticated request through (RBAC is enforced by default; the"
+        " kubeconfig's admin token may do everything either way)",
+    )
     emulate.add_argument("--nodes", type=int, help="number of nodes")
     emulate.add_argument("--gpus-per-node", type=int, help="nvidia.com/gpu per node")
     emulate.add_argument(
@@ -309,7 +316,7 @@ def handle_emulate(args: argparse.Namespace) -> int:
 
             raise MissingDependency(exc.name, "emulator") from None
         raise
-    emulator = Emulator(shape, host=args.host, port=args.port)
+    emulator = Emulator(shape, host=args.host, port=args.port, rbac=args.rbac)
     try:
         asyncio.run(serve_until_stopped(emulator, args.kubeconfig, plane=plane))
     except OSError as exc:

@@ -202,7 +202,7 @@ class StreamSink(_Sink):
         response = self.response
         response.t_done_ns = t_ns
         if not self._end_error():
-            response.text = "".join(text for _, text in response.chunks)
+            response.text = "".join([text for _, text in response.chunks])
             note = " inside an unfinished event" if self._sse.pending else ""
             self._check_ending(stream=True, note=note)
 
@@ -242,7 +242,7 @@ class BodySinkJson(_Sink):
             response.raw.append(obj)
         response.ended = True
         self._decode(response, obj, t_ns)
-        response.text = "".join(text for _, text in response.chunks)
+        response.text = "".join([text for _, text in response.chunks])
         self._check_ending(stream=False)
 
 

@@ -30,6 +30,14 @@ class SseParser:
     def feed(self, data: bytes) -> list[bytes]:
         """The ``data`` payloads of the events completed by ``data`` (events with no data
         field, such as keep-alive comments, give nothing). This is the hot path."""
+        if (
+            not self._buf
+            and data.startswith(b"data: ")
+            and data.find(b"\n") == len(data) - 2
+            and data[-1] == 10  # b"\n"
+            and b"\r" not in data
+        ):  # the hot path: exactly one ``data: …\n\n`` event, its only line ends at the end
+            return [data[6:-2]]
         out = []
         for block in self._blocks(data):
             if block.startswith(b"data: ") and b"\n" not in block:

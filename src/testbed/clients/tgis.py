@@ -180,7 +180,7 @@ class TgisSink:
     def on_end(self, t_ns: int) -> None:
         response = self.response
         response.t_done_ns = t_ns
-        response.text = "".join(text for _, text in response.chunks)
+        response.text = "".join([text for _, text in response.chunks])
         if response.error is None and not response.ended:
             if self.stream:
                 response.error = (

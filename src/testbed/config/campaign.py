@@ -13,6 +13,7 @@ from testbed.config.criteria import Criterion
 from testbed.config.deployments import Deployment, Strict
 from testbed.config.diagnostics import located
 from testbed.config.execution import Execution
+from testbed.config.images import own_image_refusals
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
 from testbed.config.scale import ScaleProbe
@@ -226,6 +227,7 @@ class KubernetesSettings(_BackendSettings):
                 for i, d in enumerate(deployments)
                 if not provisioned(d)
             ]
+        found += own_image_refusals(deployments, self.image, self.server_image, self.images)
         under_test = [d.name for d in deployments if kind_of(d).under_test]
         for field, flag, value in (
             ("server_image", "server_image (--image)", self.server_image),

@@ -46,6 +46,23 @@ def test_lag_shortfall_and_cpu_are_problems() -> None:
     assert "97% of a core" in text
 
 
+def test_late_sends_say_whether_the_generator_or_the_machine_was_the_limit() -> None:
+    late = [20_000_000] * 10
+    busy = check(
+        stage(lags_ns=late, cpu_fraction_max=0.9), sends(50), Window(0, 10 * S), SelfCheck()
+    )
+    assert "raise `processes`" in busy.problems[0]
+    starved = check(
+        stage(lags_ns=late, cpu_fraction_max=0.17, load_average=14.0),
+        sends(50),
+        Window(0, 10 * S),
+        SelfCheck(),
+    )
+    assert "on a CPU only 17% of the time" in starved.problems[0]
+    assert "load average 14.0" in starved.problems[0]
+    assert "raise `processes`" not in starved.problems[0]
+
+
 def test_waiting_for_slots_is_the_servers_doing() -> None:
     run = stage(requested_rate=100.0, capped=40)
     result = check(run, sends(50), Window(0, 10 * S), SelfCheck())

@@ -441,3 +441,52 @@ def test_a_scale_probe_without_a_cluster_is_refused_at_validation(
     campaign.write_text("name: s\nbackend: {kind: kubernetes}\nscale: {template: missing.yaml}\n")
     assert main(["validate", str(campaign)]) == 2
     assert "missing.yaml: cannot read it" in capsys.readouterr().err
+
+
+def test_unlabelled_pods_join_their_workload_through_owner_references() -> None:
+    """A custom kind's controller makes an unlabelled intermediate object and unlabelled
+    pods: the owner chain pod → intermediate → workload object names the workload; a pod
+    owned by nothing of ours stays out; a preempted pod times nothing but is an event."""
+    sub = Submitted(
+        header=Header(run="r", prefix="w", namespace="ns", template="t", fingerprint="f")
+    )
+    sub.workloads[0] = submission(0, T0, kind="TrainingWorkload")
+    sub.workloads[0].expected_pods = 2
+    facts = Facts()
+    workload = {
+        "kind": "TrainingWorkload",
+        "metadata": {
+            "name": "w-0",
+            "namespace": "ns",
+            "uid": "u-workload",
+            "creationTimestamp": iso(T0 + 5),
+            "labels": {"testbed.io/scale-workload": "w-0"},
+        },
+    }
+    middle = {
+        "kind": "PodGroup",
+        "metadata": {
+            "name": "w-0-group",
+            "namespace": "ns",
+            "uid": "u-middle",
+            "ownerReferences": [{"uid": "u-workload", "kind": "TrainingWorkload"}],
+        },
+    }
+    facts.observe_object(workload, T0 + 6, live=True)
+    facts.observe_object(middle, T0 + 7, live=True)
+    owners = {"u-1": "u-workload", "u-2": "u-middle", "u-3": "u-stranger", "u-4": "u-workload"}
+    for name, owner in owners.items():
+        body = pod(name, "", created=T0 + 20, phase="Running", node="n")
+        body["metadata"]["labels"] = {}
+        body["metadata"]["ownerReferences"] = [{"uid": owner, "kind": "X", "controller": True}]
+        if name == "u-4":
+            body["status"]["conditions"].append(
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+            )
+        facts.observe_pod(body, T0 + 30, live=True)
+    facts.observe_event(event("e1", "Preempted", "Pod", "u-4", T0 + 25), T0 + 26, live=True)
+    again = Facts.from_json(facts.to_json())  # owners survive sampled.json
+    [row] = times.rows(sub, again)
+    assert row.pods == 2  # u-1 directly, u-2 through the intermediate object
+    assert "running" in row.stages
+    assert row.extra["event.Pod.Preempted"] == pytest.approx(T0 + 25)

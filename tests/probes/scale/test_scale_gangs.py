@@ -164,19 +164,8 @@ def test_a_higher_priority_batch_preempts_a_lower_one_and_the_plot_rings_it(
     low, high = tmp_path / "low", tmp_path / "high"
     common = ["-t", "training", "-g", "4", "--project", ns, "-n"]
     scale(small_cluster, "submit", *common, "2", "--priority-class", "batch-low", "-o", str(low))
-    scale(small_cluster, "sample", "-o", str(low))  # both low workloads hold 4 GPUs each
-    _wait_running(small_cluster, low, 2)
-    scale(
-        small_cluster,
-        "submit",
-        *common,
-        "-n",
-        "1",
-        "--priority-class",
-        "batch-high",
-        "-o",
-        str(high),
-    )
+    _wait_running(small_cluster, low, 2)  # both low workloads hold 4 GPUs each: all 8
+    scale(small_cluster, "submit", *common, "1", "--priority-class", "batch-high", "-o", str(high))
     _wait_running(small_cluster, high, 1)
     scale(small_cluster, "sample", "-o", str(low))
     table = times.rows(submitted.load(low), sampled.load(low))

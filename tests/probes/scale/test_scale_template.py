@@ -90,3 +90,37 @@ def test_object_without_name_or_kind_is_refused() -> None:
 def test_syntax_error_names_the_line() -> None:
     with pytest.raises(InputError, match=r"^x:2: template syntax"):
         Template("a: 1\nb: {{ name \n", "x").render({"run": "r", "name": "n"})
+
+
+@pytest.mark.parametrize("kind", ["training", "distributed"])
+def test_gang_adds_a_podgroup_and_the_label_priority_class_the_class(kind: str) -> None:
+    config = ScaleProbe(workload_type=kind, workers=4, gang=True, priority_class="batch-high")
+    objects = _render(config)
+    [group] = [o for o in objects if o["kind"] == "PodGroup"]
+    assert group["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert group["metadata"]["name"] == "scale-r1-00003"
+    assert group["spec"] == {"minMember": 4}
+    job = objects[-1]
+    pod = job["spec"]["template"]
+    assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "scale-r1-00003"
+    assert pod["spec"]["priorityClassName"] == "batch-high"
+    plain = _render(ScaleProbe(workload_type=kind, workers=4))
+    assert "PodGroup" not in [o["kind"] for o in plain]
+    assert "priorityClassName" not in plain[-1]["spec"]["template"]["spec"]
+
+
+def test_gang_and_priority_class_are_refused_where_they_would_be_ignored(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="--gang: the built-in interactive workload is one pod"):
+        _render(ScaleProbe(workload_type="interactive", gang=True))
+    plain = tmp_path / "plain.yaml"
+    plain.write_text('apiVersion: v1\nkind: Pod\nmetadata: {name: "{{ name }}"}\n')
+    with pytest.raises(InputError, match=r"--gang: template .* never uses \{\{ gang \}\}"):
+        _render(ScaleProbe(template=str(plain), gang=True))
+    with pytest.raises(InputError, match="--priority-class: template"):
+        _render(ScaleProbe(template=str(plain), priority_class="x"))
+    examples = Path(__file__).parents[3] / "examples" / "scale"
+    gang = ScaleProbe(template=str(examples / "gang-job.yaml"), gang=True, workers=2)
+    assert [o["kind"] for o in _render(gang)] == ["PodGroup", "Job"]
+    custom = ScaleProbe(template=str(examples / "custom-kind.yaml"), priority_class="p")
+    [workload] = _render(custom)
+    assert workload["spec"]["priorityClass"] == {"value": "p"}

@@ -8,6 +8,7 @@ common cases (RBAC, an unreachable server) become one line a user can act on.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from testbed.core.errors import (
@@ -18,6 +19,8 @@ from testbed.core.errors import (
     ClusterUnreachable,
 )
 
+#: kubernetes.stream's ApiException reason for a refused upgrade: status, headers, body.
+_HANDSHAKE = re.compile(r"Handshake status (\d{3})[^-]*-\+-\+- .*? -\+-\+- (.*)\Z", re.S)
 _BY_STATUS: dict[int, type[ClusterError]] = {
     401: ClusterAccessDenied,
     403: ClusterAccessDenied,
@@ -61,6 +64,9 @@ def translate(exc: BaseException, doing: str) -> ClusterError:
     status = getattr(exc, "status", None)
     if isinstance(status, int) and status:
         return from_status(status, getattr(exc, "body", None) or getattr(exc, "data", None), doing)
+    handshake = _HANDSHAKE.match(str(getattr(exc, "reason", "") or ""))
+    if handshake:  # kubernetes.stream: a refused websocket upgrade (exec, port-forward)
+        return from_status(int(handshake.group(1)), handshake.group(2), doing)
     return ClusterUnreachable(
         f"{doing}: the API server did not answer ({type(exc).__name__}: {exc}); check the"
         " server URL, the kubeconfig context and the network"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from testbed.clients.kube.errors import translate
-from testbed.core.errors import ClusterError
+from testbed.core.errors import ClusterAccessDenied, ClusterError
 
 HOST = "127.0.0.1"
 _CHUNK = 65536
@@ -121,6 +121,10 @@ class PortForward:
             message = session.error(self.port)
             if message and not answered and self.on_refused is not None:
                 self.on_refused(message)
+        except ClusterAccessDenied as exc:
+            # RBAC refused the port-forward: the connection just closes, so say why
+            if self.on_refused is not None:
+                self.on_refused(str(exc))
         except ClusterError:
             pass  # the client sees its connection closed and reports that
         except asyncio.CancelledError:

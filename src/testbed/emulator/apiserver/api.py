@@ -1,6 +1,7 @@
 """The REST handlers: one aiohttp handler that routes every Kubernetes API request.
 
-Requests are authenticated by bearer token, routed (:mod:`routes`), answered from the
+Requests are authenticated (:mod:`authn`), authorized by RBAC (:mod:`rbac`; off with
+``rbac=False``), routed (:mod:`routes`), answered from the
 :class:`Store` in the requested view (:mod:`views`) and form (JSON, or a Table for
 kubectl), and every refusal is a ``Status`` object with the real server's code and reason.
 Subresources that need a running pod (log, portforward, exec) are served by handlers the
@@ -10,13 +11,15 @@ controllers register with :meth:`Api.add_subresource`.
 from __future__ import annotations
 
 import base64
-import hmac
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from testbed.emulator.apiserver import discovery, openapi, protobuf, subresources, tables, views
+from testbed.emulator.apiserver.authn import Authenticator, UserInfo
+from testbed.emulator.apiserver.rbac import Attributes, Authorizer, verb_of
+from testbed.emulator.apiserver.reviews import REVIEW_PATHS, review
 from testbed.emulator.apiserver.routes import Target, parse
 from testbed.emulator.apiserver.streaming import stream_error, stream_events
 from testbed.emulator.machinery.handlers import SubresourceHandler, query_flag
@@ -44,9 +47,12 @@ def json_response(body: Any, status: int = 200) -> web.Response:
 class Api:
     """Routes and answers API requests against one store."""
 
-    def __init__(self, store: Store, token: str | None) -> None:
+    def __init__(self, store: Store, token: str | None, *, rbac: bool = True) -> None:
         self.store = store
-        self._token = token
+        self.authn = Authenticator(store, token)
+        #: None when every authenticated request is allowed (``--no-rbac``).
+        self.authz: Authorizer | None = Authorizer(store) if rbac else None
+        self.ca_pem = b""
         self._extensions: dict[tuple[str, str], SubresourceHandler] = {}
         self.server_address = "127.0.0.1:0"
 
@@ -59,25 +65,33 @@ class Api:
             path = request.path.rstrip("/") or "/"
             if path in _HEALTH:
                 return web.Response(text="ok")
-            self._authorize(request)
+            user = self.authn.user(request.headers.get("Authorization", ""))
+            if path in REVIEW_PATHS:
+                if request.method != "POST":
+                    raise method_not_allowed(f"{request.method} is not allowed on {path}")
+                return json_response(review(self.authz, user, path, await _body(request)), 201)
+            target = parse(self.store.registry, path)
+            self._authorize(request, user, path, target)
             doc = self._discovery(path)
             if doc is not None:
                 if request.method != "GET":
                     raise method_not_allowed(f"{request.method} is not allowed on {path}")
                 return json_response(doc)
-            target = parse(self.store.registry, path)
             if target is None:
                 raise _NOT_FOUND
             return await self._dispatch(request, target)
         except ApiError as exc:
             return json_response(exc.status(), exc.code)
 
-    def _authorize(self, request: web.Request) -> None:
-        if self._token is None:
+    def _authorize(self, request: web.Request, user: UserInfo, path: str, t: Target | None) -> None:
+        if self.authz is None:
             return
-        given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {self._token}".encode()):
-            raise ApiError(401, "Unauthorized", "Unauthorized")
+        if t is None:
+            verb = request.method.lower().replace("head", "get")
+            attrs = Attributes(user, verb, path=path, resource_request=False)
+        else:
+            attrs = request_attributes(request, user, t)
+        self.authz.check(attrs)
 
     def _discovery(self, path: str) -> Obj | None:
         registry = self.store.registry
@@ -122,6 +136,11 @@ class Api:
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if t.subresource in (None, "status"):
             return await self._object(request, t)
+        if t.rt.key == "serviceaccounts" and t.subresource == "token" and method == "POST":
+            assert t.name is not None
+            sa = self.store.get("serviceaccounts", t.namespace, t.name)
+            spec = (await _json_or_empty(request)).get("spec") or {}
+            return json_response(self.authn.token_request(sa, spec), 201)
         return await subresources.serve(self.store, request, t)
 
     # -- collections -------------------------------------------------------------------
@@ -197,9 +216,15 @@ class Api:
         _check_kind(t.rt, body)
         stored = views.from_view(t.rt, body, stored_version)
         identity = stored_version == t.rt.api_version
-        return self.store.create(
+        created = self.store.create(
             t.rt.key, stored, t.namespace, updater=manager if identity else None
         )
+        if t.rt.key == "secrets":  # the token controller fills a service-account-token Secret
+            filled = self.authn.fill_token_secret(created, self.ca_pem)
+            if filled is not None:
+                meta = created["metadata"]
+                created = self.store.replace("secrets", meta["namespace"], meta["name"], filled)
+        return created
 
     def _delete_collection(self, request: web.Request, t: Target, options: Obj) -> web.Response:
         labels, fields = self._selectors(request, t)
@@ -288,6 +313,29 @@ class Api:
 
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         return views.to_view(rt, obj)
+
+
+def request_attributes(request: web.Request, user: UserInfo, t: Target) -> Attributes:
+    """What the request asks for, as kube-apiserver's request-info fills it in."""
+    watch = t.watch_prefix or query_flag(request.query.get("watch"))
+    name = t.name or ""
+    if not name and request.method == "GET":  # list/watch of one object by field selector
+        field = request.query.get("fieldSelector") or ""
+        if field.startswith("metadata.name=") and "," not in field:
+            name = field.partition("=")[2]
+    namespace = t.namespace or ""
+    if t.rt.key == "namespaces" and t.name:
+        namespace = t.name  # a Namespace's own URL is in that namespace
+    return Attributes(
+        user,
+        verb_of(request.method, t.name is not None, watch),
+        t.rt.group,
+        t.rt.plural,
+        t.subresource or "",
+        namespace,
+        name,
+        request.path,
+    )
 
 
 def _raise(exc: ApiError) -> Obj:

@@ -38,6 +38,7 @@ class Emulator:
         host: str = "127.0.0.1",
         port: int = 0,
         token: str | None = None,
+        rbac: bool = True,
     ) -> None:
         self.shape = shape or ClusterShape()
         self.host = host
@@ -45,7 +46,7 @@ class Emulator:
         #: The bearer token clients must send (written into the kubeconfig; never logged).
         self.token = token or secrets.token_urlsafe(24)
         self.store = Store()
-        self.api = Api(self.store, self.token)
+        self.api = Api(self.store, self.token, rbac=rbac)
         self._runner: web.AppRunner | None = None
         self._hooks: list[ShutdownHook] = []
         self.ca_pem = b""
@@ -77,6 +78,7 @@ class Emulator:
         from testbed.emulator.apiserver.tls import self_signed, server_context
 
         self.ca_pem, key_pem = self_signed([self.host, "127.0.0.1", "localhost"])
+        self.api.ca_pem = self.ca_pem  # the token controller puts it in token Secrets
         site = web.TCPSite(
             self._runner,
             self.host,

@@ -333,6 +333,8 @@ class Scheduler:
         if (pod0.get("spec") or {}).get("preemptionPolicy") == "Never":
             return False
         priority = self._priority.get(uid0, 0)
+        if not any(self._priority.get(u, 0) < priority for u in self._bound):
+            return False  # nothing of lower priority runs: no node search
         victims: dict[str, preemption.Victim] = {}
         nominated: list[tuple[str, Mapping[str, Any], str]] = []
         held: list[tuple[str, tuple[tuple[str, int], ...]]] = []

@@ -84,7 +84,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     _core("Secret", "secrets"),
     _core("ConfigMap", "configmaps", short_names=("cm",)),
     _core("Event", "events", short_names=("ev",)),
-    _core("ServiceAccount", "serviceaccounts", short_names=("sa",)),
+    _core("ServiceAccount", "serviceaccounts", short_names=("sa",), subresources=("token",)),
     _core(
         "PersistentVolumeClaim",
         "persistentvolumeclaims",
@@ -129,7 +129,7 @@ BUILTIN: tuple[ResourceType, ...] = (
     ResourceType(
         "events.k8s.io", "v1", "Event", "events", True, short_names=("ev",), storage="events"
     ),
-    # RBAC objects are stored and served (manifests apply and read back); nothing enforces them.
+    # RBAC objects: the API server's authorizer (apiserver/rbac.py) evaluates them.
     ResourceType("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     ResourceType("rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", False),

@@ -14,7 +14,6 @@ from typing import Any
 import yaml
 
 from testbed.config.loader import LoadedCampaign
-from testbed.config.server_kinds import kind_of
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.core.ids import slugify
@@ -25,18 +24,6 @@ CAMPAIGN_MOUNT = "/campaign"
 RESULTS_MOUNT = "/results"
 LABELS = {"app.kubernetes.io/managed-by": "testbed"}
 S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-
-#: What the kubernetes backend does in its namespace (least privilege, namespaced).
-_KUBERNETES_RULES = [
-    {"apiGroups": [""], "resources": ["pods", "pods/log", "services", "secrets", "events",
-                                      "configmaps", "persistentvolumeclaims"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
-    {"apiGroups": [""], "resources": ["pods/portforward"], "verbs": ["get", "create"]},
-    {"apiGroups": ["apps"], "resources": ["deployments", "replicasets"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
-    {"apiGroups": ["batch"], "resources": ["jobs"],
-     "verbs": ["get", "list", "watch", "create", "delete", "deletecollection"]},
-]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -109,17 +96,9 @@ def support_objects(
          "metadata": {"name": options.service_account, **meta}},
     ]  # fmt: skip
     if loaded.campaign.backend.kind == "kubernetes":
-        name = options.service_account
-        rbac += [
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-             "metadata": {"name": name, **meta},
-             "rules": [*_KUBERNETES_RULES, *_stack_rules(loaded)]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-             "metadata": {"name": name, **meta},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-             "subjects": [{"kind": "ServiceAccount", "name": name,
-                           "namespace": options.namespace}]},
-        ]  # fmt: skip
+        from testbed.execution.export.rbac import rbac_objects
+
+        rbac += rbac_objects(loaded, options.namespace, options.service_account)
     return {
         "namespace.yaml": [
             {"apiVersion": "v1", "kind": "Namespace",
@@ -133,26 +112,6 @@ def support_objects(
              "stringData": {name: f"${{{name}}}" for name in secret_names(loaded)}}
         ],
     }  # fmt: skip
-
-
-def _stack_rules(loaded: LoadedCampaign) -> list[dict[str, Any]]:
-    """Rights on the API groups the campaign's stacks create objects in (every resource of
-    each group: plurals are known only to the cluster's discovery). Cluster-scoped objects
-    such as CRDs need a ClusterRole, which docs/stacks.md leaves to the cluster's admin."""
-    from testbed.backends.kubernetes.stack import render_worker
-
-    backend = loaded.campaign.backend.model_dump(mode="json")
-    groups: set[str] = set()
-    for deployment in loaded.campaign.deployments:
-        if kind_of(deployment).stack:
-            config = deployment.model_dump(mode="json")
-            objects = render_worker("export", deployment.name, config, backend, loaded.base_dir)
-            groups |= {o.api_version.rpartition("/")[0] for o in objects}
-    groups -= {"", "apps", "batch", "apiextensions.k8s.io"}
-    if not groups:
-        return []
-    verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
-    return [{"apiGroups": sorted(groups), "resources": ["*"], "verbs": verbs}]
 
 
 def secret_names(loaded: LoadedCampaign) -> list[str]:

@@ -194,6 +194,7 @@ def _merged_run(runs: list[StageRun], processes: int) -> StageRun:
         precise_timer=all(r.precise_timer for r in runs),
         processes=processes,
         cpu_fraction_max=max(r.cpu_fraction_max for r in runs),
+        load_average=runs[0].load_average,
     )
 
 

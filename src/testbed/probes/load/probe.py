@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from testbed.clients import openai, tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
@@ -148,7 +150,11 @@ async def execute_stage(
 ) -> tuple[StageRun, list[dict[str, Any]]]:
     if config.processes == 1:
         records: list[dict[str, Any]] = []
-        with BackgroundWriter(ctx.records.write) as to_disk:
+
+        def to_file(record: dict[str, Any]) -> None:  # in the writer's thread, off the loop
+            ctx.records.write_line(orjson.dumps(record).decode(), record)
+
+        with BackgroundWriter(to_file) as to_disk:
 
             def write(record: dict[str, Any]) -> None:
                 to_disk(record)

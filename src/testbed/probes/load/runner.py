@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ class StageRun:
     precise_timer: bool = True
     processes: int = 1
     cpu_fraction_max: float = 0.0  # the busiest load process's CPU / wall
+    load_average: float | None = None  # the machine's 1-minute load average at the end
 
 
 @dataclass
@@ -156,6 +158,7 @@ class LoadGenerator:
         run.cpu_s = time.process_time() - cpu0
         run.wall_s = (run.t_end_ns - wall0) / 1e9
         run.cpu_fraction_max = run.cpu_s / run.wall_s if run.wall_s > 0 else 0.0
+        run.load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         run.lags_ns, run.capped = self.lags, self.capped
         return run
 

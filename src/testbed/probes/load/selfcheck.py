@@ -5,7 +5,8 @@ adds to every latency) and a rate it never sent. These checks turn such a run in
 INCONCLUSIVE with the reason, instead of a number nobody should trust:
 
 - **schedule lag** (sent − scheduled − time queued for a ``max_in_flight`` slot), p99 above
-  ``max_lag_p99_ms``;
+  ``max_lag_p99_ms``; the reason says whose limit it was: the generator's (its process busy)
+  or the machine's (late while mostly off the CPU: other programs held the cores);
 - **rate shortfall** in open loop: achieved send rate below ``min_rate_ratio`` × requested
   while no request waited for a slot (waiting for a slot is the server's doing);
 - **CPU saturation**: a load process busy more than ``max_cpu_fraction`` of the wall time
@@ -14,6 +15,7 @@ INCONCLUSIVE with the reason, instead of a number nobody should trust:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,9 @@ from typing import Any
 from testbed.config.load import SelfCheck
 from testbed.probes.load.runner import StageRun
 from testbed.results.metrics import Record, Window, distribution
+
+#: A late load process on a CPU less than this share of the stage was starved, not busy.
+STARVED_FRACTION = 0.5
 
 
 @dataclass
@@ -58,7 +63,7 @@ def check(run: StageRun, records: Sequence[Record], win: Window, limits: SelfChe
     if lag_p99 > limits.max_lag_p99_ms:
         result.problems.append(
             f"schedule lag p99 {lag_p99:.2f} ms > {limits.max_lag_p99_ms:g} ms: the generator"
-            " could not send on time (lower the rate or raise `processes`)"
+            f" could not send on time{_whose_limit(run)}"
         )
     if run.requested_rate and run.capped == 0:
         ratio = achieved / run.requested_rate
@@ -81,3 +86,20 @@ def check(run: StageRun, records: Sequence[Record], win: Window, limits: SelfChe
     if not run.precise_timer:
         result.notes.append("no precise timer on this platform: sends may lag up to ~1 ms")
     return result
+
+
+def _whose_limit(run: StageRun) -> str:
+    """Why sends were late: the generator's own work (its process busy most of the time),
+    or other programs holding the cores (late although it was mostly off the CPU)."""
+    if run.cpu_fraction_max >= STARVED_FRACTION:
+        return " (lower the rate or raise `processes`)"
+    load = (
+        f" (load average {run.load_average:.1f} on {os.cpu_count()} cores)"
+        if run.load_average is not None
+        else ""
+    )
+    return (
+        f", yet its busiest process was on a CPU only {run.cpu_fraction_max:.0%} of the time:"
+        f" other programs held the cores{load} — the machine, not the generator's code, was"
+        " the limit; measure on a quieter machine"
+    )

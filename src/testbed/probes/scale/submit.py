@@ -82,16 +82,16 @@ def check_template(config: ScaleProbe, base_dir: Path) -> None:
 
 
 def _uses_flags(config: ScaleProbe, template: Template) -> Template:
-    """A user template gets ``gang`` and ``priority_class`` as values; one that never reads
-    them would ignore the flag, so it is refused instead."""
-    for flag, field, wanted in (
-        ("--gang", "gang", config.gang),
-        ("--priority-class", "priority_class", config.priority_class),
+    """A user template gets ``gang`` and ``priority_class`` as values; one that neither reads
+    them nor has what they add would ignore the flag, so it is refused instead."""
+    for flag, markers, wanted in (
+        ("--gang", ("gang", "PodGroup"), config.gang),
+        ("--priority-class", ("priority_class", "priorityClass"), config.priority_class),
     ):
-        if wanted and field not in template.text:
+        if wanted and not any(m in template.text for m in markers):
             raise InputError(
-                f"{flag}: template {template.origin} never uses {{{{ {field} }}}} — add the"
-                f" PodGroup / priorityClassName to it (see examples/scale/), or drop {flag}"
+                f"{flag}: template {template.origin} never uses {{{{ {markers[0]} }}}} — add"
+                f" a {markers[1]} to it (see examples/scale/), or drop {flag}"
             )
     return template
 

@@ -1,0 +1,284 @@
+"""The load generator's own cost, compared with the last recorded figures: REGRESSION fails.
+
+Figures (all lower-is-better, CPU time: steadier than wall-clock rates on a shared machine):
+
+- ``parse_us_per_chunk``: the per-chunk path alone (HTTP/1.1 framing, SSE, JSON, the OpenAI
+  decoder) over the bytes of one real 64-token stream of the simulator, fed read by read
+  to an :class:`~testbed.clients.http1.Http1Connection` (no sockets, no event loop waits);
+- ``stream_cpu_ms_per_request``: the load probe's own CPU per request (``harness.
+  cpu_ms_per_request``: process time over the stage / completed requests, every token's
+  timestamp kept) streaming 64 tokens at concurrency 32 from the simulator with TTFT
+  20 ms, ITL 5 ms — a chunk per token, as a real server sends them;
+- ``instant_cpu_ms_per_request``: the same at zero server latency (chunks coalesce);
+- ``sim_cpu_ms_per_request``: the simulator's CPU per request in that run;
+- ``tgis_cpu_ms_per_request``: 64 streamed tokens over TGIS gRPC, concurrency 8, instant.
+
+Each live figure is the lowest of ``--repeat`` runs (other programs on the cores only ever
+add CPU time). The figures are compared with the newest entry of
+``bench/results/load_cost.json``: one more than 20 % above it prints ``REGRESSION`` and the
+script exits 1. ``--record`` appends this run (with the machine's description and load) as
+the new reference — commit the file.
+
+On a shared machine the figures move between runs (the streamed one by up to 25 % within
+minutes, no code changed, at load average ~10 on 2 cores: each chunk costs a wake-up whose
+price depends on the other programs): re-run a REGRESSION before believing it.
+
+    PYTHONPATH=src .venv/bin/python bench/load_cost.py [--requests 1000] [--repeat 5]
+        [--record] [--only parse,stream,instant,tgis]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from testbed.clients import openai
+from testbed.clients.endpoint import Endpoint
+from testbed.clients.http1 import Http1Connection
+from testbed.config.load import LoadProbe
+from testbed.probes.base import ProbeContext
+from testbed.probes.load import run
+from testbed.probes.load.loops import run_fast
+from testbed.results.files import RecordWriter
+
+RESULTS = Path(__file__).resolve().parent / "results" / "load_cost.json"
+TOLERANCE = 0.20
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+class Sim:
+    """``testbed serve sim`` as a child whose CPU time can be read."""
+
+    def __init__(self, ttft_ms: float, itl_ms: float) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.grpc_port = int(sock.getsockname()[1])
+        cmd = [sys.executable, "-m", "testbed", "serve", "sim", "--port", "0"]
+        cmd += ["--ttft-ms", str(ttft_ms), "--itl-ms", str(itl_ms)]
+        cmd += ["--protocols", "openai,tgi,tgis", "--grpc-port", str(self.grpc_port)]
+        self.child = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.child.stdout is not None
+        line = ""
+        while "listening on" not in line:
+            line = self.child.stdout.readline()
+            if not line:
+                raise SystemExit("the simulator did not start")
+        self.url = line.rsplit(" ", 1)[-1].strip()
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.child.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+
+    def endpoint(self) -> Endpoint:
+        return Endpoint(
+            self.url,
+            protocols=("openai", "tgi", "tgis"),
+            grpc_target=f"127.0.0.1:{self.grpc_port}",
+        )
+
+    def close(self) -> None:
+        self.child.terminate()
+        self.child.wait(timeout=10)
+
+
+def load(sim: Sim, api: str, concurrency: int, requests: int) -> dict[str, Any]:
+    """One closed-loop stage of ``requests`` 64-token streamed requests; the stage summary."""
+    config = LoadProbe.model_validate(
+        {
+            "api": api,
+            "concurrency": concurrency,
+            "requests": requests,
+            "duration_s": 3600,
+            "dataset": {"input_tokens": 128, "output_tokens": 64},
+            "plots": False,
+            "server_metrics": {"enabled": False},
+        }
+    )
+    with tempfile.TemporaryDirectory() as out, RecordWriter(Path(out) / "r.jsonl") as records:
+        ctx = ProbeContext({"sim": sim.endpoint()}, config, Path(out), records)
+        summary = run_fast(run(ctx)).summary
+    stage: dict[str, Any] = summary["stages"][0] if "stages" in summary else summary
+    counts = stage["requests"]
+    if counts["errors"]:
+        raise SystemExit(f"{api}: {counts['errors']} requests failed: {counts['top_errors']}")
+    return stage
+
+
+def stream_bytes(url: str) -> list[bytes]:
+    """The reads of one 64-token stream as the simulator sends it: the head, then each HTTP
+    chunk (one token's event, or a few) as its own read."""
+    body = json.dumps(
+        {"model": "sim-model", "prompt": "a b c", "max_tokens": 64, "stream": True}
+        | {"stream_options": {"include_usage": True}, "ignore_eos": True}
+    ).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/completions", body, {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        chunks = []  # urllib undoes the chunking: re-frame each event as the server does
+        text = response.read()
+    for event in text.split(b"\n\n"):
+        if event:
+            data = event + b"\n\n"
+            chunks.append(b"%x\r\n%s\r\n" % (len(data), data))
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+    )
+    return [head, *chunks, b"0\r\n\r\n"]
+
+
+def parse_cost(reads: list[bytes], rounds: int = 3000) -> float:
+    """µs of CPU per read to frame, parse and decode ``reads`` (one response) ``rounds`` times."""
+
+    class Transport:
+        def write(self, data: bytes) -> None:
+            del data
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        conn = Http1Connection()
+        conn.connection_made(Transport())  # type: ignore[arg-type]
+        t0 = time.process_time()
+        for _ in range(rounds):
+            sink = openai.sink(stream=True)
+            done = loop.create_future()
+            conn.start(b"", sink, done)
+            for data in reads:
+                conn.data_received(data)
+            if not (done.done() and sink.response.ok and len(sink.response.chunks) == 64):
+                raise SystemExit(f"scripted stream not parsed: {sink.response.error}")
+        return (time.process_time() - t0) / rounds / (len(reads) - 2) * 1e6
+
+    return asyncio.run(main())
+
+
+def best(repeat: int, measure: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """The lowest value of each figure over ``repeat`` runs."""
+    runs = [measure() for _ in range(repeat)]
+    return {key: min(r[key] for r in runs) for key in runs[0]}
+
+
+def measure_all(args: argparse.Namespace) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    only = set(args.only.split(",")) if args.only else {"parse", "stream", "instant", "tgis"}
+    sim = Sim(20.0, 5.0)
+    try:
+        if "parse" in only:
+            reads = stream_bytes(sim.url)
+            figures |= best(args.repeat, lambda: {"parse_us_per_chunk": parse_cost(reads)})
+        if "stream" in only:
+
+            def stream() -> dict[str, float]:
+                stage = load(sim, "completions", 32, args.requests)
+                return {"stream_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"]}
+
+            figures |= best(args.repeat, stream)
+    finally:
+        sim.close()
+    sim = Sim(0.0, 0.0)
+    try:
+        if "instant" in only:
+
+            def instant() -> dict[str, float]:
+                cpu0 = sim.cpu_s()
+                stage = load(sim, "completions", 32, args.requests)
+                done = stage["requests"]["ok"]
+                return {
+                    "instant_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"],
+                    "sim_cpu_ms_per_request": (sim.cpu_s() - cpu0) * 1e3 / done,
+                }
+
+            figures |= best(args.repeat, instant)
+        if "tgis" in only:
+
+            def tgis() -> dict[str, float]:
+                stage = load(sim, "tgis", 8, max(200, args.requests // 3))
+                return {"tgis_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"]}
+
+            figures |= best(args.repeat, tgis)
+    finally:
+        sim.close()
+    return figures
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "system": platform.platform(),
+    }
+
+
+def compare(figures: dict[str, float], history: list[dict[str, Any]]) -> list[str]:
+    """The figures more than :data:`TOLERANCE` worse than the newest recorded ones."""
+    if not history:
+        return []
+    last = history[-1]["figures"]
+    return [
+        f"{name}: {value:.3f} vs {last[name]:.3f} recorded ({value / last[name] - 1:+.0%})"
+        for name, value in figures.items()
+        if name in last and last[name] > 0 and value > last[name] * (1 + TOLERANCE)
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--only", default="", help="parse,stream,instant,tgis (default: all)")
+    parser.add_argument("--record", action="store_true", help="append this run as the reference")
+    args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    figures = measure_all(args)
+    history = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    last = history[-1]["figures"] if history else {}
+    print(f"load average {load_before:.1f} → {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'figure':30}{'now':>10}{'recorded':>10}")
+    for name, value in figures.items():
+        print(f"{name:30}{value:10.3f}{last.get(name, float('nan')):10.3f}")
+    worse = compare(figures, history)
+    for line in worse:
+        print(f"REGRESSION {line}")
+    if args.record:
+        entry = {
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "load_average": round(load_before, 2),
+            "requests": args.requests,
+            "repeat": args.repeat,
+            "machine": machine(),
+            "figures": {k: round(v, 4) for k, v in figures.items()},
+        }
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps([*history, entry], indent=2) + "\n")
+        print(f"recorded in {RESULTS}")
+    return 1 if worse else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
