@@ -64,7 +64,9 @@ def _check(out: Path, dirnames: list[str], origins: list[str]) -> None:
     cases = {c.get("name"): c for c in junit.iter("testcase")}
     assert cases[dirnames[0]].find("properties/property").get("value") == origins[0]
     assert cases[dirnames[2]].find("error").get("type") == "NOT RUN"
-    assert (out / "report.html").is_file()
+    html = (out / "report.html").read_text()
+    assert 'id="sources"' in html
+    assert all(f"from <code>{origin}</code>" in html for origin in origins)
     for d in dirnames[:2]:  # the treatment folders (records, plots) came along
         assert (out / d / "records.jsonl").is_file()
 
