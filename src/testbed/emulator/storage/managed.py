@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from testbed.emulator.storage.errors import ApiError
+from testbed.emulator.storage.errors import ApiError, bad_request
 from testbed.emulator.storage.meta import now
 from testbed.emulator.storage.objects import Obj, clone
 from testbed.emulator.storage.patch import MERGE_KEYS, SET_LISTS
+from testbed.emulator.storage.resources import ResourceType
 
 Path = tuple[str, ...]
 APPLY = "application/apply-patch+yaml"
@@ -223,6 +224,30 @@ def _key(entry: Obj) -> str:
     if entry.get("operation") == "Update":
         return f"{name} using {entry.get('apiVersion')}"
     return name
+
+
+def owners_after_update(
+    rt: ResourceType, current: Obj, new: Obj, managed: list[Obj] | None, updater: str | None
+) -> list[Obj] | None:
+    """The managedFields of an update: given (apply), recorded for ``updater``, or kept."""
+    if managed is not None:
+        return managed
+    if updater:
+        return record_update(current, new, updater, rt.api_version, rt.has_status)
+    kept: list[Obj] | None = current["metadata"].get("managedFields")
+    return kept
+
+
+def check_applied(body: Any, name: str) -> None:
+    """An applied configuration is an object with metadata naming the URL's object."""
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    if not isinstance(meta, dict):
+        raise bad_request("an applied configuration must be an object with metadata")
+    if meta.get("name", name) != name:
+        raise bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL"
+            f" ({name})"
+        )
 
 
 def record_update(

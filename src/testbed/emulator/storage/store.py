@@ -27,7 +27,12 @@ from testbed.emulator.storage.errors import (
     invalid,
     not_found,
 )
-from testbed.emulator.storage.managed import apply_config, record_update
+from testbed.emulator.storage.managed import (
+    apply_config,
+    check_applied,
+    owners_after_update,
+    record_update,
+)
 from testbed.emulator.storage.objects import Obj, clone
 from testbed.emulator.storage.patch import apply_patch
 from testbed.emulator.storage.resources import Registry, ResourceType
@@ -256,7 +261,7 @@ class Store:
                     meta.pop(field, None)
             meta["name"] = name
             meta.pop("managedFields", None)
-            owners = _owners(rt, current, new, managed, updater)
+            owners = owners_after_update(rt, current, new, managed, updater)
             if owners:
                 meta["managedFields"] = owners
             errors = _meta.metadata_errors(meta) + validate_update(key, new)
@@ -311,14 +316,7 @@ class Store:
         """Server-side apply of ``body`` by ``manager`` (:mod:`.managed`); creates the object
         when absent. The object, and whether it was created."""
         rt = self.bucket(key).rt
-        meta = body.get("metadata") if isinstance(body, dict) else None
-        if not isinstance(meta, dict):
-            raise bad_request("an applied configuration must be an object with metadata")
-        if meta.get("name", name) != name:
-            raise bad_request(
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL"
-                f" ({name})"
-            )
+        check_applied(body, name)
         current = self.try_get(key, namespace, name)
         new = apply_config(current, body, manager, force, rt.api_version, rt.has_status)
         managed = new["metadata"].get("managedFields")
@@ -439,18 +437,6 @@ class Store:
             watch.offer(event)
         for callback in self._listeners.get(bucket.rt.key, ()):
             callback(event)
-
-
-def _owners(
-    rt: ResourceType, current: Obj, new: Obj, managed: list[Obj] | None, updater: str | None
-) -> list[Obj] | None:
-    """The managedFields of an update: given (apply), recorded for ``updater``, or kept."""
-    if managed is not None:
-        return managed
-    if updater:
-        return record_update(current, new, updater, rt.api_version, rt.has_status)
-    kept: list[Obj] | None = current["metadata"].get("managedFields")
-    return kept
 
 
 def _spec(obj: Obj) -> Obj:
