@@ -72,13 +72,22 @@ def _check(out: Path, dirnames: list[str], origins: list[str]) -> None:
 
 
 def test_local_folders_assemble_into_one_run(
-    tasks: tuple[Path, list[str], list[Path]], tmp_path: Path
+    tasks: tuple[Path, list[str], list[Path]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _, dirnames, folders = tasks
     out = tmp_path / "assembled"
     code = main(["report", *map(str, folders), "--out", str(out), "--no-index"])
     assert code == 3  # a treatment never run is exit 3, as in a local run
     _check(out, dirnames, [str(f) for f in folders])
+    # an assembled run is a run like any other: compare takes it — no change between it and
+    # itself for the two treatments run; exit 3 since the NOT RUN one cannot be compared
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out)]) == 3
+    compared = capsys.readouterr().out
+    assert "not compared (a side has no result)" in compared
+    assert "no regression" in compared
     # the parent of the task folders is one source too, found by its run folders
     again = tmp_path / "again"
     assert main(["report", str(folders[0].parent), "--out", str(again), "--no-index"]) == 3
