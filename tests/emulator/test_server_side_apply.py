@@ -244,3 +244,48 @@ def test_kubectl_server_side_apply_of_rendered_manifests(kubectl: Kubectl, tmp_p
         assert replicas == "2"
     finally:
         kubectl.run("delete", "namespace", ns, "--wait=false", ok=False)
+
+
+def test_other_writes_are_update_managers_an_apply_conflicts_with(
+    api: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(api)
+    body = {"metadata": {"name": "cm"}, "data": {"a": "1", "b": "2"}}
+    core.create_namespaced_config_map(namespace, body, field_manager="creator")
+    core.patch_namespaced_config_map("cm", namespace, {"data": {"b": "3"}}, field_manager="editor")
+    owners = _owners(api, namespace)
+    assert owners == {
+        "creator": ("Update", {"f:data": {"f:a": {}}}),
+        "editor": ("Update", {"f:data": {"f:b": {}}}),
+    }
+    with pytest.raises(ApiException) as err:
+        _apply(api, namespace, {"a": "9", "b": "3"}, "alice")
+    assert json.loads(err.value.body)["message"] == (
+        'Apply failed with 1 conflict: conflict with "creator" using v1: .data.a'
+    )
+    _apply(api, namespace, {"a": "9", "b": "3"}, "alice", force=True)
+    owners = _owners(api, namespace)
+    assert "creator" not in owners  # it owned only a, which alice took
+    assert owners["alice"] == ("Apply", {"f:data": {"f:a": {}, "f:b": {}}})
+    assert owners["editor"] == ("Update", {"f:data": {"f:b": {}}})  # same value: shared
+
+
+def test_kubectl_client_side_apply_then_server_side(kubectl: Kubectl, tmp_path: Path) -> None:
+    ns = f"ssa-{uuid.uuid4().hex[:8]}"
+    kubectl.out("create", "namespace", ns)
+    config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {level: low}\n"
+    try:
+        kubectl.out("apply", "-n", ns, "-f", "-", stdin=config_map)
+        changed = config_map.replace("low", "high")
+        refused = kubectl.run(
+            "apply", "--server-side", "-n", ns, "-f", "-", stdin=changed, ok=False
+        )
+        assert refused.returncode == 1
+        assert (
+            'Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using v1:'
+            " .data.level" in refused.stderr
+        )
+        same = kubectl.out("apply", "--server-side", "-n", ns, "-f", "-", stdin=config_map)
+        assert "serverside-applied" in same  # the same value: co-owned, no conflict
+    finally:
+        kubectl.run("delete", "namespace", ns, "--wait=false", ok=False)

@@ -64,19 +64,30 @@ def _check(out: Path, dirnames: list[str], origins: list[str]) -> None:
     cases = {c.get("name"): c for c in junit.iter("testcase")}
     assert cases[dirnames[0]].find("properties/property").get("value") == origins[0]
     assert cases[dirnames[2]].find("error").get("type") == "NOT RUN"
-    assert (out / "report.html").is_file()
+    html = (out / "report.html").read_text()
+    assert 'id="sources"' in html
+    assert all(f"from <code>{origin}</code>" in html for origin in origins)
     for d in dirnames[:2]:  # the treatment folders (records, plots) came along
         assert (out / d / "records.jsonl").is_file()
 
 
 def test_local_folders_assemble_into_one_run(
-    tasks: tuple[Path, list[str], list[Path]], tmp_path: Path
+    tasks: tuple[Path, list[str], list[Path]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _, dirnames, folders = tasks
     out = tmp_path / "assembled"
     code = main(["report", *map(str, folders), "--out", str(out), "--no-index"])
     assert code == 3  # a treatment never run is exit 3, as in a local run
     _check(out, dirnames, [str(f) for f in folders])
+    # an assembled run is a run like any other: compare takes it — no change between it and
+    # itself for the two treatments run; exit 3 since the NOT RUN one cannot be compared
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out)]) == 3
+    compared = capsys.readouterr().out
+    assert "not compared (a side has no result)" in compared
+    assert "no regression" in compared
     # the parent of the task folders is one source too, found by its run folders
     again = tmp_path / "again"
     assert main(["report", str(folders[0].parent), "--out", str(again), "--no-index"]) == 3

@@ -53,6 +53,7 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
         ("ab", "A/B", _ab(run_path, rows, summaries)),
         ("scale", "Scale", scale_view.section(run_path, rows, summaries)),
         ("treatments", "Treatments", _treatments(rows, summaries)),
+        ("sources", "Run folders", _sources(document)),
         ("plan", "Plan", _plan(run_path)),
         ("campaign", "Resolved campaign", _campaign(run_path)),
         ("run", "Run", _run(document)),
@@ -120,7 +121,8 @@ def _verdicts(rows: Sequence[Mapping[str, Any]]) -> str:
             f'<td><a href="#t-{e(row["id"])}">{e(row["dir"])}</a></td><td>{e(row["probe"])}</td>'
             f"<td>{e(', '.join(row.get('deployments') or []))}</td>"
             f"<td>{_params(row['params'])}</td>"
-            f"<td>{badge(row['status'])}</td><td>{e(row.get('reason') or '')}{details}</td></tr>"
+            f"<td>{badge(row['status'])}</td><td>{e(row.get('reason') or '')}{details}"
+            f"{_source(row)}</td></tr>"
         )
     lines.append("</table>")
     return "\n".join(lines)
@@ -372,6 +374,29 @@ def _campaign(run_path: Path) -> str:
     except OSError:
         return ""
     return f"<pre><code>{e(text)}</code></pre>"
+
+
+def _source(row: Mapping[str, Any]) -> str:
+    """Where an assembled run's treatment came from (``testbed report DIR1 DIR2 …``)."""
+    source = row.get("source")
+    return f'<div class="source">from <code>{e(source)}</code></div>' if source else ""
+
+
+def _sources(document: Mapping[str, Any]) -> str:
+    """The run folders an assembled run was made of, one row each."""
+    sources = document["run"].get("sources") or []
+    if not sources:
+        return ""
+    lines = ["<table><tr><th>folder</th><th>run id</th><th>machine</th><th>treatments</th></tr>"]
+    for source in sources:
+        host = (source.get("machine") or {}).get("hostname") or ""
+        used = "<br>".join(e(d) for d in source.get("used") or []) or "(none used)"
+        lines.append(
+            f"<tr><td><code>{e(source.get('origin'))}</code></td><td>{e(source.get('run_id'))}"
+            f"</td><td>{e(host)}</td><td>{used}</td></tr>"
+        )
+    lines.append("</table>")
+    return "\n".join(lines)
 
 
 def _run(document: Mapping[str, Any]) -> str:

@@ -129,7 +129,8 @@ class Api:
                     return await self._watch(request, t)
                 return self._list(request, t)
             if method == "POST":
-                return json_response(self._out(t.rt, self._create(t, await _body(request))), 201)
+                created = self._create(t, await _body(request), _manager(request))
+                return json_response(self._out(t.rt, created), 201)
             if method == "DELETE":
                 return self._delete_collection(request, t, await _json_or_empty(request))
             raise method_not_allowed(f"{method} is not allowed on a collection")
@@ -210,11 +211,13 @@ class Api:
         bookmarks = bookmark if query_flag(query.get("allowWatchBookmarks")) else None
         return await stream_events(request, watch, line, timeout, bookmarks)
 
-    def _create(self, t: Target, body: Obj) -> Obj:
+    def _create(self, t: Target, body: Obj, manager: str | None) -> Obj:
         stored_version = self.store.bucket(t.rt.key).rt.api_version
         _check_kind(t.rt, body)
+        stored = views.from_view(t.rt, body, stored_version)
+        identity = stored_version == t.rt.api_version
         created = self.store.create(
-            t.rt.key, views.from_view(t.rt, body, stored_version), t.namespace
+            t.rt.key, stored, t.namespace, updater=manager if identity else None
         )
         if t.rt.key == "secrets":  # the token controller fills a service-account-token Secret
             filled = self.authn.fill_token_secret(created, self.ca_pem)
@@ -252,9 +255,11 @@ class Api:
             body = await _body(request)
             _check_kind(t.rt, body)
             stored = views.from_view(t.rt, body, self.store.bucket(key).rt.api_version)
-            return json_response(
-                self._out(t.rt, self.store.replace(key, t.namespace, t.name, stored, t.subresource))
+            manager = _manager(request) if t.subresource is None else None
+            replaced = self.store.replace(
+                key, t.namespace, t.name, stored, t.subresource, updater=manager
             )
+            return json_response(self._out(t.rt, replaced))
         if method == "PATCH" and _media(request) == APPLY:
             obj, created = self._apply(request, t, await _applied(request))
             return json_response(self._out(t.rt, obj), 201 if created else 200)
@@ -273,8 +278,9 @@ class Api:
         assert t.name is not None
         content_type = request.headers.get("Content-Type", "")
         if views.is_identity(t.rt, self.store.bucket(t.rt.key).rt.api_version):
+            manager = _manager(request) if t.subresource is None else None
             return self.store.patch(
-                t.rt.key, t.namespace, t.name, content_type, body, t.subresource
+                t.rt.key, t.namespace, t.name, content_type, body, t.subresource, manager
             )
         from testbed.emulator.storage.patch import apply_patch
 
@@ -347,6 +353,16 @@ def _check_kind(rt: ResourceType, body: Obj) -> None:
             f"the API version in the data ({version}) does not match the expected API version"
             f" ({rt.api_version})"
         )
+
+
+def _manager(request: web.Request) -> str | None:
+    """Who writes: ``fieldManager``, else the product of the User-Agent (``kubectl/v1.32``
+    → ``kubectl``), as the API server names an Update's manager."""
+    named = request.query.get("fieldManager")
+    if named:
+        return named
+    agent = request.headers.get("User-Agent", "").split("/", 1)[0].strip()
+    return agent or None
 
 
 def _media(request: web.Request) -> str:

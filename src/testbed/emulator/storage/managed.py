@@ -11,7 +11,12 @@ Apply (:func:`apply_config`) follows structured-merge-diff's rules: the applied 
 merged over the live object; a field another manager owns with a different value is a
 conflict (409, ``FieldManagerConflict`` causes) unless ``force``, which takes it over; a
 field this manager applied before, does not apply now and nobody else owns is removed.
-Update-operation managers (PUT, merge patches) are not tracked: only appliers own fields.
+Other writes through the API (POST, PUT, merge/strategic/JSON patches) are recorded as
+the real server records them (:func:`record_update`): the fields they changed go to the
+writer's ``Update`` entry (``fieldManager``, else the User-Agent's product) and leave
+everyone else's, so a later apply that changes them conflicts with that writer
+(``conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas``).
+Controllers inside the emulator write through the store and are not recorded.
 """
 
 from __future__ import annotations
@@ -19,16 +24,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from testbed.emulator.storage.errors import ApiError
+from testbed.emulator.storage.errors import ApiError, bad_request
 from testbed.emulator.storage.meta import now
 from testbed.emulator.storage.objects import Obj, clone
 from testbed.emulator.storage.patch import MERGE_KEYS, SET_LISTS
+from testbed.emulator.storage.resources import ResourceType
 
 Path = tuple[str, ...]
 APPLY = "application/apply-patch+yaml"
 #: Top-level fields that identify the object rather than belong to a manager.
 _IDENTITY = ("apiVersion", "kind")
-_META_IDENTITY = ("name", "namespace", "uid", "resourceVersion", "managedFields")
+_META_IDENTITY = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "managedFields",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+)
 
 
 def field_set(applied: Obj, has_status: bool) -> set[Path]:
@@ -192,13 +209,78 @@ def merge_applied(live: Any, applied: Any, name: str = "") -> Any:
 # -- managers ----------------------------------------------------------------------------
 
 
-def managers(obj: Obj) -> dict[str, tuple[Obj, set[Path]]]:
-    """Each entry of ``managedFields`` by manager: the entry and its field set."""
+def managers(obj: Obj | None) -> dict[str, tuple[Obj, set[Path]]]:
+    """Each entry of ``managedFields`` by its key (the manager; ``<manager> using
+    <apiVersion>`` for an Update entry, as the server prints it): the entry, its fields."""
     out: dict[str, tuple[Obj, set[Path]]] = {}
-    for entry in obj.get("metadata", {}).get("managedFields") or []:
+    for entry in (obj or {}).get("metadata", {}).get("managedFields") or []:
         if isinstance(entry, dict) and entry.get("manager"):
-            out[str(entry["manager"])] = (entry, from_fields_v1(entry.get("fieldsV1") or {}))
+            out[_key(entry)] = (entry, from_fields_v1(entry.get("fieldsV1") or {}))
     return out
+
+
+def _key(entry: Obj) -> str:
+    name = json.dumps(str(entry["manager"]))
+    if entry.get("operation") == "Update":
+        return f"{name} using {entry.get('apiVersion')}"
+    return name
+
+
+def owners_after_update(
+    rt: ResourceType, current: Obj, new: Obj, managed: list[Obj] | None, updater: str | None
+) -> list[Obj] | None:
+    """The managedFields of an update: given (apply), recorded for ``updater``, or kept."""
+    if managed is not None:
+        return managed
+    if updater:
+        return record_update(current, new, updater, rt.api_version, rt.has_status)
+    kept: list[Obj] | None = current["metadata"].get("managedFields")
+    return kept
+
+
+def check_applied(body: Any, name: str) -> None:
+    """An applied configuration is an object with metadata naming the URL's object."""
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    if not isinstance(meta, dict):
+        raise bad_request("an applied configuration must be an object with metadata")
+    if meta.get("name", name) != name:
+        raise bad_request(
+            f"the name of the object ({meta.get('name')}) does not match the name on the URL"
+            f" ({name})"
+        )
+
+
+def record_update(
+    live: Obj | None, new: Obj, manager: str, api_version: str, has_status: bool
+) -> list[Obj]:
+    """managedFields after ``manager`` wrote ``new`` over ``live`` (None: created) with an
+    operation other than apply: the fields it changed become its own, nobody else's."""
+    now_set = field_set(new, has_status)
+    before = field_set(live, has_status) if live is not None else set()
+    changed = {p for p in now_set if live is None or value_at(live, p) != value_at(new, p)}
+    gone = before - now_set
+    mine_entry: Obj = {
+        "manager": manager,
+        "operation": "Update",
+        "apiVersion": api_version,
+        "fieldsType": "FieldsV1",
+    }
+    owners = managers(live)
+    current_entries = [entry for entry, _ in owners.values()]
+    if not changed and not gone:
+        return current_entries
+    _, mine = owners.pop(_key(mine_entry), ({}, set()))
+    entries = [
+        {**entry, "fieldsV1": to_fields_v1(owned - changed - gone)}
+        for entry, owned in owners.values()
+        if owned - changed - gone
+    ]
+    owned_now = (mine | changed) - gone
+    if owned_now:
+        mine_entry["time"] = now()
+        mine_entry["fieldsV1"] = to_fields_v1(owned_now)
+        entries.append(mine_entry)
+    return entries
 
 
 def conflicts(
@@ -218,18 +300,18 @@ def conflict_error(found: list[tuple[str, Path]]) -> ApiError:
     causes = [
         {
             "reason": "FieldManagerConflict",
-            "message": f'conflict with "{m}"',
+            "message": f"conflict with {m}",
             "field": path_string(p),
         }
         for m, p in found
     ]
     if len(found) == 1:
         manager, path = found[0]
-        text = f'Apply failed with 1 conflict: conflict with "{manager}": {path_string(path)}'
+        text = f"Apply failed with 1 conflict: conflict with {manager}: {path_string(path)}"
     else:
         lines = []
         for manager in sorted({m for m, _ in found}):
-            lines.append(f'conflicts with "{manager}":')
+            lines.append(f"conflicts with {manager}:")
             lines += [f"- {path_string(p)}" for m, p in found if m == manager]
         text = f"Apply failed with {len(found)} conflicts: " + "\n".join(lines)
     return ApiError(409, "Conflict", text, {"causes": causes})
@@ -246,7 +328,7 @@ def apply_config(
         owners: dict[str, tuple[Obj, set[Path]]] = {}
     else:
         owners = managers(live)
-        previous = owners.pop(manager, ({}, set()))
+        previous = owners.pop(json.dumps(manager), ({}, set()))
         found = conflicts(live, body, wanted, owners)
         if found and not force:
             raise conflict_error(found)

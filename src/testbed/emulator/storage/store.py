@@ -27,7 +27,12 @@ from testbed.emulator.storage.errors import (
     invalid,
     not_found,
 )
-from testbed.emulator.storage.managed import apply_config
+from testbed.emulator.storage.managed import (
+    apply_config,
+    check_applied,
+    owners_after_update,
+    record_update,
+)
 from testbed.emulator.storage.objects import Obj, clone
 from testbed.emulator.storage.patch import apply_patch
 from testbed.emulator.storage.resources import Registry, ResourceType
@@ -175,13 +180,17 @@ class Store:
         obj: Obj,
         namespace: str | None = None,
         managed: builtins.list[Obj] | None = None,
+        updater: str | None = None,
     ) -> Obj:
         """Store a new object (defaults filled in, metadata stamped); ADDED to watches.
-        ``managed`` is its managedFields (server-side apply's), else it has none."""
+        ``managed`` is its managedFields (server-side apply's); with ``updater`` (an API
+        write's field manager) they record that it set every field."""
         bucket = self.bucket(key)
         rt = bucket.rt
         obj = clone(obj)
         space, name = admit_new(self, rt, obj, namespace)
+        if updater and not managed:
+            managed = record_update(None, obj, updater, rt.api_version, rt.has_status)
         if managed:
             obj["metadata"]["managedFields"] = managed
         for admit in self._admitters.get(key, ()):
@@ -204,12 +213,14 @@ class Store:
         obj: Obj,
         subresource: str | None = None,
         managed: builtins.list[Obj] | None = None,
+        updater: str | None = None,
     ) -> Obj:
         """PUT: the whole object (or only its status with ``subresource="status"``).
 
         A ``metadata.resourceVersion`` in ``obj`` that is not the stored one is a 409
         Conflict; without one the update is unconditional, as the real server allows.
-        The stored managedFields are kept, or replaced by ``managed`` (server-side apply).
+        The stored managedFields are kept, replaced by ``managed`` (server-side apply), or
+        changed to record what ``updater`` (an API write's field manager) changed.
         """
         bucket = self.bucket(key)
         rt = bucket.rt
@@ -250,7 +261,7 @@ class Store:
                     meta.pop(field, None)
             meta["name"] = name
             meta.pop("managedFields", None)
-            owners = current["metadata"].get("managedFields") if managed is None else managed
+            owners = owners_after_update(rt, current, new, managed, updater)
             if owners:
                 meta["managedFields"] = owners
             errors = _meta.metadata_errors(meta) + validate_update(key, new)
@@ -287,6 +298,7 @@ class Store:
         content_type: str,
         body: Any,
         subresource: str | None = None,
+        updater: str | None = None,
     ) -> Obj:
         """PATCH with a merge, strategic merge or JSON patch body."""
         current = self.get(key, namespace, name)
@@ -296,7 +308,7 @@ class Store:
         if rv and rv != current["metadata"]["resourceVersion"]:
             rt = self.bucket(key).rt
             raise conflict(rt.plural, rt.group, name)
-        return self.replace(key, namespace, name, patched, subresource)
+        return self.replace(key, namespace, name, patched, subresource, updater=updater)
 
     def apply(
         self, key: str, namespace: str | None, name: str, body: Any, manager: str, force: bool
@@ -304,14 +316,7 @@ class Store:
         """Server-side apply of ``body`` by ``manager`` (:mod:`.managed`); creates the object
         when absent. The object, and whether it was created."""
         rt = self.bucket(key).rt
-        meta = body.get("metadata") if isinstance(body, dict) else None
-        if not isinstance(meta, dict):
-            raise bad_request("an applied configuration must be an object with metadata")
-        if meta.get("name", name) != name:
-            raise bad_request(
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL"
-                f" ({name})"
-            )
+        check_applied(body, name)
         current = self.try_get(key, namespace, name)
         new = apply_config(current, body, manager, force, rt.api_version, rt.has_status)
         managed = new["metadata"].get("managedFields")
