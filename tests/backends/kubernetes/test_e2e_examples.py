@@ -95,7 +95,8 @@ def test_ab_canary_seed_004_through_datashim(
         tmp_path, datashim_kubeconfig, moto_s3, monkeypatch, "k8s-ds", "backend.datashim=true"
     )
     for log in run_dir.glob("workers/*/server.log"):
-        assert re.search(r"/tb-ds-models-[\w-]+/smollm2-135m as 'smollm2-135m'", log.read_text())
+        loaded = r"/tb-ds-models-[\w-]+/smollm2-135m \(causal\) as 'smollm2-135m'"
+        assert re.search(loaded, log.read_text())
     assert leftovers_at(datashim_kubeconfig, "k8s-ds") == []
 
 
