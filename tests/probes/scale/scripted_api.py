@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import logging
 import random
 import sys
 import time
@@ -319,6 +320,7 @@ async def main(argv: list[str]) -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     api = Api(args.compact_every)
+    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)  # a sampler hanging up is normal
     runner = web.AppRunner(app(api), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
