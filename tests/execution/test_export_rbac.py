@@ -23,6 +23,7 @@ from kubernetes.client import ApiClient
 
 from testbed.cli import main
 from testbed.execution.export.rbac import DIAGNOSTIC
+from tests.verdicts import assert_passed
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 
@@ -127,10 +128,8 @@ def test_the_exported_role_is_exactly_what_a_task_needs(
         passed = run_worker(worker_command(export, campaign, tmp_path / "ok"), sa_config, tmp_path)
         assert passed.returncode == 0, passed.stdout[-3000:] + passed.stderr[-3000:]
         (summary,) = [json.loads(p.read_text()) for p in (tmp_path / "ok").glob("*/*/summary.json")]
-        # PASS, or INCONCLUSIVE when the load process doubts its own timing on a busy
-        # machine: either way every request was served with exactly these rules
-        assert summary["verdict"]["status"] in ("PASS", "INCONCLUSIVE"), summary["verdict"]
-        assert summary["requests"]["errors"] == 0
+        # every request was served with exactly these rules
+        assert_passed(summary)
         assert summary["records"] == CAMPAIGN["load"]["requests"]
 
         unexercised, recorded = [], []

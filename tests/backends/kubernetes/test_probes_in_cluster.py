@@ -18,6 +18,7 @@ from testbed.clients.kube import ConnectionSpec, Kube, connect
 from testbed.results.files import read_records
 from tests.backends.kubernetes.conftest import leftovers, run_cli, spawn
 from tests.fixtures.cluster import emulated_cluster
+from tests.verdicts import assert_passed
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
 
@@ -168,7 +169,7 @@ def test_a_killed_probe_pod_is_an_error_and_resume_completes_the_records(
             resumed = run_cli(["run", "--resume", str(run_dir)], kubeconfig, tmp_path)
             assert resumed.returncode == 0, resumed.stdout + resumed.stderr
             summary = json.loads((treatment / "summary.json").read_text())
-            assert summary["verdict"]["status"] == "PASS"
+            assert_passed(summary)
             assert summary["attempt"] == 2
             assert len(read_records(treatment / "records.jsonl")) == summary["records"] == 120
             assert len(read_records(treatment / "attempts" / "1" / "records.jsonl")) == kept

@@ -20,6 +20,7 @@ from testbed.clients.kube import ConnectionSpec, Kube, connect
 from testbed.emulator.standins.kserve import crd
 from tests.backends.kubernetes.conftest import REAL_KUBECONFIG, SRC, leftovers, run_cli
 from tests.fixtures.cluster import emulated_cluster
+from tests.verdicts import assert_passed
 
 pytestmark = [
     pytest.mark.kubernetes,
@@ -77,9 +78,7 @@ def test_the_kserve_example_passes_through_the_status_url(
     assert result.returncode == 0, result.stdout + result.stderr
     (path,) = run_dir.glob("*/summary.json")
     summary = json.loads(path.read_text())
-    # PASS, or INCONCLUSIVE when the load process doubts its own timing on a busy machine
-    assert summary["verdict"]["status"] in ("PASS", "INCONCLUSIVE"), summary["verdict"]
-    assert summary["requests"]["errors"] == 0
+    assert_passed(summary)
     assert summary["records"] == 8
     (worker,) = summary["workers"]
     # The URL came from status.url (the predictor Service's DNS name), reached from here.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests.verdicts import assert_passed
 
 from testbed.config.load import LoadProbe, SelfCheck
 from testbed.probes.load.runner import StageRun
@@ -102,3 +103,18 @@ def test_an_overloaded_harness_cannot_excuse_the_servers_errors(
     assert verdict.status == status, verdict.reason
     expected = "success ratio 0.5000 < 0.9" if error_by == "server" else "97% of a core"
     assert expected in verdict.reason
+
+
+def test_tests_read_a_harness_doubt_as_the_verdict_words_it() -> None:
+    """tests/verdicts.py accepts INCONCLUSIVE for the self-check alone: it must recognise the
+    reason verdict_of gives, and nothing else."""
+    stage = _overloaded_stage("server")
+    stage["requests"] = {"total": 40, "ok": 40, "errors": 0, "server_errors": 0,
+                         "in_window": 40, "top_errors": {}}  # fmt: skip
+    stage["slo_violations"] = []
+    summary = {**stage, "verdict": verdict_of([stage], LoadProbe()).model_dump(mode="json")}
+    assert summary["verdict"]["status"] == "INCONCLUSIVE"
+    assert_passed(summary)
+    summary["verdict"]["reason"] += "; c4: something else"
+    with pytest.raises(AssertionError):
+        assert_passed(summary)
