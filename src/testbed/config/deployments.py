@@ -7,10 +7,19 @@ CPU-only wants float32, flash attention needs a GPU); every rule says what to ch
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
 
 from testbed.config.server_kinds import KINDS
 from testbed.config.sim import SimParams
@@ -89,12 +98,12 @@ def gpu_count(gpu: Any) -> int:
     return int(gpu or 0)
 
 
-def gpu_memory_total(resources: Mapping[str, Any]) -> float:
+def gpu_memory_total(resources: Resources) -> float:
     """GiB of GPU memory a worker gets (MIG: each slice's own size, from its profile name)."""
-    gpu = resources.get("gpu")
+    gpu = resources.gpu
     if isinstance(gpu, dict):
-        return sum(mig_memory_gb(name) * int(count) for name, count in gpu.items())
-    return int(gpu or 0) * float(resources.get("gpu_memory_gb", 80.0))
+        return sum(mig_memory_gb(name) * count for name, count in gpu.items())
+    return (gpu or 0) * resources.gpu_memory_gb
 
 
 class TgisResources(Resources):
@@ -248,7 +257,9 @@ class _Deployment(Strict):
         return self
 
 
-class _RealServer(_Deployment):
+class RealServer(_Deployment):
+    """A server that loads a model: the rules shared by hf, vllm, tgi and tgis."""
+
     params: ServerParams
 
     def problems(self) -> list[str]:
@@ -277,7 +288,7 @@ class SimDeployment(_Deployment):
     params: SimParams = Field(default_factory=SimParams)
 
 
-class HfDeployment(_RealServer):
+class HfDeployment(RealServer):
     server: Literal["hf"]
     params: HfParams = Field(default_factory=HfParams)
 
@@ -288,7 +299,7 @@ class HfDeployment(_RealServer):
         return found
 
 
-class VllmDeployment(_RealServer):
+class VllmDeployment(RealServer):
     server: Literal["vllm"]
     params: VllmParams = Field(default_factory=VllmParams)
 
@@ -299,7 +310,7 @@ class VllmDeployment(_RealServer):
         return found
 
 
-class TgiDeployment(_RealServer):
+class TgiDeployment(RealServer):
     server: Literal["tgi"]
     params: TgiParams = Field(default_factory=TgiParams)
 
@@ -405,15 +416,27 @@ class ExternalDeployment(_Deployment):
         return found
 
 
-Deployment = Annotated[
-    SimDeployment
-    | HfDeployment
-    | VllmDeployment
-    | TgiDeployment
-    | TgisDeployment
-    | ExternalDeployment
-    | StackDeployment,
-    Field(discriminator="server"),
-]
+#: A deployment served by one process or pod that testbed starts from a kind's adapter.
+ServerDeployment = SimDeployment | HfDeployment | VllmDeployment | TgiDeployment | TgisDeployment
+#: Any resolved deployment: what a plan's worker holds and the backends receive.
+AnyDeployment = ServerDeployment | ExternalDeployment | StackDeployment
+Deployment = Annotated[AnyDeployment, Field(discriminator="server")]
+
+
+@functools.cache
+def _deployments() -> TypeAdapter[AnyDeployment]:
+    return TypeAdapter(Deployment)
+
+
+def worker_gpus(deployment: AnyDeployment) -> int:
+    """GPU devices a deployment's server takes (a stack's objects ask the cluster for theirs)."""
+    return 0 if isinstance(deployment, StackDeployment) else deployment.resources.gpu_count
+
+
+def deployment_model(raw: Mapping[str, Any]) -> AnyDeployment:
+    """One deployment (a resolved mapping, as written or as ``plan.json`` holds it) validated
+    into its kind's model; pydantic's ValidationError when it is not one."""
+    return _deployments().validate_python(raw)
+
 
 SERVER_KINDS = tuple(KINDS)

@@ -8,9 +8,9 @@ ask the adapter or the table and never branch on the kind themselves: the local 
 :meth:`ServerAdapter.command` and :meth:`ServerAdapter.env` for a child process, the
 Kubernetes backend :meth:`ServerAdapter.container` for a pod's container.
 
-Adapters read plain data: ``params`` is the deployment's ``params`` section as a mapping
-(``dtype``, ``max_model_len``, ``max_batch_size``, ``tensor_parallel``, ``extra_args``,
-``env`` and the kind's own fields); ``deployment`` the whole resolved deployment.
+``deployment`` is the resolved deployment's model (``config.deployments``); ``params`` its
+``params`` section as a mapping (``dtype``, ``max_model_len``, ``max_batch_size``,
+``tensor_parallel``, ``extra_args``, ``env`` and the kind's own fields: :func:`params_of`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from testbed.config.deployments import ServerDeployment
 from testbed.config.server_kinds import ServerProtocol, server_kind
 from testbed.servers.models import parse_source
 
@@ -76,19 +77,19 @@ class ServerAdapter(abc.ABC):
         del gpus
         return self.container_env(params)
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
+    def served_model_name(self, deployment: ServerDeployment) -> str:
         """The model name requests must carry (``/v1/models``)."""
-        return parse_source(str(deployment.get("model") or "")).served_name
+        return parse_source(deployment.model).served_name
 
-    def container(self, deployment: Mapping[str, Any], model: str) -> dict[str, Any]:
+    def container(self, deployment: ServerDeployment, model: str) -> dict[str, Any]:
         """A Kubernetes container spec (image, args, env, ports, readiness probe) that serves
         ``model`` (a path inside the pod, or a hub id); resources and volumes are the
         backend's business."""
-        params: Params = deployment.get("params") or {}
+        params = params_of(deployment)
         env = {**self.container_env(params), **(params.get("env") or {})}
         spec: dict[str, Any] = {
             "name": "server",
-            "image": deployment.get("image") or self.default_image,
+            "image": deployment.image or self.default_image,
             "args": self.container_args(params, model, self.served_model_name(deployment)),
             "env": [{"name": k, "value": str(v)} for k, v in sorted(env.items())],
             "ports": [
@@ -121,6 +122,11 @@ class ServerAdapter(abc.ABC):
         """Environment the server needs wherever it runs (a pod or a local process)."""
         del params
         return {}
+
+
+def params_of(deployment: ServerDeployment) -> Params:
+    """The deployment's ``params`` as the mapping the adapters' flag tables read."""
+    return deployment.params.model_dump()
 
 
 def flag(name: str, value: Any) -> list[str]:

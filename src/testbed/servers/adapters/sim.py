@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from testbed.config.deployments import ServerDeployment
 from testbed.config.sim import SimParams
 from testbed.servers.adapters.base import Params
 from testbed.servers.adapters.own import OwnServerAdapter
@@ -53,6 +54,6 @@ class SimAdapter(OwnServerAdapter):
         del model_path
         return self.local_command(self.args(params, "", port, ""), host)
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
-        params = deployment.get("params") or {}
-        return str(params.get("model_name") or SimParams().model_name)
+    def served_model_name(self, deployment: ServerDeployment) -> str:
+        assert isinstance(deployment.params, SimParams)  # the kind's own params
+        return deployment.params.model_name

@@ -11,8 +11,8 @@ Generic parameters map to ``text-generation-launcher`` flags: ``tensor_parallel`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from testbed.config.deployments import ServerDeployment
 from testbed.servers.adapters.base import Params, ServerAdapter, extra, flag
 
 TGI_IMAGE = "ghcr.io/huggingface/text-generation-inference"
@@ -64,5 +64,5 @@ class TgiAdapter(ServerAdapter):
             return {}
         return {"USE_FLASH_ATTENTION": "false"}
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
+    def served_model_name(self, deployment: ServerDeployment) -> str:
         return "tgi"  # what TGI's OpenAI routes report as the model

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.config.deployments import ServerDeployment
 from testbed.servers.adapters.base import (
     GRPC_PORT,
     Params,
@@ -78,10 +79,9 @@ class TgisAdapter(ServerAdapter):
     def container_command(self) -> list[str]:
         return ["text-generation-launcher"]
 
-    def container(self, deployment: Mapping[str, Any], model: str) -> dict[str, Any]:
+    def container(self, deployment: ServerDeployment, model: str) -> dict[str, Any]:
         spec = super().container(deployment, model)
-        resources = deployment.get("resources") or {}
-        if not resources.get("gpu"):
+        if not deployment.resources.gpu:
             env = [e for e in spec["env"] if e["name"] not in ("CUDA_VISIBLE_DEVICES", "NUM_GPUS")]
             # CPU only: no CUDA device, and NUM_GPUS would contradict the missing GPUs.
             spec["env"] = sorted(
@@ -89,5 +89,5 @@ class TgisAdapter(ServerAdapter):
             )
         return spec
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
-        return str(deployment.get("model") or "")
+    def served_model_name(self, deployment: ServerDeployment) -> str:
+        return deployment.model
