@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
+from testbed.config.deployments import HfParams, TgiParams, TgisParams, VllmParams
 from testbed.config.server_kinds import server_kind
+from testbed.config.sim import SimParams
 from testbed.servers.adapters import adapter_for
 
 CAMPAIGN = textwrap.dedent(
@@ -65,13 +67,20 @@ def test_real_servers_are_refused_on_the_external_backend(
 def test_the_local_backend_accepts_exactly_the_kinds_it_can_start() -> None:
     """The capability table's ``local`` (config layer) agrees with the adapters (servers
     layer): each kind it marks local builds a local command line, each other kind has none."""
-    for kind in ("sim", "hf", "vllm", "tgi", "tgis"):
+    defaults = {
+        "sim": SimParams(),
+        "hf": HfParams(),
+        "vllm": VllmParams(),
+        "tgi": TgiParams(),
+        "tgis": TgisParams(deployment_framework="tgis_native"),
+    }
+    for kind, params in defaults.items():
         adapter = adapter_for(kind)
         if server_kind(kind).local:
-            assert adapter.command({}, Path("/m"), "127.0.0.1", 1)
+            assert adapter.command(params, Path("/m"), "127.0.0.1", 1)
         else:
             with pytest.raises(NotImplementedError):
-                adapter.command({}, Path("/m"), "127.0.0.1", 1)
+                adapter.command(params, Path("/m"), "127.0.0.1", 1)
 
 
 @pytest.mark.parametrize(

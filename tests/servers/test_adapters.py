@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 import yaml
 
-from testbed.config.deployments import ServerDeployment, deployment_model
+from testbed.config.deployments import (
+    HfParams,
+    ServerDeployment,
+    TgiParams,
+    VllmParams,
+    deployment_model,
+)
 from testbed.config.sim import SimParams
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers.adapters import adapter_for
@@ -39,7 +45,7 @@ def test_adapter_for_knows_every_real_kind() -> None:
 # -- vLLM -------------------------------------------------------------------------------------
 
 
-def vllm_params(**changes: Any) -> dict[str, Any]:
+def vllm_params(**changes: Any) -> VllmParams:
     params = {
         "dtype": "float32",
         "max_model_len": 2048,
@@ -52,7 +58,7 @@ def vllm_params(**changes: Any) -> dict[str, Any]:
         "kv_cache_gb": 1.5,
         "python": sys.executable,
     }
-    return params | changes
+    return VllmParams.model_validate(params | changes)
 
 
 def test_vllm_maps_generic_parameters_to_its_flags() -> None:
@@ -111,10 +117,10 @@ def test_vllm_container_uses_the_image_entry_point() -> None:
 def test_vllm_python_order(tmp_path: Path) -> None:
     fake = tmp_path / "python"
     fake.write_text("")
-    assert vllm_python({"python": str(fake)}, {}) == fake
-    assert vllm_python({}, {"TESTBED_VLLM_PYTHON": str(fake)}) == fake
+    assert vllm_python(str(fake), {}) == fake
+    assert vllm_python(None, {"TESTBED_VLLM_PYTHON": str(fake)}) == fake
     with pytest.raises(InputError, match=r"params\.python"):
-        vllm_python({"python": str(tmp_path / "absent")}, {})
+        vllm_python(str(tmp_path / "absent"), {})
 
 
 def test_vllm_python_missing_says_make_vllm(
@@ -125,14 +131,14 @@ def test_vllm_python_missing_says_make_vllm(
     monkeypatch.setattr(vllm_module, "_REPO", tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InfrastructureError, match="make vllm"):
-        vllm_python({}, {})
+        vllm_python(None, {})
 
 
 def test_local_servers_refuse_hub_ids() -> None:
     with pytest.raises(InputError, match="hub"):
         adapter_for("vllm").command(vllm_params(), None, "127.0.0.1", 1)
     with pytest.raises(InputError, match="hub"):
-        adapter_for("hf").command({}, None, "127.0.0.1", 1)
+        adapter_for("hf").command(HfParams(), None, "127.0.0.1", 1)
 
 
 # -- hf, sim ------------------------------------------------------------------------------
@@ -140,7 +146,7 @@ def test_local_servers_refuse_hub_ids() -> None:
 
 def test_hf_runs_testbed_serve_hf() -> None:
     params = {"threads": 2, "dtype": "float32", "max_batch_size": 16, "extra_args": []}
-    argv = adapter_for("hf").command(params, MODEL, "127.0.0.1", 9000)
+    argv = adapter_for("hf").command(HfParams.model_validate(params), MODEL, "127.0.0.1", 9000)
     assert argv[:5] == [sys.executable, "-m", "testbed", "serve", "hf"]
     assert value_after(argv, "--model") == str(MODEL)
     assert value_after(argv, "--threads") == "2"
@@ -155,8 +161,8 @@ def test_hf_runs_testbed_serve_hf() -> None:
 
 
 def test_sim_passes_only_changed_parameters_and_they_round_trip() -> None:
-    params = {"itl_ms": 5, "jitter": {"distribution": "normal", "itl_scale_ms": 1.5}, "env": {}}
-    argv = adapter_for("sim").command(params, None, "127.0.0.1", 9001)
+    params = {"itl_ms": 5, "jitter": {"distribution": "normal", "itl_scale_ms": 1.5}}
+    argv = adapter_for("sim").command(SimParams.model_validate(params), None, "127.0.0.1", 9001)
     assert argv[:5] == [sys.executable, "-m", "testbed", "serve", "sim"]
     sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
     assert len(sets) == 3  # itl_ms, jitter.distribution, jitter.itl_scale_ms
@@ -168,9 +174,7 @@ def test_sim_passes_only_changed_parameters_and_they_round_trip() -> None:
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = yaml.safe_load(raw)
-    assert SimParams.model_validate(parsed) == SimParams.model_validate(
-        {k: v for k, v in params.items() if k != "env"}
-    )
+    assert SimParams.model_validate(parsed) == SimParams.model_validate(params)
     sim = adapter_for("sim")
     assert sim.served_model_name(deployment("sim", params={"model_name": "x"})) == "x"
     assert sim.served_model_name(deployment("sim")) == "sim-model"
@@ -212,7 +216,7 @@ def test_tgi_omits_dtypes_it_does_not_take_and_disables_flash_attention() -> Non
     assert "--num-shard" not in spec["args"]
     assert {"name": "USE_FLASH_ATTENTION", "value": "false"} in spec["env"]
     with pytest.raises(NotImplementedError, match="only in a cluster"):
-        adapter_for("tgi").command(params, MODEL, "127.0.0.1", 1)
+        adapter_for("tgi").command(TgiParams.model_validate(params), MODEL, "127.0.0.1", 1)
 
 
 def env_of(spec: dict[str, Any]) -> dict[str, str]:

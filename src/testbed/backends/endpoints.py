@@ -22,7 +22,6 @@ from testbed.config.deployments import AnyDeployment, ExternalDeployment, Server
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
-from testbed.servers.adapters.base import params_of
 
 
 def adapter_endpoint(
@@ -31,7 +30,7 @@ def adapter_endpoint(
     """The endpoint of a server of ``deployment``'s kind that answers at ``base_url``; its
     TGIS gRPC at ``grpc_target``, by default the same host on the kind's gRPC port."""
     adapter = adapter_for(deployment.server)
-    params = params_of(deployment)
+    params = deployment.params
     grpc_port = adapter.container_grpc_port(params)
     if grpc_target is None and grpc_port is not None:
         grpc_target = f"{urlsplit(base_url).hostname}:{grpc_port}"

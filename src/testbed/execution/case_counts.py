@@ -17,7 +17,6 @@ from testbed.plan.model import Plan
 from testbed.probes.correctness.cases import CaseFile, load_case_files
 from testbed.probes.correctness.runner import plan_items
 from testbed.servers.adapters import adapter_for
-from testbed.servers.adapters.base import params_of
 
 
 def served(config: AnyDeployment) -> tuple[str, ...]:
@@ -26,7 +25,7 @@ def served(config: AnyDeployment) -> tuple[str, ...]:
         return (config.protocol,)
     if isinstance(config, StackDeployment):  # what its endpoint declares
         return config.endpoint.protocols
-    return adapter_for(config.server).served_protocols(params_of(config))
+    return adapter_for(config.server).served_protocols(config.params)
 
 
 def case_counts(loaded: LoadedCampaign, plan: Plan) -> dict[str, tuple[int, int]]:

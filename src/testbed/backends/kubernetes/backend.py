@@ -52,7 +52,6 @@ from testbed.core.errors import (
 )
 from testbed.core.secrets import resolve
 from testbed.servers.adapters import adapter_for
-from testbed.servers.adapters.base import params_of
 
 #: Kinds a run's label selects, deleted in this order (pods go with their Deployments).
 RUN_KINDS = ("Job", "Deployment", "Service", "ReplicaSet", "Pod", "Secret", "ConfigMap")
@@ -309,7 +308,7 @@ class KubernetesBackend(Backend):
         the cluster, else port-forwards from here."""
         adapter = adapter_for(deployment.server)
         port = adapter.container_port
-        grpc = adapter.container_grpc_port(params_of(deployment))
+        grpc = adapter.container_grpc_port(deployment.params)
         if self.in_cluster():
             host = f"{worker_name(worker_id)}.{self.namespace}.svc"
             yield f"http://{host}:{port}", f"{host}:{grpc}" if grpc else None

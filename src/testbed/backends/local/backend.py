@@ -31,7 +31,7 @@ from testbed.config.deployments import AnyDeployment, ServerDeployment, worker_g
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import InputError, ServerStartError
 from testbed.servers.adapters import adapter_for
-from testbed.servers.adapters.base import params_of
+from testbed.servers.adapters.base import own_env
 from testbed.servers.models import parse_source, resolve_model
 from testbed.servers.startup_log import root_cause
 
@@ -185,7 +185,7 @@ class LocalBackend(Backend):
         adapter = adapter_for(deployment.server)
         port = free_port(HOST)
         model_path = _model_path(deployment)
-        params = params_of(deployment)
+        params = deployment.params
         protocols = adapter.served_protocols(params)
         grpc_port = free_port(HOST) if "tgis" in protocols else None
         argv = adapter.command(params, model_path, HOST, port)
@@ -197,7 +197,7 @@ class LocalBackend(Backend):
             **self.environ,
             **gpus.device_environment(devices, machine_has_gpus),
             **adapter.env(params, gpus=len(devices)),
-            **(params.get("env") or {}),
+            **own_env(params),
         }
         server = await process.start(
             argv, env, work_dir / "server.log", self.run_dir / PID_DIR / f"{worker_id}.json"

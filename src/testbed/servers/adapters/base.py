@@ -8,30 +8,32 @@ ask the adapter or the table and never branch on the kind themselves: the local 
 :meth:`ServerAdapter.command` and :meth:`ServerAdapter.env` for a child process, the
 Kubernetes backend :meth:`ServerAdapter.container` for a pod's container.
 
-``deployment`` is the resolved deployment's model (``config.deployments``); ``params`` its
-``params`` section as a mapping (``dtype``, ``max_model_len``, ``max_batch_size``,
-``tensor_parallel``, ``extra_args``, ``env`` and the kind's own fields: :func:`params_of`).
+Adapters read the validated models of ``config.deployments``: ``deployment`` is the resolved
+deployment, ``params`` its ``params`` section — the kind's own class (``HfParams``,
+``VllmParams`` …, ``SimParams``): each adapter is generic in the class it reads, so the
+defaults are the model's, never restated here.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from testbed.config.deployments import ServerDeployment
+from testbed.config.deployments import ServerDeployment, ServerParams
 from testbed.config.server_kinds import ServerProtocol, server_kind
+from testbed.config.sim import SimParams
 from testbed.servers.models import parse_source
 
 __all__ = ["GRPC_PORT", "ServerAdapter", "ServerProtocol"]
 
-Params = Mapping[str, Any]
+#: The params class an adapter reads: its kind's own.
+Params = TypeVar("Params", bound=ServerParams | SimParams)
 #: The port TGIS serves gRPC on in its image; testbed's own servers use it in theirs too.
 GRPC_PORT = 8033
 
 
-class ServerAdapter(abc.ABC):
+class ServerAdapter(abc.ABC, Generic[Params]):
     """One server kind. Subclasses set the class attributes and build the command line."""
 
     kind: ClassVar[str]
@@ -85,8 +87,8 @@ class ServerAdapter(abc.ABC):
         """A Kubernetes container spec (image, args, env, ports, readiness probe) that serves
         ``model`` (a path inside the pod, or a hub id); resources and volumes are the
         backend's business."""
-        params = params_of(deployment)
-        env = {**self.container_env(params), **(params.get("env") or {})}
+        params: Params = deployment.params  # type: ignore[assignment]  # the kind's own class
+        env = {**self.container_env(params), **own_env(params)}
         spec: dict[str, Any] = {
             "name": "server",
             "image": deployment.image or self.default_image,
@@ -124,9 +126,9 @@ class ServerAdapter(abc.ABC):
         return {}
 
 
-def params_of(deployment: ServerDeployment) -> Params:
-    """The deployment's ``params`` as the mapping the adapters' flag tables read."""
-    return deployment.params.model_dump()
+def own_env(params: ServerParams | SimParams) -> dict[str, str]:
+    """The deployment's own ``params.env`` (the simulator takes none)."""
+    return dict(params.env) if isinstance(params, ServerParams) else {}
 
 
 def flag(name: str, value: Any) -> list[str]:
@@ -139,7 +141,6 @@ def switch(name: str, on: Any) -> list[str]:
     return [name] if on else []
 
 
-def extra(params: Params) -> list[str]:
-    """``extra_args``, appended verbatim (a string is split on whitespace)."""
-    value = params.get("extra_args") or []
-    return value.split() if isinstance(value, str) else [str(v) for v in value]
+def extra(params: ServerParams) -> list[str]:
+    """``extra_args``, appended verbatim."""
+    return list(params.extra_args)
