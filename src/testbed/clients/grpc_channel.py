@@ -21,7 +21,8 @@ import asyncio
 from collections.abc import Callable
 
 from testbed.clients import h2_wire
-from testbed.clients.grpc_h2 import GrpcConnection, GrpcError, OnMessage
+from testbed.clients.grpc_h2 import GrpcConnection
+from testbed.clients.grpc_stream import GrpcError, OnMessage
 from testbed.clients.http import Connector
 
 __all__ = ["GrpcChannel", "GrpcError", "split_target"]

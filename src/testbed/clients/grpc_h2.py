@@ -10,78 +10,30 @@ A call's ``done`` future resolves at its trailers (``grpc-status`` 0) or fails w
 1 GiB connection window; consumed bytes are given back in one WINDOW_UPDATE when half a
 window is used, so a load test rarely sends any. What the client sends respects the
 server's windows, frame size and ``MAX_CONCURRENT_STREAMS`` (a call waits for a slot).
-Calls and reconnection are :mod:`testbed.clients.grpc_channel`'s.
+A call's messages are cut out of its DATA by :class:`~testbed.clients.grpc_stream.Stream`;
+calls and reconnection are :mod:`testbed.clients.grpc_channel`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable
 
 from testbed.clients import h2_wire as w
+from testbed.clients.grpc_stream import GrpcError, OnMessage, Stream, undecodable
 from testbed.core.clock import monotonic_ns
 
 #: The windows this client opens (bytes): large, so that WINDOW_UPDATEs are rare.
 STREAM_WINDOW = 1 << 24
 CONNECTION_WINDOW = 1 << 30
+_STREAM_REFILL = STREAM_WINDOW // 2  # a stream's window is given back when half used
 _NO_LIMIT = 1 << 31
-
-OnMessage = Callable[[bytes, int], None]
-
-
-class GrpcError(Exception):
-    """A call that did not end with status OK.
-
-    ``answered``: the server itself said so (a status, a reset stream) rather than the
-    connection failing; ``connecting``: no connection could be made; ``retryable``: the
-    server never processed the call (a refused stream, one above a GOAWAY's last id)."""
-
-    def __init__(
-        self,
-        code: str,
-        details: str,
-        *,
-        answered: bool = True,
-        connecting: bool = False,
-        retryable: bool = False,
-    ) -> None:
-        super().__init__(f"{code}: {details}")
-        self.code, self.details = code, details
-        self.answered, self.connecting, self.retryable = answered, connecting, retryable
 
 
 class _ConnectionError(Exception):
     def __init__(self, code: int, reason: str) -> None:
         super().__init__(reason)
         self.code = code
-
-
-class Stream:
-    """One call: its consumer, its completion, its unfinished message and its windows."""
-
-    __slots__ = (
-        "buf",
-        "done",
-        "got_head",
-        "id",
-        "messages",
-        "on_message",
-        "pending",
-        "send_window",
-        "unacked",
-    )
-
-    def __init__(self, stream_id: int, on_message: OnMessage, done: asyncio.Future[None]) -> None:
-        self.id = stream_id
-        self.on_message = on_message
-        self.done = done
-        self.buf = b""  # a message's bytes so far
-        self.got_head = False  # the response headers came (the next block is trailers)
-        self.messages = 0
-        self.unacked = 0  # bytes received, not yet given back by a WINDOW_UPDATE
-        self.send_window = 0
-        self.pending = b""  # request DATA waiting for the server's window
 
 
 class GrpcConnection(asyncio.Protocol):
@@ -137,19 +89,37 @@ class GrpcConnection(asyncio.Protocol):
         try:
             while size - pos >= 9:
                 length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
+                if length > w.DEFAULT_FRAME:  # our SETTINGS keep the default
+                    raise _ConnectionError(w.FRAME_SIZE_ERROR, f"{length}-byte frame")
                 end = pos + 9 + length
                 if end > size:
-                    if length > w.DEFAULT_FRAME:  # our SETTINGS keep the default
-                        raise _ConnectionError(w.FRAME_SIZE_ERROR, f"{length}-byte frame")
                     break
                 kind, flags = buf[pos + 3], buf[pos + 4]
                 sid = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
-                payload = buf[pos + 9 : end]
-                pos = end
                 if kind == w.DATA and self._block is None:
-                    self._data(sid, flags, payload, t_ns)
+                    stream = self._streams.get(sid)
+                    if (  # the hot path: a frame that is one whole message (a token)
+                        stream is not None
+                        and not flags
+                        and not stream.parts
+                        and length > 5
+                        and buf[pos + 9] == 0
+                        and int.from_bytes(buf[pos + 10 : pos + 14], "big") == length - 5
+                        and stream.unacked < _STREAM_REFILL
+                    ):
+                        self._unacked += length
+                        stream.unacked += length
+                        stream.messages += 1
+                        try:
+                            stream.on_message(buf[pos + 14 : end], t_ns)
+                        except Exception as exc:  # the consumer's decoding: this call only
+                            self._fail(stream, undecodable(exc))
+                            self._send_reset(stream.id)
+                    else:
+                        self._data(sid, flags, buf[pos + 9 : end], t_ns)
                 else:
-                    self._control(kind, flags, sid, payload)
+                    self._control(kind, flags, sid, buf[pos + 9 : end])
+                pos = end
         except _ConnectionError as exc:
             self._abort(exc.code, str(exc))
             return
@@ -223,29 +193,17 @@ class GrpcConnection(asyncio.Protocol):
         if flags & w.END_STREAM:
             if sid in self._streams:
                 self._end(stream, {})
-        elif stream.unacked >= STREAM_WINDOW // 2 and sid in self._streams:
+        elif stream.unacked >= _STREAM_REFILL and sid in self._streams:
             assert self.transport is not None
             self.transport.write(w.window_update(sid, stream.unacked))
             stream.unacked = 0
 
     def _messages(self, stream: Stream, data: bytes, t_ns: int) -> None:
-        buf = stream.buf + data if stream.buf else data
-        pos, size = 0, len(buf)
-        while size - pos >= 5:
-            end = pos + 5 + int.from_bytes(buf[pos + 1 : pos + 5], "big")
-            if end > size:
-                break
-            if buf[pos]:
-                self._cancel(stream, "a compressed message (none was asked for)")
-                return
-            stream.messages += 1
-            try:
-                stream.on_message(buf[pos + 5 : end], t_ns)
-            except Exception as exc:  # the consumer's decoding failed: this call only
-                self._cancel(stream, f"undecodable message: {type(exc).__name__}: {exc}")
-                return
-            pos = end
-        stream.buf = buf[pos:] if pos < size else b""
+        try:
+            stream.feed(data, t_ns)
+        except GrpcError as exc:  # this call only: the connection goes on
+            self._fail(stream, exc)
+            self._send_reset(stream.id)
 
     def _control(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
         if self._block is not None and (kind != w.CONTINUATION or sid != self._block[0]):
@@ -311,10 +269,8 @@ class GrpcConnection(asyncio.Protocol):
         status = trailers.get(b"grpc-status")
         if status is None:
             error = GrpcError("INTERNAL", "the stream ended without a grpc-status")
-        elif stream.buf:
-            error = GrpcError(
-                "INTERNAL", f"the stream ended inside a message ({len(stream.buf)} bytes)"
-            )
+        elif stream.have:
+            error = GrpcError("INTERNAL", f"the stream ended inside a message ({stream.have} B)")
         else:
             code = w.grpc_code(status)
             if code == "OK":
@@ -384,10 +340,6 @@ class GrpcConnection(asyncio.Protocol):
             self.close()
 
     # bookkeeping -------------------------------------------------------------------------
-    def _cancel(self, stream: Stream, reason: str) -> None:
-        self._fail(stream, GrpcError("INTERNAL", reason))
-        self._send_reset(stream.id)
-
     def _send_reset(self, sid: int) -> None:
         if self.transport is not None and not self.closed:
             self.transport.write(w.rst_stream(sid, w.CANCEL))
