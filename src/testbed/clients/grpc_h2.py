@@ -133,6 +133,10 @@ class GrpcConnection(asyncio.Protocol):
     def usable(self) -> bool:
         return not self.draining and self.ready.done() and self.ready.result()
 
+    @property
+    def open_streams(self) -> int:
+        return len(self._streams)
+
     def has_slot(self) -> bool:
         return len(self._streams) < self._max_streams
 
