@@ -32,6 +32,7 @@ message — was cut short: that is ``Response.error`` too, the server's error of
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from testbed.clients.endpoint import Endpoint
@@ -201,6 +202,17 @@ def sink(*, stream: bool, keep_raw: bool = False) -> TgisSink:
     return TgisSink(stream=stream, keep_raw=keep_raw)
 
 
+def stream_reader(sink: TgisSink) -> Callable[[bytes, int], None]:
+    """What a ``GenerateStream`` call hands each message's bytes to: decoded, into ``sink``
+    (called inside the connection's ``data_received``, with the time the bytes were read)."""
+    decode, on_message = modules().GenerationResponse.FromString, sink.on_message
+
+    def each(data: bytes, t_ns: int) -> None:
+        on_message(decode(data), t_ns)
+
+    return each
+
+
 class TgisPool:
     """Calls to ``target`` (``host:port``) multiplexed over one HTTP/2 connection
     (:class:`~testbed.clients.grpc_channel.GrpcChannel`, on the event loop).
@@ -216,7 +228,6 @@ class TgisPool:
             self._channel = GrpcChannel(target, metadata=metadata)
         except ValueError as exc:
             raise InputError(f"{exc}; give the gRPC address as host:port") from exc
-        self._stream_answer = pb.GenerationResponse.FromString
         self._batch_answer = pb.BatchedGenerationResponse.FromString
 
     async def send(self, payload: bytes, sink: TgisSink, timeout_s: float | None = None) -> int:
@@ -225,11 +236,7 @@ class TgisPool:
         sink.on_sent(t_sent)
         try:
             if sink.stream:
-                decode, on_message = self._stream_answer, sink.on_message
-
-                def each(data: bytes, t_ns: int) -> None:
-                    on_message(decode(data), t_ns)
-
+                each = stream_reader(sink)
                 await self._channel.call(f"/{SERVICE}/GenerateStream", payload, each, timeout_s)
             else:
                 data, t_ns = await self._channel.unary(f"/{SERVICE}/Generate", payload, timeout_s)
