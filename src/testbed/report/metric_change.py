@@ -26,6 +26,14 @@ from testbed.results.summaries import Samples, direction
 MIN_TAIL = 5
 
 
+def tail_shortfall(stat: stats.Statistic, size: int) -> int | str | None:
+    """How many observations a percentile ``stat`` needs when a sample of ``size`` leaves
+    fewer than :data:`MIN_TAIL` beyond it ("∞" for p100); None when it has enough."""
+    if stat.kind != "percentile" or size * (1 - stat.q / 100) >= MIN_TAIL:
+        return None
+    return math.ceil(MIN_TAIL / (1 - stat.q / 100)) if stat.q < 100 else "∞"
+
+
 @dataclass
 class MetricResult:
     """One metric of one treatment pair, judged."""
@@ -128,8 +136,8 @@ def intervals(
         if b is None or c is None:
             continue
         smallest = min(b[0].size, c[0].size)
-        if b[1].kind == "percentile" and smallest * (1 - b[1].q / 100) < MIN_TAIL:
-            needed = math.ceil(MIN_TAIL / (1 - b[1].q / 100)) if b[1].q < 100 else "∞"
+        needed = tail_shortfall(b[1], smallest)
+        if needed is not None:
             out[name] = Evidence(
                 f"too few observations for p{b[1].q:g} ({smallest}; {needed} needed)"
             )
