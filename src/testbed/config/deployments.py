@@ -8,7 +8,7 @@ CPU-only wants float32, flash attention needs a GPU); every rule says what to ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -250,6 +250,8 @@ class _Deployment(Strict):
 
 class _RealServer(_Deployment):
     params: ServerParams
+    #: How this kind refuses float16 on a CPU-only worker, in its own words (None: it does not).
+    _cpu_float16: ClassVar[str | None] = None
 
     def problems(self) -> list[str]:
         found = []
@@ -266,6 +268,8 @@ class _RealServer(_Deployment):
             )
         if not self.model:
             found.append("model is empty — set model: bundled:smollm2-135m, a folder or s3://…")
+        if self._cpu_float16 and not gpu and self.params.dtype == "float16":
+            found.append(self._cpu_float16)
         return found
 
 
@@ -280,23 +284,13 @@ class SimDeployment(_Deployment):
 class HfDeployment(_RealServer):
     server: Literal["hf"]
     params: HfParams = Field(default_factory=HfParams)
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.resources.gpu and self.params.dtype == "float16":
-            found.append("float16 is not supported on CPU — set params.dtype: float32")
-        return found
+    _cpu_float16 = "float16 is not supported on CPU — set params.dtype: float32"
 
 
 class VllmDeployment(_RealServer):
     server: Literal["vllm"]
     params: VllmParams = Field(default_factory=VllmParams)
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.resources.gpu and self.params.dtype == "float16":
-            found.append("vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16")
-        return found
+    _cpu_float16 = "vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16"
 
 
 class TgiDeployment(_RealServer):
