@@ -8,7 +8,7 @@ CPU-only wants float32, flash attention needs a GPU); every rule says what to ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -177,14 +177,15 @@ class TgiParams(ServerParams):
 
 #: TGIS's inference engines (``DEPLOYMENT_FRAMEWORK``, its launcher's
 #: ``--deployment-framework``: a module of text_generation_server.inference_engine).
-TGIS_FRAMEWORKS = (
+TgisFramework = Literal[
     "hf_transformers",
     "hf_accelerate",
     "hf_custom_tp",
     "hf_optimum_ort",
     "hf_optimum_bt",
     "tgis_native",
-)
+]
+TGIS_FRAMEWORKS: tuple[str, ...] = get_args(TgisFramework)
 #: Engines that shard a model over GPUs (tensor parallel): tgis_native, TGIS's documented
 #: one, and hf_custom_tp, its older name for the same.
 TGIS_SHARDING = ("tgis_native", "hf_custom_tp")
@@ -206,14 +207,7 @@ class TgisParams(TgiParams):
         description="shards, one per GPU (alias num_shard; TGIS's NUM_GPUS)",
     )
 
-    deployment_framework: Literal[
-        "hf_transformers",
-        "hf_accelerate",
-        "hf_custom_tp",
-        "hf_optimum_ort",
-        "hf_optimum_bt",
-        "tgis_native",
-    ] = Field(
+    deployment_framework: TgisFramework = Field(
         description="TGIS's engine, passed through as --deployment-framework; required, as"
         " tgis-tester requires it (no default)"
     )
