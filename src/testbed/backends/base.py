@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from testbed.clients.endpoint import Endpoint, Tls
+from testbed.config.loader import LoadedCampaign
 from testbed.config.server_kinds import provisioned
-from testbed.plan.model import Treatment
+from testbed.plan.model import Plan, Treatment
 from testbed.results.files import RecordWriter
 from testbed.results.outcome import ProbeOutcome
 
@@ -98,6 +99,21 @@ class Backend(abc.ABC):
         """What must be usable before a run directory exists (InputError, exit 2): reads
         files and variables, sends nothing. ``deployments`` are the provisioned ones."""
         del config, deployments
+
+    @classmethod
+    def check_campaign(cls, loaded: LoadedCampaign, plan: Plan) -> None:
+        """What only this backend can check of a campaign before anything starts
+        (CampaignError, exit 2, at the line): renders and reads files, sends nothing."""
+        del loaded, plan
+
+    @classmethod
+    def runner_rbac(
+        cls, loaded: LoadedCampaign, namespace: str, account: str
+    ) -> list[dict[str, Any]]:
+        """The rights an exported pipeline's ``testbed worker`` (service account ``account``
+        in ``namespace``) needs for this backend's part of the campaign; none here."""
+        del loaded, namespace, account
+        return []
 
     def open_worker(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path

@@ -31,8 +31,12 @@ class _BackendSettings(Strict):
 
     #: It runs something a state capture can dump (``capture: [state]``).
     runs_state: ClassVar[bool] = True
-    #: It has namespaces a capture can dump whole (``execution.capture.namespaces``).
-    has_namespaces: ClassVar[bool] = False
+    #: Its servers run on this machine (child processes): they read its model folders, and
+    #: an exported pipeline's task pod holds them, so it asks for their resources.
+    servers_here: ClassVar[bool] = False
+    #: Its servers are objects in a cluster's namespaces: a capture can dump namespaces
+    #: whole (``execution.capture.namespaces``); an exported runner needs RBAC there.
+    namespaced: ClassVar[bool] = False
     #: Its servers can outlive the run, removed later by ``testbed cleanup`` (``execution.keep``).
     keeps_servers: ClassVar[bool] = False
 
@@ -52,6 +56,8 @@ class _BackendSettings(Strict):
 
 class LocalSettings(_BackendSettings):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
+
+    servers_here: ClassVar[bool] = True
 
     kind: Literal["local"] = "local"
     gpus: list[int] | None = Field(
@@ -127,7 +133,7 @@ def _env_reference(value: str, what: str) -> str:
 class KubernetesSettings(_BackendSettings):
     """Workers are pods of a cluster, reached with the official kubernetes client."""
 
-    has_namespaces: ClassVar[bool] = True
+    namespaced: ClassVar[bool] = True
     keeps_servers: ClassVar[bool] = True
 
     kind: Literal["kubernetes"]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import __version__
+from testbed.backends import backend_class
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.config.server_kinds import kind_of, provisioned
@@ -344,21 +345,6 @@ def kept_message(run_dir: RunDir) -> str:
         f"skipped (execution.keep): the servers and the stack are left running — remove them"
         f" with `testbed cleanup {run_dir.path}`"
     )
-
-
-def backend_class(kind: str) -> type[Backend]:
-    """The class of backend ``kind``, imported on demand (the kubernetes client is an extra)."""
-    if kind == "local":
-        from testbed.backends.local import LocalBackend
-
-        return LocalBackend
-    if kind == "external":
-        from testbed.backends.external import ExternalBackend
-
-        return ExternalBackend
-    from testbed.backends.kubernetes import KubernetesBackend
-
-    return KubernetesBackend
 
 
 def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:

@@ -35,13 +35,16 @@ from testbed.backends.kubernetes.names import (
 )
 from testbed.backends.kubernetes.node_fit import infeasible_reason
 from testbed.backends.kubernetes.probe_runner import ProbeJobs
+from testbed.backends.kubernetes.rbac import rbac_objects
 from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
 from testbed.backends.kubernetes.stack import Stacks
 from testbed.backends.kubernetes.stack_journal import remove_journalled
+from testbed.backends.kubernetes.stack_validation import check_stacks
 from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.config.backend_settings import KubernetesSettings
+from testbed.config.loader import LoadedCampaign
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import (
     ClusterAccessDenied,
@@ -50,6 +53,7 @@ from testbed.core.errors import (
     ClusterNotFound,
 )
 from testbed.core.secrets import resolve
+from testbed.plan.model import Plan
 from testbed.results.outcome import ProbeOutcome
 from testbed.servers.adapters import adapter_for
 
@@ -101,6 +105,18 @@ class KubernetesBackend(Backend):
         Secrets the workers need (S3, hub token)."""
         Kube.connect(ConnectionSpec.from_backend(config)).close()
         run_secrets(deployments, config, resolve)
+
+    @classmethod
+    def check_campaign(cls, loaded: LoadedCampaign, plan: Plan) -> None:
+        """Each stack's manifests render and hold what it names (:mod:`.stack_validation`)."""
+        check_stacks(loaded, plan)
+
+    @classmethod
+    def runner_rbac(
+        cls, loaded: LoadedCampaign, namespace: str, account: str
+    ) -> list[dict[str, Any]]:
+        """Least privilege for what this backend does for the campaign (:mod:`.rbac`)."""
+        return rbac_objects(loaded, namespace, account)
 
     async def kube(self) -> Kube:
         if self._kube is None:
