@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     AliasChoices,
@@ -186,14 +186,15 @@ class TgiParams(ServerParams):
 
 #: TGIS's inference engines (``DEPLOYMENT_FRAMEWORK``, its launcher's
 #: ``--deployment-framework``: a module of text_generation_server.inference_engine).
-TGIS_FRAMEWORKS = (
+TgisFramework = Literal[
     "hf_transformers",
     "hf_accelerate",
     "hf_custom_tp",
     "hf_optimum_ort",
     "hf_optimum_bt",
     "tgis_native",
-)
+]
+TGIS_FRAMEWORKS: tuple[str, ...] = get_args(TgisFramework)
 #: Engines that shard a model over GPUs (tensor parallel): tgis_native, TGIS's documented
 #: one, and hf_custom_tp, its older name for the same.
 TGIS_SHARDING = ("tgis_native", "hf_custom_tp")
@@ -215,14 +216,7 @@ class TgisParams(TgiParams):
         description="shards, one per GPU (alias num_shard; TGIS's NUM_GPUS)",
     )
 
-    deployment_framework: Literal[
-        "hf_transformers",
-        "hf_accelerate",
-        "hf_custom_tp",
-        "hf_optimum_ort",
-        "hf_optimum_bt",
-        "tgis_native",
-    ] = Field(
+    deployment_framework: TgisFramework = Field(
         description="TGIS's engine, passed through as --deployment-framework; required, as"
         " tgis-tester requires it (no default)"
     )
@@ -261,6 +255,8 @@ class RealServer(_Deployment):
     """A server that loads a model: the rules shared by hf, vllm, tgi and tgis."""
 
     params: ServerParams
+    #: How this kind refuses float16 on a CPU-only worker, in its own words (None: it does not).
+    _cpu_float16: ClassVar[str | None] = None
 
     def problems(self) -> list[str]:
         found = []
@@ -277,6 +273,8 @@ class RealServer(_Deployment):
             )
         if not self.model:
             found.append("model is empty — set model: bundled:smollm2-135m, a folder or s3://…")
+        if self._cpu_float16 and not gpu and self.params.dtype == "float16":
+            found.append(self._cpu_float16)
         return found
 
 
@@ -291,23 +289,13 @@ class SimDeployment(_Deployment):
 class HfDeployment(RealServer):
     server: Literal["hf"]
     params: HfParams = Field(default_factory=HfParams)
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.resources.gpu and self.params.dtype == "float16":
-            found.append("float16 is not supported on CPU — set params.dtype: float32")
-        return found
+    _cpu_float16 = "float16 is not supported on CPU — set params.dtype: float32"
 
 
 class VllmDeployment(RealServer):
     server: Literal["vllm"]
     params: VllmParams = Field(default_factory=VllmParams)
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.resources.gpu and self.params.dtype == "float16":
-            found.append("vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16")
-        return found
+    _cpu_float16 = "vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16"
 
 
 class TgiDeployment(RealServer):
