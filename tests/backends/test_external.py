@@ -12,6 +12,7 @@ from testbed.config.loader import load_campaign_text
 from testbed.config.sim import SimParams
 from testbed.execution.pipeline import RunOptions, execute, open_new
 from testbed.servers.sim import running_sim
+from tests.verdicts import assert_passed
 
 SECRET = "tok-3f9a1c-very-secret"
 
@@ -43,9 +44,9 @@ async def test_external_campaign_runs_and_never_writes_the_key(
         run_dir, plan = open_new(loaded, RunOptions(out=tmp_path / "run"))
         outcome = await execute(loaded, run_dir, plan, RunOptions())
     (treatment,) = plan.treatments
-    verdict = outcome.verdicts[treatment.id]
-    assert verdict.status.value == "PASS", verdict.reason
     summary = json.loads((run_dir.path / treatment.dirname / "summary.json").read_text())
+    assert summary["verdict"]["status"] == outcome.verdicts[treatment.id].status.value
+    assert_passed(summary)
     assert summary["records"] == 5
     for path in run_dir.path.rglob("*"):
         if path.is_file():
