@@ -8,6 +8,7 @@ session's emulated cluster (``tests/fixtures/cluster.py``) — CI has no cluster
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -54,11 +55,20 @@ def kubeconfig(request: pytest.FixtureRequest) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def kube_of(kubeconfig: Path) -> Iterator[Kube]:
+    """A client of the cluster ``kubeconfig`` names, over a connection of its own."""
+    api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
+    try:
+        yield Kube(api)
+    finally:
+        api.close()
+
+
 @pytest.fixture
 def kube(kubeconfig: Path) -> Iterator[Kube]:
-    api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
-    yield Kube(api)
-    api.close()
+    with kube_of(kubeconfig) as client:
+        yield client
 
 
 def quickstart_args(*sets: str) -> list[str]:
@@ -124,11 +134,8 @@ def leftovers(kube: Kube, run_id: str) -> list[str]:
 
 def leftovers_at(kubeconfig: Path, run_id: str) -> list[str]:
     """:func:`leftovers` on the cluster ``kubeconfig`` names, over a connection of its own."""
-    api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
-    try:
-        return leftovers(Kube(api), run_id)
-    finally:
-        api.close()
+    with kube_of(kubeconfig) as kube:
+        return leftovers(kube, run_id)
 
 
 def kubectl_get_all(kubeconfig: Path, run_id: str) -> str:
