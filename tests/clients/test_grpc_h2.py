@@ -429,3 +429,37 @@ async def test_frames_read_one_byte_at_a_time() -> None:
     assert stream.done.done()
     assert stream.done.result() is None
     assert conn.usable
+
+
+async def test_a_call_that_gave_up_waiting_for_a_stream_does_not_keep_the_slot() -> None:
+    """One stream at a time: the second call times out while it waits; when the first ends,
+    the third gets the freed stream."""
+    release, holding = asyncio.Event(), asyncio.Event()
+
+    async def handler(peer: Peer, _: int) -> None:
+        await peer.handshake({3: 1})  # MAX_CONCURRENT_STREAMS
+        while True:
+            sid, _, body = await peer.request()
+            if body == message(b"first"):
+                holding.set()
+                await release.wait()
+            peer.send(peer.headers(sid, OK_HEAD), frame(DATA, 0, sid, body), peer.trailers(sid))
+
+    async with scripted(handler) as script:
+        channel = GrpcChannel(script.target)
+        try:
+            first = asyncio.create_task(collect(channel, b"first"))
+            await holding.wait()
+            with pytest.raises(TimeoutError):
+                await collect(channel, b"second", timeout_s=0.05)
+            third = asyncio.create_task(collect(channel, b"third"))
+            release.set()
+            async with asyncio.timeout(5):
+                answers = [await first, await third]
+        finally:
+            await channel.aclose()
+    assert [a[0][0] for a in answers] == [b"first", b"third"]
+    assert [body for _, _, body in script.peers[0].requests] == [
+        message(b"first"),
+        message(b"third"),
+    ]
