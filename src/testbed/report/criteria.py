@@ -18,7 +18,6 @@ A criterion's status is the worst of its comparisons; the run's status includes 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import yaml
 
 from testbed.config.criteria import Criterion
 from testbed.core.ids import short_hash
+from testbed.report.metric_change import tail_shortfall
 from testbed.results import stats
 from testbed.results.files import read_records
 from testbed.results.rundir import RECORDS, RESOLVED, read_summary
@@ -34,7 +34,6 @@ from testbed.results.summaries import LOWER, NEUTRAL, Samples, direction
 from testbed.results.verdict import Status, worst
 
 RESAMPLES = 2000
-MIN_TAIL = 5  # as testbed compare: n × (1 − q) ≥ 5 observations beyond a percentile
 
 
 def campaign_criteria(run_path: Path) -> list[Criterion]:
@@ -126,8 +125,8 @@ def _difference(
         pairs.append(got)
     (b_sample, b_stat), (c_sample, c_stat) = pairs
     smallest = min(b_sample.size, c_sample.size)
-    if b_stat.kind == "percentile" and smallest * (1 - b_stat.q / 100) < MIN_TAIL:
-        needed = math.ceil(MIN_TAIL / (1 - b_stat.q / 100)) if b_stat.q < 100 else "∞"
+    needed = tail_shortfall(b_stat, smallest)
+    if needed is not None:
         why = f"too few requests for p{b_stat.q:g} ({smallest}; {needed} needed)"
         return None, why, (b_sample.n_clusters, c_sample.n_clusters)
     salt = int(short_hash([base_dir, cand_dir, criterion.metric], 8), 16)

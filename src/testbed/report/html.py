@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from testbed.core.secrets import redact
-from testbed.report import captures_view, criteria_view, load_view, scale_view, steps_view
+from testbed.report import (
+    captures_view,
+    correctness_html,
+    criteria_view,
+    load_view,
+    scale_view,
+    steps_view,
+)
 from testbed.report.badges import badge
-from testbed.report.differential_view import differentials
+from testbed.report.html_blocks import e, kv, params, pre_json, tree
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
 from testbed.results.rundir import PLAN, RECORDS, RESOLVED, read_summary
@@ -30,15 +35,6 @@ _STAT_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")
 _SHOWN = {"schema_version", "id", "dir", "probe", "params", "attempt", "started", "verdict"}
 
 
-def e(value: Any) -> str:
-    """Text for HTML: secrets masked, escaped."""
-    return escape(redact(str(value)))
-
-
-def pre_json(value: Any) -> str:
-    return f"<pre><code>{e(json.dumps(value, indent=2, default=str))}</code></pre>"
-
-
 def render(run_path: Path, document: Mapping[str, Any]) -> str:
     """The whole report of the run in ``run_path`` (``document`` is its run summary)."""
     rows = document["treatments"]
@@ -46,7 +42,7 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
     sections = [
         ("verdicts", "Verdicts", _verdicts(rows)),
         ("steps", "Steps", steps_view.section(document.get("steps") or [])),
-        ("correctness", "Correctness", _correctness(run_path, rows, summaries)),
+        ("correctness", "Correctness", correctness_html.section(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),
         ("criteria", "Criteria", criteria_view.section(document)),
         ("captures", "Captures", captures_view.section(run_path, rows)),
@@ -89,19 +85,8 @@ def _header(document: Mapping[str, Any]) -> str:
     }
     return (
         f"<header><h1>{e(document.get('campaign'))} · {e(run['run_id'])}"
-        f" {badge(document['status'])}</h1><div>{counts}</div>{_kv(facts)}</header>"
+        f" {badge(document['status'])}</h1><div>{counts}</div>{kv(facts)}</header>"
     )
-
-
-def _kv(values: Mapping[str, Any]) -> str:
-    items = "".join(
-        f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in values.items() if v not in (None, "")
-    )
-    return f'<dl class="kv">{items}</dl>'
-
-
-def _params(params: Mapping[str, Any]) -> str:
-    return "<br>".join(f"<code>{e(k)}={e(v)}</code>" for k, v in params.items())
 
 
 def _verdicts(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -120,118 +105,12 @@ def _verdicts(rows: Sequence[Mapping[str, Any]]) -> str:
             f'<tr><td class="num">{number}</td>'
             f'<td><a href="#t-{e(row["id"])}">{e(row["dir"])}</a></td><td>{e(row["probe"])}</td>'
             f"<td>{e(', '.join(row.get('deployments') or []))}</td>"
-            f"<td>{_params(row['params'])}</td>"
+            f"<td>{params(row['params'])}</td>"
             f"<td>{badge(row['status'])}</td><td>{e(row.get('reason') or '')}{details}"
             f"{_source(row)}</td></tr>"
         )
     lines.append("</table>")
     return "\n".join(lines)
-
-
-# -- correctness ------------------------------------------------------------------------------
-
-
-def divergence_html(d: Mapping[str, Any], labels: tuple[str, str] = ("expected", "actual")) -> str:
-    """A first divergence: the shared text, then each side's token highlighted and its
-    continuation (fields of the correctness probe's FirstDivergence or Divergence)."""
-    prefix = str(d.get("common_prefix") or "")
-    sides = [
-        ("expected", d.get("expected_token", d.get("reference_token")),
-         d.get("expected_continuation", d.get("reference_continuation"))),
-        ("actual", d.get("actual_token", d.get("other_token")),
-         d.get("actual_continuation", d.get("other_continuation"))),
-    ]  # fmt: skip
-    lines = []
-    for (side, token, rest), label in zip(sides, labels, strict=True):
-        shown_token = "∅ (ended)" if token is None else str(token)
-        rest_text = str(rest or "")
-        if token is not None and rest_text.startswith(str(token)):
-            rest_text = rest_text[len(str(token)) :]
-        lines.append(
-            f"<div><b>{e(label)}:</b> …{e(prefix[-80:])}"
-            f'<mark class="{side}">{e(shown_token)}</mark>{e(rest_text[:160])}</div>'
-        )
-    facts = {k: d.get(k) for k in ("index", "unit", "margin_nats", "near_tie", "kind")}
-    return f'<div class="diff">{"".join(lines)}</div>{_kv(facts)}'
-
-
-def text_divergence(expected: str, actual: str) -> dict[str, Any]:
-    """The first differing character of two texts, in the shape of a divergence."""
-    index = next(
-        (i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
-        min(len(expected), len(actual)),
-    )
-    return {
-        "index": index,
-        "unit": "char",
-        "common_prefix": expected[:index],
-        "expected_token": expected[index] if index < len(expected) else None,
-        "actual_token": actual[index] if index < len(actual) else None,
-        "expected_continuation": expected[index:],
-        "actual_continuation": actual[index:],
-    }
-
-
-def _differentials(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Each deployment's answers against the reference deployment's (correctness.reference)."""
-    try:
-        found = differentials(run_path, rows)
-    except (OSError, ValueError, KeyError, ImportError) as exc:
-        return [f'<p class="muted">differential not computed: {e(exc)}</p>']
-    parts = []
-    for ref_row, row, summary in found:
-        counts = {k: v for k, v in summary.items() if not isinstance(v, list | dict)}
-        parts.append(f"<h3>{e(row['dir'])} against the reference {e(ref_row['dir'])}</h3>")
-        parts.append(_kv(counts))
-        for d in summary.get("divergences") or []:
-            head = " · ".join(str(d[k]) for k in ("case", "protocol", "kind") if d.get(k))
-            body = divergence_html(d, ("reference", "other"))
-            parts.append(f"<h4>{e(head)}</h4><p>{e(d.get('detail') or '')}</p>{body}")
-    return parts
-
-
-def _correctness(
-    run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]
-) -> str:
-    parts = _differentials(run_path, rows)
-    for row in rows:
-        summary = summaries.get(row["id"]) or {}
-        if row["probe"] != "correctness" or not summary:
-            continue
-        parts.append(f"<h3>{e(row['dir'])} {badge(row['status'])}</h3>")
-        counts = summary.get("cases")
-        if isinstance(counts, Mapping):
-            parts.append(_kv(counts))
-        nested = summary.get("differential")
-        divergent = [
-            *(summary.get("failures") or []),
-            *(summary.get("divergences") or []),
-            *((nested.get("divergences") or []) if isinstance(nested, Mapping) else []),
-        ]
-        for failure in divergent:
-            if not isinstance(failure, Mapping):
-                continue
-            first = failure.get("first_divergence")
-            if first is None and "common_prefix" in failure:
-                first = failure
-            if first is None and isinstance(failure.get("expected"), str):
-                first = text_divergence(failure["expected"], str(failure.get("actual") or ""))
-            head = " · ".join(
-                str(failure[k]) for k in ("case", "protocol", "evaluator", "kind") if failure.get(k)
-            )
-            detail = e(failure.get("detail") or "")
-            body = divergence_html(first) if first else pre_json(failure)
-            parts.append(f"<h4>{e(head)}</h4><p>{detail}</p>{body}")
-        for key in ("errors", "unchecked", "skipped"):
-            entries = summary.get(key) or []
-            if entries:
-                items = "".join(
-                    f"<li><code>{e(x.get('case'))}</code>: {e(x.get('reason'))}</li>"
-                    for x in entries
-                    if isinstance(x, Mapping)
-                )
-                parts.append(f"<p>{key}:</p><ul>{items}</ul>")
-    return "\n".join(parts)
 
 
 # -- A/B, treatments, plan, campaign, run -------------------------------------------------------
@@ -252,47 +131,6 @@ def _ab(run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[st
         if rest:
             parts.append(f"<details><summary>summary</summary>{tree(rest)}</details>")
     return "\n".join(parts)
-
-
-def tree(value: Any, depth: int = 0) -> str:
-    """Nested mappings as nested tables; lists of scalars inline; anything else as JSON."""
-    if isinstance(value, Mapping) and value and depth < 4:
-        cells = "".join(
-            f"<tr><th>{e(k)}</th><td>{tree(v, depth + 1)}</td></tr>" for k, v in value.items()
-        )
-        return f"<table>{cells}</table>"
-    if isinstance(value, float):
-        return e(f"{value:.6g}")
-    if isinstance(value, str | int | bool) or value is None:
-        return e(value)
-    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
-        return e(", ".join(_scalar(v) for v in value)) if len(value) <= 20 else pre_json(value)
-    if (
-        isinstance(value, list)
-        and value
-        and depth < 4
-        and all(isinstance(v, Mapping) for v in value)
-    ):
-        return _rows_table(value, depth)
-    return pre_json(value)
-
-
-def _scalar(value: Any) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
-
-
-def _rows_table(rows: Sequence[Mapping[str, Any]], depth: int) -> str:
-    """A list of mappings (criteria, failures) as one table, a column per key."""
-    columns: dict[str, None] = {}
-    for row in rows[:200]:
-        columns.update(dict.fromkeys(str(k) for k in row))
-    head = "".join(f"<th>{e(c)}</th>" for c in columns)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{tree(row.get(c), depth + 1)}</td>" for c in columns) + "</tr>"
-        for row in rows[:200]
-    )
-    more = f'<p class="muted">{len(rows) - 200} more rows</p>' if len(rows) > 200 else ""
-    return f"<table><tr>{head}</tr>{body}</table>{more}"
 
 
 def latency_table(summary: Mapping[str, Any]) -> str:
@@ -337,7 +175,7 @@ def _treatments(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any])
         )
         parts.append(
             f'<details id="t-{e(row["id"])}"><summary>{e(row["dir"])} {badge(row["status"])}'
-            f"</summary>{_kv(facts)}{_params(row['params'])}{known}{stage_html}"
+            f"</summary>{kv(facts)}{params(row['params'])}{known}{stage_html}"
             f"{tree(rest) if rest else ''}</details>"
         )
     return "\n".join(parts)
@@ -350,12 +188,12 @@ def _plan(run_path: Path) -> str:
         return ""
     workers = "".join(
         f"<tr><td>{e(w['id'])}</td><td>{e(w['deployment'])}</td><td>{e(w['server'])}</td>"
-        f"<td>{_params(w.get('settings') or {})}</td></tr>"
+        f"<td>{params(w.get('settings') or {})}</td></tr>"
         for w in plan.get("workers", [])
     )
     treatments = "".join(
         f'<tr><td class="num">{t["index"]}</td><td>{e(t["dir"])}</td><td>{e(t["probe"])}</td>'
-        f"<td>{e(', '.join(t['workers']))}</td><td>{_params(t['params'])}</td>"
+        f"<td>{e(', '.join(t['workers']))}</td><td>{params(t['params'])}</td>"
         f"<td>{e(t['status'])} {e(t.get('reason') or '')}</td></tr>"
         for t in plan.get("treatments", [])
     )

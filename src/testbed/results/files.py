@@ -1,4 +1,5 @@
-"""Writing result files so that a crash at any moment leaves them whole."""
+"""Writing result files so that a crash at any moment leaves them whole, and reading them back
+as whole as they are."""
 
 from __future__ import annotations
 
@@ -85,3 +86,13 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             except json.JSONDecodeError:
                 continue
     return records
+
+
+def read_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path``, or {} when there is none (never written, unreadable, or
+    not an object)."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

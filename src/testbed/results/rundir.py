@@ -20,7 +20,7 @@ import yaml
 from testbed.core.clock import run_stamp
 from testbed.core.errors import InputError
 from testbed.core.ids import slugify
-from testbed.results.files import write_atomic, write_json
+from testbed.results.files import read_object, write_atomic, write_json
 
 RUN_FILE = "run.json"
 RESOLVED = "campaign.resolved.yaml"
@@ -130,8 +130,4 @@ class RunDir:
 
 def read_summary(folder: Path) -> dict[str, Any]:
     """A treatment's summary.json, or {} when it has none (never run, or interrupted)."""
-    try:
-        value = json.loads((folder / SUMMARY).read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return read_object(folder / SUMMARY)

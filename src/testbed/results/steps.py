@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from testbed.results.files import read_object
 from testbed.results.verdict import Status
 
 STEPS_DIR = "steps"
@@ -40,11 +41,7 @@ def steps_dir(run_path: Path) -> Path:
 
 def read_step(folder: Path) -> dict[str, Any]:
     """A step folder's step.json, or {} when there is none."""
-    try:
-        value = json.loads((folder / STEP_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+    return read_object(folder / STEP_FILE)
 
 
 def step_rows(run_path: Path) -> list[dict[str, Any]]:

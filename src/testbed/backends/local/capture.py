@@ -12,7 +12,7 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from testbed.core.process_group import group_alive
+from testbed.core.process_group import group_alive, group_members
 
 LOG_BYTES = 256 * 1024
 _HEADER = ("WORKER", "PID", "PPID", "STAT", "RSS(KiB)", "ELAPSED(s)", "COMMAND")
@@ -55,20 +55,15 @@ def _group(pgid: int) -> list[tuple[str, ...]]:
     except (OSError, ValueError):
         uptime = 0.0
     found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for proc, fields in group_members(pgid):
         try:
-            fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[2]) != pgid:
-                continue
-            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
-            rss = int(Path(entry.path, "statm").read_text().split()[1]) * page_kib
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            rss = int((proc / "statm").read_text().split()[1]) * page_kib
+            elapsed = max(0.0, uptime - int(fields[19]) / ticks)
         except (OSError, IndexError, ValueError):
             continue
         command = " ".join(a.decode(errors="replace") for a in argv if a)
-        elapsed = max(0.0, uptime - int(fields[19]) / ticks)
-        found.append((entry.name, fields[1], fields[0], str(rss), f"{elapsed:.0f}", command))
+        found.append((proc.name, fields[1], fields[0], str(rss), f"{elapsed:.0f}", command))
     return sorted(found, key=lambda row: int(row[0]))
 
 

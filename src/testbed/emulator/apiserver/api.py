@@ -10,15 +10,25 @@ controllers register with :meth:`Api.add_subresource`.
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from testbed.emulator.apiserver import discovery, openapi, protobuf, subresources, tables, views
+from testbed.emulator.apiserver import discovery, openapi, subresources, tables, views
 from testbed.emulator.apiserver.authn import Authenticator, UserInfo
 from testbed.emulator.apiserver.rbac import Attributes, Authorizer, verb_of
+from testbed.emulator.apiserver.request_input import (
+    applied_body,
+    check_kind,
+    delete_options,
+    field_manager,
+    json_body,
+    media_type,
+    object_body,
+    optional_object,
+    page,
+)
 from testbed.emulator.apiserver.reviews import REVIEW_PATHS, review
 from testbed.emulator.apiserver.routes import Target, parse
 from testbed.emulator.apiserver.streaming import stream_error, stream_events
@@ -28,7 +38,6 @@ from testbed.emulator.storage.errors import (
     bad_request,
     invalid,
     method_not_allowed,
-    unsupported_media,
 )
 from testbed.emulator.storage.managed import APPLY
 from testbed.emulator.storage.resources import ResourceType
@@ -69,7 +78,9 @@ class Api:
             if path in REVIEW_PATHS:
                 if request.method != "POST":
                     raise method_not_allowed(f"{request.method} is not allowed on {path}")
-                return json_response(review(self.authz, user, path, await _body(request)), 201)
+                return json_response(
+                    review(self.authz, user, path, await object_body(request)), 201
+                )
             target = parse(self.store.registry, path)
             self._authorize(request, user, path, target)
             doc = self._discovery(path)
@@ -129,17 +140,17 @@ class Api:
                     return await self._watch(request, t)
                 return self._list(request, t)
             if method == "POST":
-                created = self._create(t, await _body(request), _manager(request))
+                created = self._create(t, await object_body(request), field_manager(request))
                 return json_response(self._out(t.rt, created), 201)
             if method == "DELETE":
-                return self._delete_collection(request, t, await _json_or_empty(request))
+                return self._delete_collection(request, t, await optional_object(request))
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if t.subresource in (None, "status"):
             return await self._object(request, t)
         if t.rt.key == "serviceaccounts" and t.subresource == "token" and method == "POST":
             assert t.name is not None
             sa = self.store.get("serviceaccounts", t.namespace, t.name)
-            spec = (await _json_or_empty(request)).get("spec") or {}
+            spec = (await optional_object(request)).get("spec") or {}
             return json_response(self.authn.token_request(sa, spec), 201)
         return await subresources.serve(self.store, request, t)
 
@@ -152,7 +163,7 @@ class Api:
         labels, fields = self._selectors(request, t)
         items, rv = self.store.list(t.rt.key, t.namespace, labels, fields)
         meta: Obj = {"resourceVersion": str(rv)}
-        items = _page(request, items, meta)
+        items = page(request, items, meta)
         if tables.wants_table(request.headers.get("Accept", "")):
             shown = [self._out(t.rt, o) for o in items]
             body = tables.table(
@@ -213,7 +224,7 @@ class Api:
 
     def _create(self, t: Target, body: Obj, manager: str | None) -> Obj:
         stored_version = self.store.bucket(t.rt.key).rt.api_version
-        _check_kind(t.rt, body)
+        check_kind(t.rt, body)
         stored = views.from_view(t.rt, body, stored_version)
         identity = stored_version == t.rt.api_version
         created = self.store.create(
@@ -229,7 +240,7 @@ class Api:
     def _delete_collection(self, request: web.Request, t: Target, options: Obj) -> web.Response:
         labels, fields = self._selectors(request, t)
         items, _ = self.store.list(t.rt.key, t.namespace, labels, fields)
-        propagation, grace = _delete_options(request, options)
+        propagation, grace = delete_options(request, options)
         for obj in items:
             meta = obj["metadata"]
             if self.store.try_get(t.rt.key, meta.get("namespace"), meta["name"]) is obj:
@@ -252,22 +263,22 @@ class Api:
                 )
             return json_response(self._out(t.rt, obj))
         if method == "PUT":
-            body = await _body(request)
-            _check_kind(t.rt, body)
+            body = await object_body(request)
+            check_kind(t.rt, body)
             stored = views.from_view(t.rt, body, self.store.bucket(key).rt.api_version)
-            manager = _manager(request) if t.subresource is None else None
+            manager = field_manager(request) if t.subresource is None else None
             replaced = self.store.replace(
                 key, t.namespace, t.name, stored, t.subresource, updater=manager
             )
             return json_response(self._out(t.rt, replaced))
-        if method == "PATCH" and _media(request) == APPLY:
-            obj, created = self._apply(request, t, await _applied(request))
+        if method == "PATCH" and media_type(request) == APPLY:
+            obj, created = self._apply(request, t, await applied_body(request))
             return json_response(self._out(t.rt, obj), 201 if created else 200)
         if method == "PATCH":
-            return json_response(self._out(t.rt, self._patch(request, t, await _json(request))))
+            return json_response(self._out(t.rt, self._patch(request, t, await json_body(request))))
         if method == "DELETE" and t.subresource is None:
-            options = await _json_or_empty(request)
-            propagation, grace = _delete_options(request, options)
+            options = await optional_object(request)
+            propagation, grace = delete_options(request, options)
             obj = self.store.delete(
                 key, t.namespace, t.name, propagation, grace, options.get("preconditions")
             )
@@ -278,7 +289,7 @@ class Api:
         assert t.name is not None
         content_type = request.headers.get("Content-Type", "")
         if views.is_identity(t.rt, self.store.bucket(t.rt.key).rt.api_version):
-            manager = _manager(request) if t.subresource is None else None
+            manager = field_manager(request) if t.subresource is None else None
             return self.store.patch(
                 t.rt.key, t.namespace, t.name, content_type, body, t.subresource, manager
             )
@@ -307,7 +318,7 @@ class Api:
             raise bad_request(f"server-side apply to /{t.subresource} is not supported here")
         if not views.is_identity(t.rt, self.store.bucket(t.rt.key).rt.api_version):
             raise bad_request(f"server-side apply of {t.rt.api_version} is not supported here")
-        _check_kind(t.rt, body)
+        check_kind(t.rt, body)
         force = query_flag(request.query.get("force"))
         return self.store.apply(t.rt.key, t.namespace, t.name, body, manager, force)
 
@@ -340,104 +351,3 @@ def request_attributes(request: web.Request, user: UserInfo, t: Target) -> Attri
 
 def _raise(exc: ApiError) -> Obj:
     raise exc
-
-
-def _check_kind(rt: ResourceType, body: Obj) -> None:
-    kind, version = body.get("kind"), body.get("apiVersion")
-    if kind and kind != rt.kind:
-        raise bad_request(
-            f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})"
-        )
-    if version and version != rt.api_version:
-        raise bad_request(
-            f"the API version in the data ({version}) does not match the expected API version"
-            f" ({rt.api_version})"
-        )
-
-
-def _manager(request: web.Request) -> str | None:
-    """Who writes: ``fieldManager``, else the product of the User-Agent (``kubectl/v1.32``
-    → ``kubectl``), as the API server names an Update's manager."""
-    named = request.query.get("fieldManager")
-    if named:
-        return named
-    agent = request.headers.get("User-Agent", "").split("/", 1)[0].strip()
-    return agent or None
-
-
-def _media(request: web.Request) -> str:
-    return request.headers.get("Content-Type", "").split(";")[0].strip()
-
-
-async def _applied(request: web.Request) -> Obj:
-    """An applied configuration: YAML (JSON is YAML too)."""
-    import yaml
-
-    try:
-        body = yaml.safe_load(await request.read())
-    except yaml.YAMLError as exc:
-        raise bad_request(f"the applied configuration is not valid YAML: {exc}") from exc
-    if not isinstance(body, dict):
-        raise bad_request("the applied configuration must be an object")
-    return body
-
-
-async def _json(request: web.Request) -> Any:
-    content_type = request.headers.get("Content-Type", "application/json").split(";")[0].strip()
-    if request.method != "PATCH" and content_type == protobuf.MEDIA_TYPE:
-        return protobuf.decode(await request.read())
-    if request.method != "PATCH" and content_type not in ("application/json", "*/*", ""):
-        raise unsupported_media(content_type)
-    raw = await request.read()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise bad_request(f"the body of the request is not valid JSON: {exc}") from exc
-
-
-async def _body(request: web.Request) -> Obj:
-    body = await _json(request)
-    if not isinstance(body, dict):
-        raise bad_request("the body of the request must be a JSON object")
-    return body
-
-
-async def _json_or_empty(request: web.Request) -> Obj:
-    if not request.can_read_body:
-        return {}
-    body = await _json(request)
-    return body if isinstance(body, dict) else {}
-
-
-def _delete_options(request: web.Request, body: Obj) -> tuple[str | None, int | None]:
-    propagation = body.get("propagationPolicy") or request.query.get("propagationPolicy")
-    if body.get("orphanDependents") is True or query_flag(request.query.get("orphanDependents")):
-        propagation = "Orphan"
-    if propagation not in (None, "Background", "Foreground", "Orphan"):
-        raise bad_request(f"unsupported propagationPolicy {propagation!r}")
-    grace = body.get("gracePeriodSeconds", request.query.get("gracePeriodSeconds"))
-    try:
-        return propagation, None if grace is None else int(grace)
-    except ValueError:
-        raise bad_request(f"invalid gracePeriodSeconds {grace!r}") from None
-
-
-def _page(request: web.Request, items: list[Obj], meta: Obj) -> list[Obj]:
-    """Apply ``limit``/``continue`` (the token is the key of the last object returned)."""
-    token = request.query.get("continue")
-    if token:
-        try:
-            after = tuple(orjson.loads(base64.urlsafe_b64decode(token.encode())))
-        except ValueError:
-            raise bad_request("invalid continue token") from None
-        items = [
-            o for o in items if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) > after
-        ]
-    limit = int(request.query.get("limit") or 0)
-    if limit <= 0 or len(items) <= limit:
-        return items
-    last = items[limit - 1]["metadata"]
-    key = [last.get("namespace", ""), last["name"]]
-    meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(key)).decode()
-    meta["remainingItemCount"] = len(items) - limit
-    return items[:limit]

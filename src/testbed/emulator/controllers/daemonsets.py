@@ -27,10 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from testbed.core.kube.fit import HOSTNAME, NodeFacts, PodFacts, static_reason, with_hostname
 from testbed.emulator.controllers.deployments import template_hash
-from testbed.emulator.controllers.replicasets import active_pods, is_ready, pod_from_template
-from testbed.emulator.machinery import events
+from testbed.emulator.controllers.replicasets import (
+    active_pods,
+    create_pod,
+    delete_pod,
+    is_ready,
+    pod_from_template,
+)
 from testbed.emulator.machinery.loop import ControllerLoop, Key, itself, owner_of
-from testbed.emulator.storage.errors import ApiError
 
 if TYPE_CHECKING:
     from testbed.emulator.storage.store import Store
@@ -93,10 +97,7 @@ class DaemonSetController:
             pod["metadata"]["labels"][HASH] = wanted_hash
             pod["spec"] = {**pod["spec"], "nodeName": node_name}
             pod["spec"]["tolerations"] = _tolerations(pod["spec"])
-            created = self.store.create("pods", pod)
-            note = f"Created pod: {created['metadata']['name']}"
-            events.record(self.store, ds, "Normal", "SuccessfulCreate", note, COMPONENT)
-            kept[node_name] = created
+            kept[node_name] = create_pod(self.store, ds, pod, COMPONENT)
         self._write_status(ds, kept, should, len(pods) - len(kept), wanted_hash)
         return None
 
@@ -126,13 +127,7 @@ class DaemonSetController:
             del kept[node_name]
 
     def _delete(self, ds: Mapping[str, Any], pod: Mapping[str, Any]) -> None:
-        meta = pod["metadata"]
-        try:
-            self.store.delete("pods", meta["namespace"], meta["name"])
-        except ApiError:
-            return
-        note = f"Deleted pod: {meta['name']}"
-        events.record(self.store, ds, "Normal", "SuccessfulDelete", note, COMPONENT)
+        delete_pod(self.store, ds, pod, COMPONENT)
 
     def _write_status(
         self,

@@ -15,10 +15,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from testbed.core.kube.times import seconds_since
-from testbed.emulator.controllers.replicasets import is_ready, pod_from_template
+from testbed.emulator.controllers.replicasets import (
+    create_pod,
+    delete_pod,
+    is_ready,
+    pod_from_template,
+)
 from testbed.emulator.machinery import events
 from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by, owner_of
-from testbed.emulator.storage.errors import ApiError
 from testbed.emulator.storage.meta import now
 
 if TYPE_CHECKING:
@@ -75,16 +79,8 @@ class JobController:
             return None
         wanted = min(int(spec.get("parallelism", 1)), completions - succeeded)
         for _ in range(max(wanted - len(active), 0)):
-            pod = self.store.create("pods", pod_from_template(job, "Job", "batch/v1"))
-            events.record(
-                self.store,
-                job,
-                "Normal",
-                "SuccessfulCreate",
-                f"Created pod: {pod['metadata']['name']}",
-                COMPONENT,
-            )
-            active.append(pod)
+            pod = pod_from_template(job, "Job", "batch/v1")
+            active.append(create_pod(self.store, job, pod, COMPONENT))
         self._write(job, status, active, succeeded, failed, None)
         deadline = spec.get("activeDeadlineSeconds")
         return float(deadline) + 0.5 if deadline is not None else None
@@ -105,12 +101,7 @@ class JobController:
 
     def _delete(self, job: Mapping[str, Any], pods: list[dict[str, Any]]) -> None:
         for pod in pods:
-            try:
-                self.store.delete("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
-            except ApiError:
-                continue
-            note = f"Deleted pod: {pod['metadata']['name']}"
-            events.record(self.store, job, "Normal", "SuccessfulDelete", note, COMPONENT)
+            delete_pod(self.store, job, pod, COMPONENT)
 
     def _write(
         self,

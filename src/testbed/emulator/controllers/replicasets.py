@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from testbed.emulator.machinery import events
 from testbed.emulator.machinery.loop import ControllerLoop, itself, owner_of
 from testbed.emulator.storage.errors import ApiError
+from testbed.emulator.storage.objects import Obj
 
 if TYPE_CHECKING:
     from testbed.emulator.storage.store import Store
@@ -43,6 +44,30 @@ def active_pods(store: Store, owner: Mapping[str, Any]) -> list[dict[str, Any]]:
 def is_ready(pod: Mapping[str, Any]) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def create_pod(store: Store, owner: Mapping[str, Any], pod: dict[str, Any], component: str) -> Obj:
+    """Create ``pod`` for ``owner`` and record the ``SuccessfulCreate`` event its controller
+    writes (every workload controller's words)."""
+    created = store.create("pods", pod)
+    note = f"Created pod: {created['metadata']['name']}"
+    events.record(store, owner, "Normal", "SuccessfulCreate", note, component)
+    return created
+
+
+def delete_pod(
+    store: Store, owner: Mapping[str, Any], pod: Mapping[str, Any], component: str
+) -> bool:
+    """Delete ``owner``'s ``pod`` and record ``SuccessfulDelete``; False when the store
+    refused (the pod is already gone), with no event."""
+    meta = pod["metadata"]
+    try:
+        store.delete("pods", meta["namespace"], meta["name"])
+    except ApiError:
+        return False
+    note = f"Deleted pod: {meta['name']}"
+    events.record(store, owner, "Normal", "SuccessfulDelete", note, component)
+    return True
 
 
 def pod_from_template(owner: Mapping[str, Any], kind: str, api_version: str) -> dict[str, Any]:
@@ -94,19 +119,12 @@ class ReplicaSetController:
         wanted = int(rs["spec"].get("replicas", 1))
         if len(pods) < wanted:
             for _ in range(wanted - len(pods)):
-                pod = self.store.create("pods", pod_from_template(rs, "ReplicaSet", "apps/v1"))
-                note = f"Created pod: {pod['metadata']['name']}"
-                events.record(self.store, rs, "Normal", "SuccessfulCreate", note, COMPONENT)
-                pods.append(pod)
+                pod = pod_from_template(rs, "ReplicaSet", "apps/v1")
+                pods.append(create_pod(self.store, rs, pod, COMPONENT))
         elif len(pods) > wanted:
             surplus = sorted(pods, key=_deletion_order)[: len(pods) - wanted]
             for pod in surplus:
-                try:
-                    self.store.delete("pods", namespace, pod["metadata"]["name"])
-                except ApiError:
-                    continue
-                note = f"Deleted pod: {pod['metadata']['name']}"
-                events.record(self.store, rs, "Normal", "SuccessfulDelete", note, COMPONENT)
+                delete_pod(self.store, rs, pod, COMPONENT)
             pods = [p for p in pods if p not in surplus]
         self._write_status(rs, pods)
         return None

@@ -10,7 +10,8 @@ failure is an ``Unhealthy`` warning event, worded as the kubelet words it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol
 
 from testbed.emulator.kubelet.probes import Timing, check
@@ -81,21 +82,10 @@ async def supervise(runner: ContainerRunner, host: HostProcess) -> None:
 
 async def _passes(runner: ContainerRunner, probe: Mapping[str, Any]) -> bool:
     """The startup probe: True at ``successThreshold`` successes, False at ``failureThreshold``."""
-    timing = Timing.of(probe)
-    await asyncio.sleep(timing.initial_delay_s)
-    failures = successes = 0
-    while True:
-        ok, message = await check(probe, runner.spec, runner.launch.ports, runner.launch.env)
-        if ok:
-            successes += 1
-            if successes >= timing.success_threshold:
-                return True
-        else:
-            successes, failures = 0, failures + 1
-            runner.emit("Warning", "Unhealthy", f"Startup probe failed: {message}")
-            if failures >= timing.failure_threshold:
-                return False
-        await asyncio.sleep(timing.period_s)
+    async with contextlib.aclosing(_verdicts(runner, probe, "Startup")) as verdicts:
+        async for ok in verdicts:
+            return ok
+    return False  # not reached: the verdicts never end
 
 
 async def probe_loop(
@@ -105,6 +95,17 @@ async def probe_loop(
     on_result: Callable[[bool], None],
 ) -> None:
     """Run ``probe`` for as long as the container runs; report each threshold crossing."""
+    async with contextlib.aclosing(_verdicts(runner, probe, kind)) as verdicts:
+        async for ok in verdicts:
+            on_result(ok)
+
+
+async def _verdicts(
+    runner: ContainerRunner, probe: Mapping[str, Any], kind: str
+) -> AsyncGenerator[bool]:
+    """Probe every period; True once ``successThreshold`` successes in a row are reached (and
+    at each success after), False at ``failureThreshold`` failures in a row (and each after);
+    every failure is an ``Unhealthy`` event."""
     timing = Timing.of(probe)
     await asyncio.sleep(timing.initial_delay_s)
     failures = successes = 0
@@ -113,10 +114,10 @@ async def probe_loop(
         if ok:
             successes, failures = successes + 1, 0
             if successes >= timing.success_threshold:
-                on_result(True)
+                yield True
         else:
             successes, failures = 0, failures + 1
             runner.emit("Warning", "Unhealthy", f"{kind} probe failed: {message}")
             if failures >= timing.failure_threshold:
-                on_result(False)
+                yield False
         await asyncio.sleep(timing.period_s)

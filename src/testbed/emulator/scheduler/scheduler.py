@@ -32,6 +32,7 @@ from testbed.emulator.machinery.faults import FaultRule, fault_of
 from testbed.emulator.machinery.podgroups import GroupKey
 from testbed.emulator.scheduler import preemption, writes
 from testbed.emulator.scheduler.capacity import CapacityIndex
+from testbed.emulator.scheduler.known import KnownPods
 from testbed.emulator.storage.errors import ApiError
 from testbed.emulator.storage.watchers import DELETED
 
@@ -53,20 +54,11 @@ class Scheduler:
         self.fault_rules = fault_rules
         self.index = CapacityIndex()
         podgroups.install(store)
-        self._used: dict[str, dict[str, int]] = {}
-        self._bound: dict[str, tuple[str, tuple[tuple[str, int], ...]]] = {}
+        self.known = KnownPods(self.index)
         self._active: dict[str, tuple[str, str]] = {}
         self._parked: dict[str, tuple[str, str]] = {}
         self._messages: dict[str, str] = {}
         self._not_before: dict[str, int] = {}
-        #: Every live pod we know: where it is (namespace, name), its priority and gang.
-        self._where: dict[str, tuple[str, str]] = {}
-        self._priority: dict[str, int] = {}
-        self._group: dict[str, GroupKey] = {}
-        self._members: dict[GroupKey, set[str]] = {}
-        self._terminating: set[str] = set()
-        #: A nominated preemptor → the victims it waits for.
-        self._waiting_on: dict[str, set[str]] = {}
         self._wake = asyncio.Event()
 
     async def run(self) -> None:
@@ -92,7 +84,7 @@ class Scheduler:
                 self.index.set_node(
                     name,
                     NodeFacts.of(event.object),
-                    self._used.get(name, {}),
+                    self.known.used.get(name, {}),
                     labels.get(HOSTNAME, name),
                 )
             self._capacity_changed()
@@ -109,67 +101,33 @@ class Scheduler:
         if kind == DELETED or phase in _TERMINAL:
             self._forget(uid)
             return
-        self._learn(uid, pod)
+        self.known.learn(uid, pod)
         node = spec.get("nodeName")
         if node and meta.get("deletionTimestamp"):
-            self._terminating.add(uid)
-        if uid in self._bound and not node:
+            self.known.terminating.add(uid)
+        if uid in self.known.bound and not node:
             return  # our own binding, not yet visible in this event
         if node:
             self._active.pop(uid, None)
             self._parked.pop(uid, None)
-            if uid not in self._bound:
-                self._reserve(uid, str(node), PodFacts.of(pod).requests)
+            if uid not in self.known.bound:
+                self.known.reserve(uid, str(node), PodFacts.of(pod).requests)
             return
         if spec.get("schedulerName", SCHEDULER) != SCHEDULER or meta.get("deletionTimestamp"):
             return
         if uid not in self._active and uid not in self._parked:
             self._active[uid] = (str(meta.get("namespace")), str(meta["name"]))
-            if uid in self._group:
-                self._wake_gang(self._group[uid])  # a new member may complete its gang
+            if uid in self.known.group:
+                self._wake_gang(self.known.group[uid])  # a new member may complete its gang
             self._wake.set()
-
-    def _learn(self, uid: str, pod: Mapping[str, Any]) -> None:
-        if uid in self._where:
-            return
-        meta = pod["metadata"]
-        self._where[uid] = (str(meta.get("namespace")), str(meta["name"]))
-        self._priority[uid] = int((pod.get("spec") or {}).get("priority") or 0)
-        group = podgroups.group_of(pod)
-        if group is not None:
-            self._group[uid] = group
-            self._members.setdefault(group, set()).add(uid)
 
     def _forget(self, uid: str) -> None:
         self._active.pop(uid, None)
         self._parked.pop(uid, None)
         self._messages.pop(uid, None)
         self._not_before.pop(uid, None)
-        self._where.pop(uid, None)
-        self._priority.pop(uid, None)
-        self._terminating.discard(uid)
-        self._waiting_on.pop(uid, None)
-        group = self._group.pop(uid, None)
-        if group is not None:
-            members = self._members.get(group, set())
-            members.discard(uid)
-            if not members:
-                self._members.pop(group, None)
-        bound = self._bound.pop(uid, None)
-        if bound is not None:
-            node, requests = bound
-            self.index.release(node, requests)
-            used = self._used.setdefault(node, {})
-            for res, value in requests:
-                used[res] = used.get(res, 0) - value
+        if self.known.forget(uid):
             self._capacity_changed()
-
-    def _reserve(self, uid: str, node: str, requests: tuple[tuple[str, int], ...]) -> None:
-        self._bound[uid] = (node, requests)
-        self.index.reserve(node, requests)
-        used = self._used.setdefault(node, {})
-        for res, value in requests:
-            used[res] = used.get(res, 0) + value
 
     def _capacity_changed(self) -> None:
         if self._parked:
@@ -178,7 +136,7 @@ class Scheduler:
         self._wake.set()
 
     def _wake_gang(self, group: GroupKey) -> None:
-        for uid in self._members.get(group, ()):
+        for uid in self.known.members.get(group, ()):
             where = self._parked.pop(uid, None)
             if where is not None:
                 self._active[uid] = where
@@ -192,7 +150,7 @@ class Scheduler:
     async def schedule_pass(self) -> None:
         """Try every active pod once: highest priority first, then in arrival order."""
         done = 0
-        order = sorted(self._active, key=lambda u: -self._priority.get(u, 0))
+        order = sorted(self._active, key=lambda u: -self.known.priority.get(u, 0))
         for uid in order:
             where = self._active.get(uid)
             if where is None:
@@ -206,7 +164,7 @@ class Scheduler:
         pod = self._current(uid, namespace, name)
         if pod is None or self._held_back(uid, pod):
             return
-        group = self._group.get(uid)
+        group = self.known.group.get(uid)
         if group is not None:
             self._try_gang(group)
             return
@@ -258,7 +216,7 @@ class Scheduler:
                 self._note(uid, pod, "PodGroup not found")
             return
         wanted = podgroups.min_member(found)
-        members = len(self._members.get(group, ()))
+        members = len(self.known.members.get(group, ()))
         if members < wanted:
             for uid, pod, _ in pending:
                 self._note(
@@ -281,9 +239,9 @@ class Scheduler:
     def _pending_members(self, group: GroupKey) -> list[Pending]:
         """The gang's members waiting for a node, by name; all parked until placed."""
         pending: list[Pending] = []
-        for uid in sorted(self._members.get(group, ()), key=lambda u: self._where[u][1]):
+        for uid in sorted(self.known.members.get(group, ()), key=lambda u: self.known.where[u][1]):
             where = self._active.get(uid) or self._parked.get(uid)
-            if where is None or uid in self._bound:
+            if where is None or uid in self.known.bound:
                 continue
             pod = self._current(uid, *where)
             if pod is not None:
@@ -314,7 +272,7 @@ class Scheduler:
             self._active.pop(uid, None)
             self._parked.pop(uid, None)
             self._messages.pop(uid, None)
-            self._reserve(uid, node, facts.requests)
+            self.known.reserve(uid, node, facts.requests)
         gone = writes.bind_gang(self.store, [(pod, node) for _, pod, node, _ in placed])
         for uid, pod, _, _ in placed:
             if pod["metadata"]["name"] in gone:
@@ -328,12 +286,14 @@ class Scheduler:
         if not pending:
             return False
         uid0, pod0, _ = pending[0]
-        if any(self._waiting_on.get(uid, set()) & self._bound.keys() for uid, _, _ in pending):
+        if any(
+            self.known.waiting_on.get(uid, set()) & self.known.bound.keys() for uid, _, _ in pending
+        ):
             return True
         if (pod0.get("spec") or {}).get("preemptionPolicy") == "Never":
             return False
-        priority = self._priority.get(uid0, 0)
-        if not any(self._priority.get(u, 0) < priority for u in self._bound):
+        priority = self.known.priority.get(uid0, 0)
+        if not any(self.known.priority.get(u, 0) < priority for u in self.known.bound):
             return False  # nothing of lower priority runs: no node search
         victims: dict[str, preemption.Victim] = {}
         nominated: list[tuple[str, Mapping[str, Any], str]] = []
@@ -342,7 +302,9 @@ class Scheduler:
         for uid, pod, facts in pending:
             node = self.index.place(facts)
             if node is None:
-                choice = preemption.pick(self.index, facts, priority, self._candidates(victims))
+                choice = preemption.pick(
+                    self.index, facts, priority, self.known.candidates(victims)
+                )
                 if choice is None:
                     ok = False
                     break
@@ -361,18 +323,8 @@ class Scheduler:
             return False
         self._evict(victims, nominated)
         for uid, _, _ in pending:
-            self._waiting_on[uid] = set(victims)
+            self.known.waiting_on[uid] = set(victims)
         return True
-
-    def _candidates(self, taken: Mapping[str, preemption.Victim]) -> list[preemption.Victim]:
-        out = []
-        for uid, (node, requests) in self._bound.items():
-            if uid in taken or uid in self._terminating:
-                continue
-            group = self._group.get(uid)
-            unit = f"gang:{group[0]}/{group[1]}" if group else uid
-            out.append(preemption.Victim(uid, node, requests, self._priority.get(uid, 0), unit))
-        return out
 
     def _evict(
         self,
@@ -381,10 +333,10 @@ class Scheduler:
     ) -> None:
         preemptor_uid, _, node = nominated[0]
         for uid in victims:
-            where = self._where.get(uid)
+            where = self.known.where.get(uid)
             victim = self.store.try_get("pods", *where) if where else None
             if victim is not None and victim["metadata"]["uid"] == uid:
-                self._terminating.add(uid)
+                self.known.terminating.add(uid)
                 writes.evict(self.store, victim, preemptor_uid, node)
         for _, pod, chosen in nominated:
             writes.nominate(self.store, pod, chosen)
@@ -409,7 +361,7 @@ class Scheduler:
     def _bind(self, uid: str, pod: Mapping[str, Any], node: str, facts: PodFacts) -> None:
         self._active.pop(uid, None)
         self._messages.pop(uid, None)
-        self._reserve(uid, node, facts.requests)
+        self.known.reserve(uid, node, facts.requests)
         try:
             writes.bind(self.store, pod, node)
         except ApiError:

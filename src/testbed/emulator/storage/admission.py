@@ -9,8 +9,6 @@ priority comes from its PriorityClass (:mod:`priority`).
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from testbed.emulator.storage import meta as _meta
 from testbed.emulator.storage import priority
 from testbed.emulator.storage.defaults import prepare_create
@@ -21,23 +19,8 @@ from testbed.emulator.storage.errors import (
     invalid,
     not_found,
 )
-from testbed.emulator.storage.objects import Obj
+from testbed.emulator.storage.objects import Obj, Reader
 from testbed.emulator.storage.resources import ResourceType
-
-
-class Reader(Protocol):
-    """What admission reads of the store it admits into (:class:`.store.Store`)."""
-
-    def try_get(self, key: str, namespace: str | None, name: str) -> Obj | None: ...
-
-    def list(
-        self,
-        key: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> tuple[list[Obj], int]: ...
-
 
 #: Kinds whose status a create keeps (the real server keeps node status and resets others').
 _STATUS_ON_CREATE = frozenset({"nodes"})

@@ -79,22 +79,18 @@ def _qualified(resource: str, group: str) -> str:
     return f"{resource}.{group}" if group else resource
 
 
+def _about(code: int, reason: str, resource: str, group: str, name: str, what: str) -> ApiError:
+    """A refusal about one named object, worded as the server words it (``pods "x" what``)."""
+    message = f'{_qualified(resource, group)} "{name}" {what}'
+    return ApiError(code, reason, message, _details(resource, group, name))
+
+
 def not_found(resource: str, group: str, name: str) -> ApiError:
-    return ApiError(
-        404,
-        "NotFound",
-        f'{_qualified(resource, group)} "{name}" not found',
-        _details(resource, group, name),
-    )
+    return _about(404, "NotFound", resource, group, name, "not found")
 
 
 def already_exists(resource: str, group: str, name: str) -> ApiError:
-    return ApiError(
-        409,
-        "AlreadyExists",
-        f'{_qualified(resource, group)} "{name}" already exists',
-        _details(resource, group, name),
-    )
+    return _about(409, "AlreadyExists", resource, group, name, "already exists")
 
 
 def conflict(resource: str, group: str, name: str) -> ApiError:

@@ -12,10 +12,10 @@ PriorityClass checks: an integer ``value`` at most one billion for user classes,
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from testbed.emulator.storage.errors import forbidden, invalid
-from testbed.emulator.storage.objects import Obj
+from testbed.emulator.storage.objects import Obj, Reader
 
 KEY = "priorityclasses.scheduling.k8s.io"
 GROUP = "scheduling.k8s.io"
@@ -38,18 +38,6 @@ SYSTEM_CLASSES = (
 )
 
 
-class Lister(Protocol):
-    def try_get(self, key: str, namespace: str | None, name: str) -> Obj | None: ...
-
-    def list(
-        self,
-        key: str,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> tuple[list[Obj], int]: ...
-
-
 def system_classes() -> list[dict[str, Any]]:
     """The classes every cluster has (created with the store)."""
     return [
@@ -63,7 +51,7 @@ def system_classes() -> list[dict[str, Any]]:
     ]
 
 
-def admit_class(store: Lister, obj: Obj) -> None:
+def admit_class(store: Reader, obj: Obj) -> None:
     """Default and check a new PriorityClass (422 like the server's validation)."""
     name = obj["metadata"]["name"]
     value = obj.get("value")
@@ -101,7 +89,7 @@ def admit_class(store: Lister, obj: Obj) -> None:
         raise invalid("PriorityClass", GROUP, name, errors)
 
 
-def admit_pod(store: Lister, pod: Obj) -> None:
+def admit_pod(store: Reader, pod: Obj) -> None:
     """Resolve ``spec.priorityClassName`` into ``spec.priority`` and ``preemptionPolicy``."""
     spec = pod.setdefault("spec", {})
     name = spec.get("priorityClassName") or ""
@@ -126,7 +114,7 @@ def admit_pod(store: Lister, pod: Obj) -> None:
     spec["preemptionPolicy"] = (chosen or {}).get("preemptionPolicy") or PREEMPT
 
 
-def _global_default(store: Lister) -> Obj | None:
+def _global_default(store: Reader) -> Obj | None:
     classes, _ = store.list(KEY)
     defaults = [c for c in classes if c.get("globalDefault")]
     # with several (made by updates), the real plugin takes the lowest value

@@ -16,27 +16,24 @@ from contextlib import contextmanager
 from typing import Any
 
 from testbed.emulator.storage import crds, priority
-from testbed.emulator.storage import meta as _meta
 from testbed.emulator.storage.admission import admit_new
 from testbed.emulator.storage.collector import Collector
-from testbed.emulator.storage.defaults import validate_update
 from testbed.emulator.storage.errors import (
     ApiError,
     bad_request,
     conflict,
-    invalid,
     not_found,
 )
 from testbed.emulator.storage.managed import (
     apply_config,
     check_applied,
-    owners_after_update,
     record_update,
 )
 from testbed.emulator.storage.objects import Obj, clone
 from testbed.emulator.storage.patch import apply_patch
 from testbed.emulator.storage.resources import Registry, ResourceType
 from testbed.emulator.storage.selectors import both, field_matcher, label_matcher
+from testbed.emulator.storage.updates import prepare_update
 from testbed.emulator.storage.watchers import ADDED, DELETED, MODIFIED, Event, EventLog, Watch
 
 
@@ -222,52 +219,9 @@ class Store:
         The stored managedFields are kept, replaced by ``managed`` (server-side apply), or
         changed to record what ``updater`` (an API write's field manager) changed.
         """
-        bucket = self.bucket(key)
-        rt = bucket.rt
+        rt = self.bucket(key).rt
         current = self.get(key, namespace, name)
-        obj = clone(obj)
-        meta = obj.get("metadata")
-        if not isinstance(meta, dict):
-            meta = obj["metadata"] = {}
-        if meta.get("name", name) != name:
-            raise bad_request(
-                f"the name of the object ({meta.get('name')}) does not match the name on the URL"
-                f" ({name})"
-            )
-        wanted_rv = meta.get("resourceVersion")
-        if wanted_rv and wanted_rv != current["metadata"]["resourceVersion"]:
-            raise conflict(rt.plural, rt.group, name)
-        if subresource == "status":
-            new = clone(current)
-            new["status"] = obj.get("status")
-        else:
-            new = obj
-            if rt.has_status:
-                new["status"] = clone(current.get("status"))
-            if new.get("status") is None:
-                new.pop("status", None)
-            keep = current["metadata"]
-            for field in (
-                "uid",
-                "creationTimestamp",
-                "deletionTimestamp",
-                "deletionGracePeriodSeconds",
-                "generation",
-                "namespace",
-            ):
-                if field in keep:
-                    meta[field] = keep[field]
-                else:
-                    meta.pop(field, None)
-            meta["name"] = name
-            meta.pop("managedFields", None)
-            owners = owners_after_update(rt, current, new, managed, updater)
-            if owners:
-                meta["managedFields"] = owners
-            errors = _meta.metadata_errors(meta) + validate_update(key, new)
-            if errors:
-                raise invalid(rt.kind, rt.group, name, errors)
-        new["apiVersion"], new["kind"] = rt.api_version, rt.kind
+        new = prepare_update(rt, current, obj, name, subresource, managed, updater)
         return self.commit(key, current, new)
 
     def commit(self, key: str, current: Obj, new: Obj) -> Obj:
@@ -303,11 +257,7 @@ class Store:
         """PATCH with a merge, strategic merge or JSON patch body."""
         current = self.get(key, namespace, name)
         patched = apply_patch(content_type, current, body)
-        patched_meta = patched.get("metadata") or {}
-        rv = patched_meta.get("resourceVersion")
-        if rv and rv != current["metadata"]["resourceVersion"]:
-            rt = self.bucket(key).rt
-            raise conflict(rt.plural, rt.group, name)
+        # a resourceVersion the patch states is checked by the update, as a PUT's is
         return self.replace(key, namespace, name, patched, subresource, updater=updater)
 
     def apply(
