@@ -14,6 +14,7 @@ import pytest
 from testbed.backends.base import Backend, Handle
 from testbed.cli import main
 from testbed.clients.endpoint import Endpoint
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import AnyDeployment
 from testbed.core.errors import ClusterAccessDenied, ClusterUnreachable
 from testbed.execution import pipeline
@@ -73,7 +74,7 @@ async def test_a_cleanup_denied_says_objects_may_remain_only_after_an_apply(
     from testbed.backends.kubernetes import KubernetesBackend
     from testbed.backends.kubernetes.backend import OBJECTS_MARKER
 
-    backend = KubernetesBackend(tmp_path / "run-1", {"kind": "kubernetes"})
+    backend = KubernetesBackend(tmp_path / "run-1", KubernetesSettings(kind="kubernetes"))
     (tmp_path / "run-1").mkdir()
 
     async def denied() -> list[str]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from testbed.clients.endpoint import Endpoint, Tls
+from testbed.config.backend_settings import BackendSettings
 from testbed.config.deployments import AnyDeployment, ExternalDeployment
 from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
@@ -86,7 +87,7 @@ class Backend(abc.ABC):
 
     @classmethod
     def for_run(
-        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+        cls, run_dir: Path, config: BackendSettings, base_dir: Path, keep: bool = False
     ) -> Backend:
         """The backend of one run: its directory, the campaign's ``backend:`` section, the
         campaign file's folder, and ``execution.keep`` (workers stay after the run)."""
@@ -96,7 +97,7 @@ class Backend(abc.ABC):
         return backend
 
     @classmethod
-    def preflight(cls, config: Mapping[str, Any], deployments: Sequence[AnyDeployment]) -> None:
+    def preflight(cls, config: BackendSettings, deployments: Sequence[AnyDeployment]) -> None:
         """What must be usable before a run directory exists (InputError, exit 2): reads
         files and variables, sends nothing. ``deployments`` are the provisioned ones."""
         del config, deployments

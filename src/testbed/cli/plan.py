@@ -61,6 +61,7 @@ def handle(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from testbed.backends.kubernetes.manifest_files import (
+            cluster_settings,
             plan_objects,
             probe_objects,
             stack_objects,
@@ -68,7 +69,7 @@ def handle(args: argparse.Namespace) -> int:
         )
         from testbed.execution.remote_probes import shipped_campaign
 
-        backend = loaded.campaign.backend.model_dump(mode="json")
+        backend = cluster_settings(loaded.campaign.backend)
         workers = {w.id: w.config for w in plan.workers.values()}
         run_id = args.run_id or f"{loaded.campaign.name}-plan"
         objects = plan_objects(run_id, backend, workers)
@@ -102,10 +103,12 @@ def handle(args: argparse.Namespace) -> int:
 
 def _gpus(loaded: Any, plan: Any) -> Any:
     """The local backend's GPUs and each worker's (None elsewhere, or with no GPU at all)."""
-    backend = loaded.campaign.backend
-    if not backend.servers_here:
-        return None
     from testbed.backends.local.gpus import plan_assignment
+    from testbed.config.backend_settings import LocalSettings
+
+    backend = loaded.campaign.backend
+    if not isinstance(backend, LocalSettings):  # servers_here: only local servers use its GPUs
+        return None
 
     workers = {w.id: w.config for w in plan.workers.values()}
-    return plan_assignment(backend.model_dump(mode="json"), workers)
+    return plan_assignment(backend, workers)

@@ -83,8 +83,8 @@ def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) ->
     check_api_keys(loaded)
     if options.endpoints is None:
         deployments = [w.config for w in plan.workers.values() if kind_of(w.config).pod]
-        backend = loaded.campaign.backend.model_dump(mode="json")
-        backend_class(loaded.campaign.backend.kind).preflight(backend, deployments)
+        backend = loaded.campaign.backend
+        backend_class(backend.kind).preflight(backend, deployments)
 
 
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
@@ -349,6 +349,6 @@ def kept_message(run_dir: RunDir) -> str:
 
 def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     """The backend the campaign names, for the run in ``run_dir``."""
-    config = loaded.campaign.backend.model_dump(mode="json")
+    config = loaded.campaign.backend
     keep = loaded.campaign.execution.keep
-    return backend_class(config["kind"]).for_run(run_dir.path, config, loaded.base_dir, keep)
+    return backend_class(config.kind).for_run(run_dir.path, config, loaded.base_dir, keep)

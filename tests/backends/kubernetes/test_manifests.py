@@ -9,7 +9,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from testbed.backends.kubernetes.manifest_files import plan_objects
+from testbed.backends.kubernetes.manifest_files import cluster_settings, plan_objects
 from testbed.backends.kubernetes.manifests import resources
 from testbed.backends.kubernetes.names import MANAGED_BY, RUN, WORKER, dns_name, label_value
 from testbed.config.deployments import Resources
@@ -25,7 +25,7 @@ def objects_of(path: Path | str, *sets: str, run_id: str = "r1") -> list[dict[st
     loaded = load_campaign(str(path), [], ["backend.kind=kubernetes", *sets])
     plan = expand(loaded)
     workers = {w.id: w.config for w in plan.workers.values()}
-    return plan_objects(run_id, loaded.campaign.backend.model_dump(mode="json"), workers)
+    return plan_objects(run_id, cluster_settings(loaded.campaign.backend), workers)
 
 
 def validate(objects: list[dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ import yaml
 
 from testbed.backends.kubernetes.probe_job import configmap, probe_job, service_url
 from testbed.cli import main
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import deployment_model
 from testbed.config.loader import load_campaign
 from testbed.plan.expand import expand
@@ -103,7 +104,7 @@ def test_job_and_configmap_are_valid_objects_labelled_with_the_run(tmp_path: Pat
     plan = expand(load_campaign(write(tmp_path)))
     (treatment,) = plan.planned()
     workers = {w: plan.workers[w].config for w in treatment.workers}
-    backend = {"kind": "kubernetes", "probes": "cluster", "image": "registry/testbed:1"}
+    backend = KubernetesSettings(kind="kubernetes", probes="cluster", image="registry/testbed:1")
     items = [{"key": "campaign.yaml", "path": "campaign.yaml"}]
     job = probe_job(
         "run-1",

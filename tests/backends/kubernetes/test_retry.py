@@ -27,6 +27,7 @@ from testbed.backends.kubernetes.backend import KubernetesBackend
 from testbed.backends.kubernetes.podstate import PodState
 from testbed.backends.kubernetes.readiness import SILENT, explain
 from testbed.clients.kube import Kube
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import Placement, ServerDeployment
 from testbed.config.loader import load_campaign_text
 from testbed.execution.single import resolved_deployment
@@ -43,7 +44,7 @@ def _failing_decoy(
     of its pod once the cluster reports it failed (CrashLoopBackOff)."""
     decoy = config.model_copy(update={"placement": Placement(pod_annotations=CRASH)})
     deployment = manifests.worker(
-        backend.run_id, worker_id, decoy, backend.config, backend.namespace
+        backend.run_id, worker_id, decoy, backend.settings, backend.namespace
     )[0]
     deployment["metadata"]["name"] = "tb-decoy"
     kube.apply(deployment)
@@ -68,7 +69,7 @@ async def test_readiness_ignores_a_failing_pod_of_another_deployment_with_the_wo
     worker_id, config = resolved_deployment(load_campaign_text(text, "c.yaml"), "sim")
     run_dir = tmp_path / "k8s-lineage"
     run_dir.mkdir()
-    backend = KubernetesBackend(run_dir, SIM_CAMPAIGN["backend"])
+    backend = KubernetesBackend(run_dir, KubernetesSettings.model_validate(SIM_CAMPAIGN["backend"]))
     kube = await backend.kube()
     try:
         await backend.prepare([config])

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.backends.kubernetes.names import settings_of
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.loader import load_campaign
 from testbed.core.errors import CampaignError
 from testbed.execution.pipeline import check_inputs
@@ -195,7 +197,9 @@ def test_a_kustomization_is_rendered_then_built_by_kubectl(tmp_path: Path) -> No
     (worker,) = plan.workers.values()
     from testbed.backends.kubernetes.stack import render_worker
 
-    objects = render_worker("r", worker.id, worker.config, {"kind": "kubernetes"}, tmp_path)
+    objects = render_worker(
+        "r", worker.id, worker.config, KubernetesSettings(kind="kubernetes"), tmp_path
+    )
     deployment = next(o.obj for o in objects if o.kind == "Deployment")
     assert deployment["metadata"]["labels"]["tier"] == "gold"  # kustomize applied it
     assert deployment["metadata"]["labels"]["testbed.io/run"] == "r"
@@ -223,7 +227,9 @@ def test_a_value_may_hold_the_deployments_placeholders(tmp_path: Path) -> None:
     (worker,) = plan.workers.values()
     from testbed.backends.kubernetes.stack import render_worker
 
-    objects = render_worker("r", worker.id, worker.config, {"kind": "kubernetes"}, tmp_path)
+    objects = render_worker(
+        "r", worker.id, worker.config, KubernetesSettings(kind="kubernetes"), tmp_path
+    )
     deployment = next(o.obj for o in objects if o.kind == "Deployment")
     assert (
         "model_name=org/llm-in-testbed-r"
@@ -242,7 +248,7 @@ def test_the_helm_examples_objects_are_valid_kubernetes_as_labelled(tmp_path: Pa
     example = Path(__file__).resolve().parents[3] / "examples" / "stack-helm.yaml"
     loaded = load_campaign(example)
     (worker,) = check_inputs(loaded).workers.values()
-    backend = loaded.campaign.backend.model_dump(mode="json")
+    backend = settings_of(loaded.campaign.backend)
     objects = render_worker("r1", worker.id, worker.config, backend, loaded.base_dir)
     assert [o.kind for o in objects] == ["ServiceAccount", "ConfigMap", "Service", "Deployment"]
     for item in objects:

@@ -18,6 +18,7 @@ import yaml
 
 from testbed.backends.local import LocalBackend
 from testbed.backends.local.gpus import Gpu, assign, discover, parse_nvidia_smi
+from testbed.config.backend_settings import LocalSettings
 from testbed.config.deployments import AnyDeployment, deployment_model
 from testbed.core.errors import InputError, ServerStartError
 from testbed.execution.strategy import Budget
@@ -95,7 +96,7 @@ def environ_of(pid: int) -> dict[str, str]:
 
 
 async def test_each_server_sees_its_own_devices(tmp_path: Path, fake_smi: Path) -> None:
-    backend = LocalBackend(tmp_path, config={"gpus": None})
+    backend = LocalBackend(tmp_path, config=LocalSettings(gpus=None))
     workers = {"a": sim("a", 1), "b": sim("b", 2), "cpu": sim("cpu", 0), "big": sim("big", 3)}
     unfit, notes = await backend.infeasible(workers)
     assert list(unfit) == ["big"]
@@ -113,14 +114,16 @@ async def test_each_server_sees_its_own_devices(tmp_path: Path, fake_smi: Path) 
     assert recorded["workers"] == {"a": [0], "b": [0, 1]}
     assert "needs 3 GPU(s)" in recorded["skipped"]["big"]
     assert backend.conflict(("a", "b")).startswith("a and b must run at once but both")
-    shared = LocalBackend(tmp_path, config={"share_gpus": True})
+    shared = LocalBackend(tmp_path, config=LocalSettings(share_gpus=True))
     await shared.infeasible(workers)
     assert shared.conflict(("a", "b")) == ""
     assert shared.worker_devices("a") == frozenset()
 
 
 async def test_a_lone_server_asking_too_many_gpus_does_not_start(tmp_path: Path) -> None:
-    backend = LocalBackend(tmp_path, config={"gpus": [0]}, environ={"PATH": "/nonexistent"})
+    backend = LocalBackend(
+        tmp_path, config=LocalSettings(gpus=[0]), environ={"PATH": "/nonexistent"}
+    )
     with pytest.raises(ServerStartError, match=r"needs 2 GPU\(s\).*offers 1 \(0\)"):
         async with backend.provision("w", sim("w", 2), tmp_path / "w"):
             pass

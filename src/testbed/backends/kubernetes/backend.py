@@ -31,6 +31,7 @@ from testbed.backends.kubernetes.names import (
     run_namespace,
     run_selector,
     server_image,
+    settings_of,
     worker_name,
 )
 from testbed.backends.kubernetes.node_fit import infeasible_reason
@@ -43,7 +44,7 @@ from testbed.backends.kubernetes.stack_validation import check_stacks
 from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
-from testbed.config.backend_settings import KubernetesSettings
+from testbed.config.backend_settings import BackendSettings, KubernetesSettings
 from testbed.config.deployments import AnyDeployment, ServerDeployment
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import (
@@ -74,37 +75,37 @@ class KubernetesBackend(Backend):
     def __init__(
         self,
         run_dir: Path,
-        backend: Mapping[str, Any],
+        backend: KubernetesSettings,
         base_dir: Path | None = None,
         keep: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.base_dir = base_dir or Path.cwd()  # the campaign's folder: relative CA bundles
         self.run_id = run_dir.name
-        self.config = dict(backend)
-        #: The same section validated once: its defaults are the model's, never copied here.
-        self.settings = KubernetesSettings.model_validate(self.config)
+        #: The campaign's ``backend:`` section as validated: its defaults are the model's.
+        self.settings = backend
         self.keep = keep  # execution.keep: workers stay after the run (testbed cleanup DIR)
-        self.namespace = run_namespace(self.run_id, self.config)
+        self.namespace = run_namespace(self.run_id, self.settings)
         self._kube: Kube | None = None
         self._applied: set[tuple[str, str]] = set()  # shared objects applied by this run
         self._created = False  # whether this process applied anything (see _objects_marker)
         self._lock = asyncio.Lock()
         self._stacks = Stacks(self)  # server: manifests workers
-        self._probes = ProbeJobs(self.kube, self.run_id, self.namespace, self.config, self.settings)
+        self._probes = ProbeJobs(self.kube, self.run_id, self.namespace, self.settings)
 
     @classmethod
     def for_run(
-        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+        cls, run_dir: Path, config: BackendSettings, base_dir: Path, keep: bool = False
     ) -> KubernetesBackend:
-        return cls(run_dir, config, base_dir, keep=keep)
+        return cls(run_dir, settings_of(config), base_dir, keep=keep)
 
     @classmethod
-    def preflight(cls, config: Mapping[str, Any], deployments: Sequence[AnyDeployment]) -> None:
+    def preflight(cls, config: BackendSettings, deployments: Sequence[AnyDeployment]) -> None:
         """The kubeconfig, context or ``${env:}`` token, and the ``${env:}`` keys of the
         Secrets the workers need (S3, hub token)."""
-        Kube.connect(ConnectionSpec.from_backend(config)).close()
-        run_secrets(deployments, config, resolve)
+        settings = settings_of(config)
+        Kube.connect(ConnectionSpec.from_backend(settings)).close()
+        run_secrets(deployments, settings, resolve)
 
     #: Each stack's manifests render and hold what it names (:mod:`.stack_validation`).
     check_campaign = staticmethod(check_stacks)
@@ -113,7 +114,7 @@ class KubernetesBackend(Backend):
 
     async def kube(self) -> Kube:
         if self._kube is None:
-            spec = ConnectionSpec.from_backend(self.config)
+            spec = ConnectionSpec.from_backend(self.settings)
             self._kube = await asyncio.to_thread(Kube.connect, spec)
         return self._kube
 
@@ -150,9 +151,9 @@ class KubernetesBackend(Backend):
             objects = manifests.run_objects(
                 self.run_id,
                 self.namespace,
-                owns_namespace(self.config),
+                owns_namespace(self.settings),
                 workers,
-                self.config,
+                self.settings,
                 resolve,
             )
             done = []
@@ -175,7 +176,7 @@ class KubernetesBackend(Backend):
                 self._applied.add(key)
                 done.append(f"{obj['kind']} {obj['metadata']['name']} applied")
             label = ("Namespace", f"{self.namespace} labelled")
-            existing = not owns_namespace(self.config)
+            existing = not owns_namespace(self.settings)
             if self.settings.datashim and existing and label not in self._applied:
                 patch = {"metadata": {"labels": {manifests.DATASHIM_LABEL: "enabled"}}}
                 await asyncio.to_thread(kube.patch, "Namespace", self.namespace, None, patch)
@@ -186,16 +187,16 @@ class KubernetesBackend(Backend):
     @contextlib.asynccontextmanager
     async def exclusive(self, wait: bool, say: Callable[[str], None]) -> AsyncIterator[None]:
         """The cluster's Lease (``backend.lease``) for the whole run, when one is named."""
-        settings = self.config.get("lease")
-        if not settings:
+        settings = self.settings.lease
+        if settings is None:
             yield
             return
         lease = ClusterLease(
             await self.kube(),
-            settings["namespace"],
-            settings["name"],
+            settings.namespace,
+            settings.name,
             holder_identity(self.run_id),
-            int(settings["duration_s"]),
+            settings.duration_s,
             say,
         )
         async with lease.held(wait):
@@ -205,8 +206,8 @@ class KubernetesBackend(Backend):
         """The run's namespace, and the kubeconfig testbed itself uses (a step passes
         ``--context {{ backend.context }}`` itself when the campaign names a context)."""
         env = {"NAMESPACE": self.namespace, "TESTBED_NAMESPACE": self.namespace}
-        path = ConnectionSpec.from_backend(self.config).kubeconfig_path()
-        if path is not None and not self.config.get("server"):
+        path = ConnectionSpec.from_backend(self.settings).kubeconfig_path()
+        if path is not None and not self.settings.server:
             env["KUBECONFIG"] = str(path.resolve())
         return env
 
@@ -217,7 +218,7 @@ class KubernetesBackend(Backend):
         ``namespaces`` whole, in ``namespace-<name>/``."""
         del workers  # a stack's objects belong to no worker: the whole run is dumped
         kube = await self.kube()
-        selector = None if owns_namespace(self.config) else run_selector(self.run_id)
+        selector = None if owns_namespace(self.settings) else run_selector(self.run_id)
         notes = await asyncio.to_thread(capture, kube, self.namespace, selector, folder)
         for name in namespaces:
             where = folder / f"namespace-{name}"
@@ -257,7 +258,9 @@ class KubernetesBackend(Backend):
             raise InputError(f"{deployment.name}: a {deployment.server} server is not provisioned")
         await self._ensure_run([deployment])
         kube = await self.kube()
-        objects = manifests.worker(self.run_id, worker_id, deployment, self.config, self.namespace)
+        objects = manifests.worker(
+            self.run_id, worker_id, deployment, self.settings, self.namespace
+        )
         follower: LogStream | None = None
         death: asyncio.Task[None] | None = None
         try:
@@ -293,9 +296,9 @@ class KubernetesBackend(Backend):
                         "pod": pod_name,
                         "namespace": self.namespace,
                         "node": pod.get("spec", {}).get("nodeName"),
-                        "image": server_image(deployment, self.config),
+                        "image": server_image(deployment, self.settings),
                         "version": f"{deployment.server} image"
-                        f" {server_image(deployment, self.config)}",
+                        f" {server_image(deployment, self.settings)}",
                     },
                 )
                 death = asyncio.ensure_future(
@@ -391,7 +394,7 @@ class KubernetesBackend(Backend):
         selector = run_selector(self.run_id)
         kinds = [*RUN_KINDS, *(["Dataset"] if self.settings.datashim else [])]
         gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
-        if owns_namespace(self.config) and await asyncio.to_thread(
+        if owns_namespace(self.settings) and await asyncio.to_thread(
             kube.delete, "Namespace", self.namespace
         ):
             gone.append(f"Namespace/{self.namespace}")
@@ -405,7 +408,7 @@ class KubernetesBackend(Backend):
         deadline = loop.time() + GONE_TIMEOUT_S
         while loop.time() < deadline:
             left = await asyncio.to_thread(_remaining, kube, kinds, self.namespace, selector)
-            if owns_namespace(self.config):
+            if owns_namespace(self.settings):
                 ns = await asyncio.to_thread(kube.get, "Namespace", self.namespace)
                 left += [f"Namespace/{self.namespace}"] if ns is not None else []
             if not left:

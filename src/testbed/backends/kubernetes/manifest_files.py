@@ -20,6 +20,7 @@ from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.names import owns_namespace, run_namespace
 from testbed.backends.kubernetes.probe_job import configmap, probe_job
 from testbed.backends.kubernetes.stack import CRD, render_worker
+from testbed.config.backend_settings import BackendSettings, KubernetesSettings
 from testbed.config.deployments import AnyDeployment
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
@@ -32,22 +33,27 @@ def _mask(text: str) -> str:
     return MASK
 
 
-def plan_objects(
-    run_id: str, backend: Mapping[str, Any], workers: Mapping[str, AnyDeployment]
-) -> list[dict[str, Any]]:
-    """The run's objects with masked secrets."""
-    if backend.get("kind") != "kubernetes":
+def cluster_settings(backend: BackendSettings) -> KubernetesSettings:
+    """The campaign's settings, when it runs on a cluster (``--manifests`` needs one)."""
+    if not isinstance(backend, KubernetesSettings):
         raise InputError(
             "--manifests writes Kubernetes objects, but the campaign's backend is"
-            f" {backend.get('kind')} — add --set backend.kind=kubernetes"
+            f" {backend.kind} — add --set backend.kind=kubernetes"
         )
+    return backend
+
+
+def plan_objects(
+    run_id: str, backend: KubernetesSettings, workers: Mapping[str, AnyDeployment]
+) -> list[dict[str, Any]]:
+    """The run's objects with masked secrets."""
     ns = run_namespace(run_id, backend)
     return manifests.run_objects(run_id, ns, owns_namespace(backend), workers, backend, _mask)
 
 
 def stack_objects(
     run_id: str,
-    backend: Mapping[str, Any],
+    backend: KubernetesSettings,
     workers: Mapping[str, AnyDeployment],
     base_dir: Path,
 ) -> list[dict[str, Any]]:
@@ -63,7 +69,7 @@ def stack_objects(
 
 
 def probe_objects(
-    run_id: str, backend: Mapping[str, Any], plan: Plan, campaign: ShippedCampaign | None
+    run_id: str, backend: KubernetesSettings, plan: Plan, campaign: ShippedCampaign | None
 ) -> list[dict[str, Any]]:
     """What probes run in the cluster add to a run's objects: the campaign ConfigMap and
     each planned treatment's first probe Job; none when probes run here (no ``campaign``)."""

@@ -21,6 +21,7 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.weights import datasets, pod_model, run_secrets
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import (
     AnyDeployment,
     Placement,
@@ -107,7 +108,7 @@ def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
 
 
 def server_container(
-    deployment: ServerDeployment, backend: Mapping[str, Any], model_argument: str
+    deployment: ServerDeployment, backend: KubernetesSettings, model_argument: str
 ) -> dict[str, Any]:
     """The adapter's container with image choice, resources, probes and CPU-only env."""
     adapter = adapter_for(deployment.server)
@@ -130,7 +131,7 @@ def server_container(
 
 
 def worker(
-    run_id: str, worker_id: str, deployment: ServerDeployment, backend: Mapping[str, Any], ns: str
+    run_id: str, worker_id: str, deployment: ServerDeployment, backend: KubernetesSettings, ns: str
 ) -> list[dict[str, Any]]:
     """A worker's Deployment (one replica) and Service."""
     name = worker_name(worker_id)
@@ -210,14 +211,14 @@ def run_objects(
     ns: str,
     own_namespace: bool,
     workers: Mapping[str, AnyDeployment],
-    backend: Mapping[str, Any],
+    backend: KubernetesSettings,
     reveal: Callable[[str], str],
 ) -> list[dict[str, Any]]:
     """Every object of a run, in creation order: namespace, Secrets, Datasets, workers."""
     deployments = [d for d in workers.values() if isinstance(d, ServerDeployment)]
     objects: list[dict[str, Any]] = []
     if own_namespace:
-        objects.append(namespace(ns, run_id, bool(backend.get("datashim"))))
+        objects.append(namespace(ns, run_id, backend.datashim))
     secrets = run_secrets(deployments, backend, reveal)
     objects += [secret(name, ns, run_id, data) for name, data in secrets]
     s3_secret = next((name for name, _ in secrets if name == "testbed-s3"), "testbed-s3")

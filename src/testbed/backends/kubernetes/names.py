@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
-from typing import Any
 
+from testbed.config.backend_settings import BackendSettings, KubernetesSettings
 from testbed.config.deployments import ServerDeployment
 from testbed.servers.adapters import adapter_for
 
@@ -67,15 +66,22 @@ def worker_selector(run_id: str, worker_id: str) -> str:
     return f"{run_selector(run_id)},{WORKER}={label_value(worker_id)}"
 
 
-def run_namespace(run_id: str, backend: Mapping[str, Any]) -> str:
+def settings_of(backend: BackendSettings) -> KubernetesSettings:
+    """The campaign's ``backend:`` section as this backend's settings (validation chose
+    this backend by its ``kind``, so anything else is a caller's bug)."""
+    if not isinstance(backend, KubernetesSettings):
+        raise TypeError(f"the kubernetes backend got backend settings of kind {backend.kind}")
+    return backend
+
+
+def run_namespace(run_id: str, backend: KubernetesSettings) -> str:
     """The run's namespace: the campaign's, or one of its own named after the run."""
-    given = backend.get("namespace")
-    return str(given) if given else dns_name(run_id, "testbed-")
+    return backend.namespace or dns_name(run_id, "testbed-")
 
 
-def owns_namespace(backend: Mapping[str, Any]) -> bool:
+def owns_namespace(backend: KubernetesSettings) -> bool:
     """Whether the run creates (and deletes) its namespace."""
-    return not backend.get("namespace")
+    return not backend.namespace
 
 
 def worker_name(worker_id: str) -> str:
@@ -92,7 +98,7 @@ def with_tag(image: str, tag: str) -> str:
     return f"{base}:{tag}"
 
 
-def server_image(deployment: ServerDeployment, backend: Mapping[str, Any]) -> str:
+def server_image(deployment: ServerDeployment, backend: KubernetesSettings) -> str:
     """The server's image, first that is set wins.
 
     testbed's own servers (sim, hf): the deployment's ``image``, ``backend.images[kind]``,
@@ -103,14 +109,14 @@ def server_image(deployment: ServerDeployment, backend: Mapping[str, Any]) -> st
     """
     kind = deployment.server
     default = adapter_for(kind).default_image
-    images = backend.get("images") or {}
+    images = {str(k): v for k, v in backend.images.items()}
     if kind in OWN_KINDS:
-        return str(deployment.image or images.get(kind) or backend.get("image") or default)
-    image = str(backend.get("server_image") or deployment.image or images.get(kind) or default)
-    tag = backend.get("image_tag")
-    return with_tag(image, str(tag)) if tag else image
+        return deployment.image or images.get(kind) or backend.image or default
+    image = backend.server_image or deployment.image or images.get(kind) or default
+    tag = backend.image_tag
+    return with_tag(image, tag) if tag else image
 
 
-def testbed_image(backend: Mapping[str, Any]) -> str:
+def testbed_image(backend: KubernetesSettings) -> str:
     """testbed's own image (init containers that fetch weights)."""
-    return str(backend.get("image") or adapter_for("hf").default_image)
+    return backend.image or adapter_for("hf").default_image

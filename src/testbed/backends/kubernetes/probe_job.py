@@ -23,6 +23,7 @@ from testbed.backends.kubernetes.names import (
     testbed_image,
     worker_name,
 )
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import AnyDeployment, ExternalDeployment, ServerDeployment
 from testbed.config.stacks import StackDeployment
 from testbed.servers.adapters import adapter_for
@@ -100,7 +101,7 @@ def probe_job(
     treatment: Mapping[str, Any],
     attempt: int,
     workers: Mapping[str, AnyDeployment],
-    backend: Mapping[str, Any],
+    backend: KubernetesSettings,
     items: list[dict[str, str]],
     urls: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:

@@ -50,11 +50,10 @@ class ProbeJobs:
         kube: Callable[[], Awaitable[Kube]],
         run_id: str,
         namespace: str,
-        config: Mapping[str, Any],
         settings: KubernetesSettings,
     ) -> None:
         self._kube, self.run_id, self.namespace = kube, run_id, namespace
-        self.config, self.settings = dict(config), settings  # the backend section
+        self.settings = settings  # the campaign's backend section
         self._configmap_ready = False
         self._lock = asyncio.Lock()
 
@@ -80,7 +79,7 @@ class ProbeJobs:
             {"id": run.treatment.id, "dirname": run.treatment.dirname},
             run.attempt,
             run.workers,
-            self.config,
+            self.settings,
             [dict(i) for i in run.campaign.items],
             urls,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from testbed.backends.kubernetes.names import settings_of
 from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 
@@ -102,13 +103,13 @@ def _rendered_kinds(loaded: LoadedCampaign) -> set[str]:
     """The kinds the backend creates for this campaign's deployments (rendered, not guessed)."""
     from testbed.backends.kubernetes import manifests
 
-    backend = loaded.campaign.backend.model_dump(mode="json")
+    backend = settings_of(loaded.campaign.backend)
     workers = {
         f"d{i}": d
         for i, d in enumerate(loaded.campaign.deployments)
         if not isinstance(d, StackDeployment)
     }
-    namespace = getattr(loaded.campaign.backend, "namespace", None) or "testbed-export"
+    namespace = backend.namespace or "testbed-export"
     objects = manifests.run_objects(
         "export", namespace, owns_namespace(loaded), workers, backend, lambda ref: "redacted"
     )
@@ -121,7 +122,7 @@ def stack_rules(loaded: LoadedCampaign) -> list[Rule]:
     such as CRDs need a ClusterRole, which docs/stacks.md leaves to the cluster's admin."""
     from testbed.backends.kubernetes.stack import render_worker
 
-    backend = loaded.campaign.backend.model_dump(mode="json")
+    backend = settings_of(loaded.campaign.backend)
     groups: set[str] = set()
     for deployment in loaded.campaign.deployments:
         if isinstance(deployment, StackDeployment):

@@ -50,6 +50,7 @@ from testbed.backends.kubernetes.stack_reach import reach
 from testbed.backends.kubernetes.stack_render import StackObject, render_stack
 from testbed.clients.kube import Changes, Kube
 from testbed.clients.kube.rest import KindInfo
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.stacks import ReadyCondition, StackDeployment
 from testbed.core.errors import ClusterConflict, ClusterError, InputError, ServerStartError
 
@@ -66,7 +67,7 @@ def render_worker(
     run_id: str,
     worker_id: str,
     deployment: StackDeployment,
-    backend: Mapping[str, Any],
+    backend: KubernetesSettings,
     base_dir: Path,
 ) -> list[StackObject]:
     """The worker's objects, labelled with its run and worker (InputError at file:line)."""
@@ -93,7 +94,7 @@ class Stacks:
     ) -> AsyncIterator[Handle]:
         backend = self.backend
         objects = render_worker(
-            backend.run_id, worker_id, deployment, backend.config, backend.base_dir
+            backend.run_id, worker_id, deployment, backend.settings, backend.base_dir
         )
         await backend.ensure_run_objects()
         kube = await backend.kube()

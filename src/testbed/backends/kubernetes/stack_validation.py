@@ -6,6 +6,7 @@ of the same name. A problem is a :class:`CampaignError` (exit 2) at the campaign
 
 from __future__ import annotations
 
+from testbed.backends.kubernetes.names import settings_of
 from testbed.backends.kubernetes.stack import render_worker
 from testbed.backends.kubernetes.stack_checks import reference_problems
 from testbed.config.loader import LoadedCampaign
@@ -22,7 +23,7 @@ def check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
     if not stacks:
         return
     index = {d.name: i for i, d in enumerate(loaded.campaign.deployments)}
-    backend = loaded.campaign.backend.model_dump(mode="json")
+    backend = settings_of(loaded.campaign.backend)
     names: dict[str, set[str]] = {}  # deployment → kind/name of its objects
     for worker, stack in stacks:
         i = index[worker.deployment]

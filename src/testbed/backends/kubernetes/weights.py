@@ -13,13 +13,13 @@ the volumes, mounts, init containers, environment and pod labels that put it the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 from testbed.backends.kubernetes.names import MODELS_MOUNT, dns_name, testbed_image
-from testbed.config.backend_settings import S3Credentials
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import AnyDeployment, ServerDeployment
 from testbed.config.server_kinds import kind_of
 
@@ -60,7 +60,7 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def pod_model(deployment: ServerDeployment, backend: Mapping[str, Any]) -> PodModel:
+def pod_model(deployment: ServerDeployment, backend: KubernetesSettings) -> PodModel:
     """The model pieces of a worker's pod (see the module docstring)."""
     model = deployment.model
     if not kind_of(deployment).weights or model.startswith("bundled:"):
@@ -76,7 +76,7 @@ def pod_model(deployment: ServerDeployment, backend: Mapping[str, Any]) -> PodMo
                 {
                     "name": MODELS_VOLUME,
                     "persistentVolumeClaim": {
-                        "claimName": str(backend["model_pvc"]),
+                        "claimName": str(backend.model_pvc),
                         "readOnly": True,
                     },
                 }
@@ -84,7 +84,7 @@ def pod_model(deployment: ServerDeployment, backend: Mapping[str, Any]) -> PodMo
             mounts=[{"name": MODELS_VOLUME, "mountPath": MODELS_MOUNT, "readOnly": True}],
         )
     env = []
-    if backend.get("hf_token"):
+    if backend.hf_token:
         env = [
             _secret_env("HF_TOKEN", HF_SECRET, "token"),
             _secret_env("HUGGING_FACE_HUB_TOKEN", HF_SECRET, "token"),
@@ -92,10 +92,10 @@ def pod_model(deployment: ServerDeployment, backend: Mapping[str, Any]) -> PodMo
     return PodModel(argument=model, env=env)
 
 
-def _s3_model(url: str, deployment: ServerDeployment, backend: Mapping[str, Any]) -> PodModel:
+def _s3_model(url: str, deployment: ServerDeployment, backend: KubernetesSettings) -> PodModel:
     bucket, prefix = split_s3(url)
     endpoint = deployment.s3_endpoint_url
-    if backend.get("datashim"):
+    if backend.datashim:
         dataset = dataset_name(url, endpoint)
         # Datashim's admission hook mounts labelled datasets at /mnt/datasets/<name>.
         return PodModel(
@@ -125,12 +125,12 @@ def _s3_model(url: str, deployment: ServerDeployment, backend: Mapping[str, Any]
 
 
 def run_secrets(
-    deployments: Sequence[AnyDeployment], backend: Mapping[str, Any], reveal: Any
+    deployments: Sequence[AnyDeployment], backend: KubernetesSettings, reveal: Any
 ) -> list[tuple[str, dict[str, str]]]:
     """``(name, stringData)`` of the Secrets a run needs. ``reveal`` turns a ``${env:NAME}``
     reference into its value (a run) or a mask (``plan --manifests``)."""
     secrets = []
-    s3 = S3Credentials.model_validate(backend.get("s3") or {})  # the model's defaults
+    s3 = backend.s3
     if any(d.model.startswith("s3://") for d in deployments):
         key_id = reveal(s3.access_key_id)
         secret = reveal(s3.secret_access_key)
@@ -142,16 +142,16 @@ def run_secrets(
             "secretAccessKey": secret,
         }
         secrets.append((S3_SECRET, data))
-    if backend.get("hf_token"):
-        secrets.append((HF_SECRET, {"token": reveal(str(backend["hf_token"]))}))
+    if backend.hf_token:
+        secrets.append((HF_SECRET, {"token": reveal(backend.hf_token)}))
     return secrets
 
 
 def datasets(
-    deployments: Sequence[ServerDeployment], backend: Mapping[str, Any]
+    deployments: Sequence[ServerDeployment], backend: KubernetesSettings
 ) -> list[dict[str, Any]]:
     """The Datashim ``Dataset`` specs (name, bucket, endpoint) the run's s3 models need."""
-    if not backend.get("datashim"):
+    if not backend.datashim:
         return []
     found: dict[str, dict[str, Any]] = {}
     for d in deployments:

@@ -19,7 +19,6 @@ import json
 import os
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from testbed import __version__
 from testbed.backends.base import Backend, Handle
@@ -27,6 +26,7 @@ from testbed.backends.local import capture, gpus
 from testbed.backends.local.ports import free_port
 from testbed.backends.local.readiness import http_get, wait_ready
 from testbed.clients.endpoint import Endpoint
+from testbed.config.backend_settings import BackendSettings, LocalSettings
 from testbed.config.deployments import AnyDeployment, ServerDeployment, worker_gpus
 from testbed.config.server_kinds import kind_of
 from testbed.core import processes
@@ -51,14 +51,14 @@ class LocalBackend(Backend):
         self,
         run_dir: Path,
         base_dir: Path | None = None,
-        config: dict[str, Any] | None = None,
+        config: LocalSettings | None = None,
         environ: dict[str, str] | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.base_dir = base_dir or Path.cwd()  # relative paths of the campaign start here
-        config = config or {}
-        self.declared_gpus: list[int] | None = config.get("gpus")
-        self.share_gpus = bool(config.get("share_gpus", False))
+        settings = config or LocalSettings()
+        self.declared_gpus = settings.gpus
+        self.share_gpus = settings.share_gpus
         self._environ = environ  # None: this process's, read when a server starts
         self._inventory: gpus.Inventory | None = None
         self._assignment = gpus.Assignment()
@@ -135,18 +135,19 @@ class LocalBackend(Backend):
         return processes.kill_leftovers(run_dir / PID_DIR)
 
     @classmethod
-    def preflight(cls, config: Mapping[str, Any], deployments: Sequence[AnyDeployment]) -> None:
+    def preflight(cls, config: BackendSettings, deployments: Sequence[AnyDeployment]) -> None:
         """The GPU ids ``backend.gpus`` declares must be GPUs this machine offers."""
         del deployments
-        if config.get("gpus") is not None:
-            gpus.discover(config["gpus"], os.environ)
+        declared = _local(config).gpus
+        if declared is not None:
+            gpus.discover(declared, os.environ)
 
     @classmethod
     def for_run(
-        cls, run_dir: Path, config: Mapping[str, Any], base_dir: Path, keep: bool = False
+        cls, run_dir: Path, config: BackendSettings, base_dir: Path, keep: bool = False
     ) -> LocalBackend:
         del keep  # local servers never outlive the run
-        return cls(run_dir, base_dir, dict(config))
+        return cls(run_dir, base_dir, _local(config))
 
     async def capture_state(
         self, folder: Path, workers: Collection[str] | None = None, namespaces: Sequence[str] = ()
@@ -281,3 +282,11 @@ def _reads_local_weights(deployment: AnyDeployment) -> bool:
     """A child process here that reads model weights from a folder of this machine."""
     kind = kind_of(deployment)
     return kind.local and kind.weights
+
+
+def _local(config: BackendSettings) -> LocalSettings:
+    """The campaign's ``backend:`` section as this backend's settings (validation chose
+    this backend by its ``kind``, so anything else is a caller's bug)."""
+    if not isinstance(config, LocalSettings):
+        raise TypeError(f"the local backend got backend settings of kind {config.kind}")
+    return config
