@@ -11,7 +11,11 @@ Figures (all lower-is-better, CPU time: steadier than wall-clock rates on a shar
   20 ms, ITL 5 ms — a chunk per token, as a real server sends them;
 - ``instant_cpu_ms_per_request``: the same at zero server latency (chunks coalesce);
 - ``sim_cpu_ms_per_request``: the simulator's CPU per request in that run;
-- ``tgis_cpu_ms_per_request``: 64 streamed tokens over TGIS gRPC, concurrency 8, instant.
+- ``tgis_cpu_ms_per_request``: 64 streamed tokens over TGIS gRPC, concurrency 8, instant;
+- ``tgis_parse_us_per_message``: the gRPC client's per-message path alone (HTTP/2 framing,
+  the protobuf decoder, the sink) over the reads of one connection that carried two real
+  64-token streams of the simulator, replayed into a
+  :class:`~testbed.clients.grpc_h2.GrpcConnection` (no sockets).
 
 Each live figure is the lowest of ``--repeat`` runs (other programs on the cores only ever
 add CPU time). The figures are compared with the newest entry of
@@ -24,7 +28,7 @@ minutes, no code changed, at load average ~10 on 2 cores: each chunk costs a wak
 price depends on the other programs): re-run a REGRESSION before believing it.
 
     PYTHONPATH=src .venv/bin/python bench/load_cost.py [--requests 1000] [--repeat 5]
-        [--record] [--only parse,stream,instant,tgis]
+        [--record] [--only parse,stream,instant,tgis,grpc]
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from testbed.clients import openai
+from testbed.clients import tgis as tgis_client
 from testbed.clients.endpoint import Endpoint
+from testbed.clients.grpc_channel import GrpcChannel, split_target, tcp
+from testbed.clients.grpc_h2 import GrpcConnection
 from testbed.clients.http1 import Http1Connection
 from testbed.config.load import LoadProbe
 from testbed.probes.base import ProbeContext
@@ -167,6 +174,65 @@ def parse_cost(reads: list[bytes], rounds: int = 3000) -> float:
     return asyncio.run(main())
 
 
+GENERATE_STREAM = f"/{tgis_client.SERVICE}/GenerateStream"
+
+
+def grpc_reads(target: str) -> tuple[bytes, list[bytes]]:
+    """A streamed request's bytes and the reads of one connection that carried it twice
+    (the second answer's header blocks refer to the table the first one filled)."""
+    body = {"requests": [{"text": "a b c"}], "params": {"stopping": {"max_new_tokens": 64}}}
+    body["params"]["stopping"]["min_new_tokens"] = 64
+    payload = tgis_client.encode(body, stream=True)
+    reads: list[bytes] = []
+
+    class Recording(GrpcConnection):
+        def data_received(self, data: bytes) -> None:
+            reads.append(data)
+            super().data_received(data)
+
+    async def main() -> None:
+        connect = tcp(*split_target(target))
+        channel = GrpcChannel(target, connector=lambda _: connect(Recording))
+        try:
+            for _ in range(2):
+                await channel.call(GENERATE_STREAM, payload, lambda data, t_ns: None, 30)
+        finally:
+            await channel.aclose()
+
+    asyncio.run(main())
+    return payload, reads
+
+
+def grpc_parse_cost(payload: bytes, reads: list[bytes], rounds: int = 300) -> float:
+    """µs of CPU per message to frame, decode and sink the answers in ``reads``."""
+
+    class Transport:
+        def write(self, data: bytes) -> None:
+            del data
+
+        def close(self) -> None: ...
+
+    async def main() -> float:
+        messages = 0
+        t0 = time.process_time()
+        for _ in range(rounds):
+            conn = GrpcConnection()
+            conn.connection_made(Transport())  # type: ignore[arg-type]
+            feed = iter(reads)
+            for _ in range(2):
+                sink = tgis_client.sink(stream=True)
+                stream = conn.open(b"", payload, tgis_client.stream_reader(sink))
+                while not stream.done.done():
+                    conn.data_received(next(feed))
+                sink.on_end(0)
+                if not (sink.response.ok and len(sink.response.chunks) == 64):
+                    raise SystemExit(f"recorded gRPC stream not parsed: {sink.response.error}")
+                messages += sink.response.events
+        return (time.process_time() - t0) / messages * 1e6
+
+    return asyncio.run(main())
+
+
 def best(repeat: int, measure: Callable[[], dict[str, float]]) -> dict[str, float]:
     """The lowest value of each figure over ``repeat`` runs."""
     runs = [measure() for _ in range(repeat)]
@@ -175,7 +241,9 @@ def best(repeat: int, measure: Callable[[], dict[str, float]]) -> dict[str, floa
 
 def measure_all(args: argparse.Namespace) -> dict[str, float]:
     figures: dict[str, float] = {}
-    only = set(args.only.split(",")) if args.only else {"parse", "stream", "instant", "tgis"}
+    only = (
+        set(args.only.split(",")) if args.only else {"parse", "stream", "instant", "tgis", "grpc"}
+    )
     sim = Sim(20.0, 5.0)
     try:
         if "parse" in only:
@@ -211,6 +279,12 @@ def measure_all(args: argparse.Namespace) -> dict[str, float]:
                 return {"tgis_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"]}
 
             figures |= best(args.repeat, tgis)
+        if "grpc" in only:
+            payload, reads = grpc_reads(f"127.0.0.1:{sim.grpc_port}")
+            figures |= best(
+                args.repeat,
+                lambda: {"tgis_parse_us_per_message": grpc_parse_cost(payload, reads)},
+            )
     finally:
         sim.close()
     return figures
@@ -251,7 +325,7 @@ def main() -> int:
     )
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--only", default="", help="parse,stream,instant,tgis (default: all)")
+    parser.add_argument("--only", default="", help="parse,stream,instant,tgis,grpc (default: all)")
     parser.add_argument("--record", action="store_true", help="append this run as the reference")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]

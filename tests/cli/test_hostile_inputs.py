@@ -44,6 +44,12 @@ class Case:
     unset: list[str] = field(default_factory=list)
 
 
+def _dataset_case(label: str, dataset: str, says: str) -> Case:
+    """``testbed load`` of a model-less endpoint with ``--dataset DATASET``, refused (exit 2)."""
+    argv = ["load", "{hostile}/nomodels", "--model", "m", "--dataset", dataset]
+    return Case(f"load {label}", argv, 2, says)
+
+
 def bomb(levels: int, width: int) -> str:
     lines = ["name: bomb", "a0: &a0 [" + ", ".join(["x"] * width) + "]"]
     for i in range(1, levels):
@@ -177,30 +183,10 @@ CASES = [
     Case("load no host", ["load", "http://:8000"], 2, "names no host"),
     Case("load port 99999", ["load", "http://127.0.0.1:99999"], 2, "Port out of range"),
     Case("load --out a file", ["load", "{hostile}/html", "--out", "{in}/a_file"], 2, "--out"),
-    Case(
-        "load binary dataset",
-        ["load", "{hostile}/nomodels", "--model", "m", "--dataset", "{in}/binary.jsonl"],
-        2,
-        "not UTF-8",
-    ),
-    Case(
-        "load deep JSON dataset",
-        ["load", "{hostile}/nomodels", "--model", "m", "--dataset", "{in}/deep.json"],
-        2,
-        "nested too deep",
-    ),
-    Case(
-        "load missing dataset",
-        ["load", "{hostile}/nomodels", "--model", "m", "--dataset", "{in}/nope.jsonl"],
-        2,
-        "does not exist",
-    ),
-    Case(
-        "load dataset is a dir",
-        ["load", "{hostile}/nomodels", "--model", "m", "--dataset", "{in}"],
-        2,
-        "is a directory",
-    ),
+    _dataset_case("binary dataset", "{in}/binary.jsonl", "not UTF-8"),
+    _dataset_case("deep JSON dataset", "{in}/deep.json", "nested too deep"),
+    _dataset_case("missing dataset", "{in}/nope.jsonl", "does not exist"),
+    _dataset_case("dataset is a dir", "{in}", "is a directory"),
     # -- endpoints that are not what the user thought -------------------------------------------
     Case("an HTML login page", ["load", "{hostile}/html"], 2, "answered an HTML page"),
     Case("404 at /v1/models", ["load", "{hostile}/notfound"], 2, "answered 404 Not Found"),

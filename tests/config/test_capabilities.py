@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
-from testbed.config.server_kinds import server_kind
+from testbed.config.server_kinds import KINDS, server_kind
+from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
 
 CAMPAIGN = textwrap.dedent(
@@ -72,6 +73,38 @@ def test_the_local_backend_accepts_exactly_the_kinds_it_can_start() -> None:
         else:
             with pytest.raises(NotImplementedError):
                 adapter.command({}, Path("/m"), "127.0.0.1", 1)
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_what_the_table_declares_a_kind_capable_of_its_adapter_implements(name: str) -> None:
+    """Validation refuses by the capability table what a kind cannot do, so the adapters'
+    NotImplementedError is never reached: every kind the table runs as a pod has an adapter
+    building its container; every kind it marks local, a command line; every local kind that
+    can serve TGIS, its gRPC arguments (and its container a gRPC port). The kinds no adapter
+    starts (a stack, an external URL) have none."""
+    kind = server_kind(name)
+    if not kind.pod:
+        with pytest.raises(InputError, match="no adapter"):
+            adapter_for(name)
+        return
+    adapter = adapter_for(name)
+    assert adapter.protocols == kind.protocols
+    tgis: dict[str, object] = {"protocols": ["openai", "tgis"]} if kind.tgis_by == "params" else {}
+    if name == "tgis":  # what the config requires of it (PARAMS above)
+        tgis["deployment_framework"] = "hf_transformers"
+    deployment = {"name": "d", "server": name, "model": "m", "params": tgis}
+    container = adapter.container(deployment, "/models/m")
+    assert container["image"]
+    assert container["args"]
+    grpc_ports = [p for p in container["ports"] if p["name"] == "grpc"]
+    assert bool(grpc_ports) == (kind.tgis_by in ("always", "params"))
+    if kind.tgis_by in ("always", "params"):
+        assert "tgis" in adapter.served_protocols(tgis)
+    if not kind.local:
+        return
+    assert adapter.command(tgis, Path("/m"), "127.0.0.1", 1)
+    if kind.tgis_by in ("always", "params"):
+        assert adapter.grpc_args(8033) == ["--grpc-port", "8033"]
 
 
 @pytest.mark.parametrize(

@@ -3,31 +3,11 @@ answers them, selectors, watch with resume, status and scale subresources."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 pytestmark = pytest.mark.kubernetes
-
-
-@pytest.fixture(scope="module")
-def api(cluster_kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(config_file=str(cluster_kubeconfig))
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def namespace(api: client.ApiClient) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
 
 
 #: Pods of these tests name a scheduler that does not exist, so the emulator's scheduler and

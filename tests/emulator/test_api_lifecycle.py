@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 pytestmark = pytest.mark.kubernetes
@@ -18,23 +16,6 @@ LABELS = {"app": "x"}
 #: A scheduler that does not exist: the emulator's controllers create pods for these
 #: workloads but nothing schedules or runs them, so they are deleted at once.
 UNSCHEDULED = "testbed-tests-unscheduled"
-
-
-@pytest.fixture(scope="module")
-def api(cluster_kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(config_file=str(cluster_kubeconfig))
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def namespace(api: client.ApiClient) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    if any(ns.metadata.name == name for ns in core.list_namespace().items):
-        core.delete_namespace(name)
 
 
 def _template() -> client.V1PodTemplateSpec:

@@ -9,11 +9,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from tests.emulator.test_kubectl import Kubectl
 
 pytestmark = pytest.mark.kubernetes
@@ -30,18 +29,6 @@ spec:
       nodeSelector: {LABEL: "yes"}
       containers: [{name: agent, image: "example.com/agent:1"}]
 """
-
-
-@pytest.fixture(scope="module")
-def api(cluster_kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(config_file=str(cluster_kubeconfig))
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture(scope="module")
-def kubectl(cluster_kubeconfig: Path) -> Kubectl:
-    return Kubectl(cluster_kubeconfig)
 
 
 @pytest.fixture

@@ -39,11 +39,6 @@ class Kubectl:
         return self.run(*args, stdin=stdin).stdout
 
 
-@pytest.fixture(scope="module")
-def kubectl(cluster_kubeconfig: Path) -> Kubectl:
-    return Kubectl(cluster_kubeconfig)
-
-
 @pytest.fixture
 def namespace(kubectl: Kubectl) -> Iterator[str]:
     name = f"k-{uuid.uuid4().hex[:8]}"

@@ -11,34 +11,17 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 from tests.emulator.test_kubectl import Kubectl
 
 pytestmark = pytest.mark.kubernetes
 APPLY = "application/apply-patch+yaml"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-@pytest.fixture(scope="module")
-def api(cluster_kubeconfig: Path) -> Iterator[client.ApiClient]:
-    api_client = config.new_client_from_config(config_file=str(cluster_kubeconfig))
-    yield api_client
-    api_client.close()
-
-
-@pytest.fixture
-def namespace(api: client.ApiClient) -> Iterator[str]:
-    name = f"ssa-{uuid.uuid4().hex[:8]}"
-    core = client.CoreV1Api(api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
 
 
 def _apply(
@@ -188,11 +171,6 @@ def test_field_manager_is_required_and_statuses_carry_details(
     assert cause["reason"] == "FieldValueInvalid"
     assert cause["field"] == "metadata.name"
     assert "group" not in status["details"]
-
-
-@pytest.fixture(scope="module")
-def kubectl(cluster_kubeconfig: Path) -> Kubectl:
-    return Kubectl(cluster_kubeconfig)
 
 
 def test_kubectl_server_side_apply_of_rendered_manifests(kubectl: Kubectl, tmp_path: Path) -> None:

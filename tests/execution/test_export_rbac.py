@@ -21,8 +21,8 @@ import yaml
 from kubernetes import client, config, dynamic
 from kubernetes.client import ApiClient
 
+from testbed.backends.kubernetes.rbac import DIAGNOSTIC
 from testbed.cli import main
-from testbed.execution.export.rbac import DIAGNOSTIC
 from tests.verdicts import assert_passed
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]

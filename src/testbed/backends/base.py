@@ -9,6 +9,10 @@ Execution asks :meth:`Backend.open_worker`, which answers a deployment no backen
 provisions (``server: external``, a URL that already serves) itself, once for every
 backend; only the others reach the backend's :meth:`Backend.provision`. Likewise execution
 hands ``prepare`` and ``infeasible`` only provisioned deployments.
+
+Each treatment's probe goes through :meth:`Backend.run_probe`: every backend runs it here,
+in this process, except where the backend's settings send probes elsewhere (the Kubernetes
+backend's ``probes: cluster`` runs a Job per treatment next to the servers).
 """
 
 from __future__ import annotations
@@ -16,14 +20,18 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from testbed.clients.endpoint import Endpoint, Tls
+from testbed.config.loader import LoadedCampaign
 from testbed.config.server_kinds import provisioned
+from testbed.plan.model import Plan, Treatment
+from testbed.results.files import RecordWriter
+from testbed.results.outcome import ProbeOutcome
 
 
 @dataclass
@@ -38,10 +46,40 @@ class Handle:
     info: dict[str, Any] = field(default_factory=dict)  # server version, flags, pid …
 
 
+@dataclass(frozen=True)
+class ShippedCampaign:
+    """What a probe run off this machine is given of the campaign: the resolved campaign and
+    the files its treatments read (ConfigMap data, key → text) and where each key goes
+    under the probe's campaign folder (``{"key": …, "path": …}``)."""
+
+    data: Mapping[str, str]
+    items: Sequence[Mapping[str, str]]
+
+
+@dataclass
+class ProbeRun:
+    """One attempt of a treatment's probe, as execution hands it to :meth:`Backend.run_probe`:
+    where its records and files go, and what a probe run elsewhere needs to be started."""
+
+    treatment: Treatment
+    attempt: int
+    handles: Mapping[str, Handle]  # the treatment's workers, by worker id
+    workers: Mapping[str, Mapping[str, Any]]  # worker id → resolved deployment config
+    out_dir: Path  # the treatment directory: the probe's files go here
+    records: RecordWriter  # records.jsonl of the treatment, written as records arrive
+    progress: Callable[[str], None]  # one-line status for the live display
+    #: Given when the campaign's settings send probes elsewhere (``remote_probes``).
+    campaign: ShippedCampaign | None = None
+
+
 class Backend(abc.ABC):
     """Provisions workers. One instance serves one run."""
 
     name: str = ""
+    #: Whether :meth:`cleanup_leftovers` ends this machine's process groups recorded in the
+    #: run directory (``pids/``). Any run leaves such groups — its steps run here — so
+    #: ``testbed cleanup`` ends them itself after a backend that does not.
+    ends_local_processes: ClassVar[bool] = False
     #: The campaign file's folder: relative paths of deployments (``tls.ca_bundle``) start here.
     base_dir: Path = Path()
 
@@ -61,6 +99,21 @@ class Backend(abc.ABC):
         """What must be usable before a run directory exists (InputError, exit 2): reads
         files and variables, sends nothing. ``deployments`` are the provisioned ones."""
         del config, deployments
+
+    @classmethod
+    def check_campaign(cls, loaded: LoadedCampaign, plan: Plan) -> None:
+        """What only this backend can check of a campaign before anything starts
+        (CampaignError, exit 2, at the line): renders and reads files, sends nothing."""
+        del loaded, plan
+
+    @classmethod
+    def runner_rbac(
+        cls, loaded: LoadedCampaign, namespace: str, account: str
+    ) -> list[dict[str, Any]]:
+        """The rights an exported pipeline's ``testbed worker`` (service account ``account``
+        in ``namespace``) needs for this backend's part of the campaign; none here."""
+        del loaded, namespace, account
+        return []
 
     def open_worker(
         self, worker_id: str, deployment: dict[str, Any], work_dir: Path
@@ -124,6 +177,15 @@ class Backend(abc.ABC):
         they can."""
         del worker_ids
         return ""
+
+    async def run_probe(
+        self, run: ProbeRun, here: Callable[[], Awaitable[ProbeOutcome]]
+    ) -> ProbeOutcome:
+        """Run the treatment's probe: ``here`` runs it in this process, which every backend
+        does unless its settings send probes elsewhere; such a backend writes the records
+        and files the probe sends back through ``run`` as they arrive."""
+        del run
+        return await here()
 
     @abc.abstractmethod
     def provision(

@@ -62,18 +62,18 @@ def handle(args: argparse.Namespace) -> int:
 
         from testbed.backends.kubernetes.manifest_files import (
             plan_objects,
+            probe_objects,
             stack_objects,
             write_manifests,
         )
-        from testbed.backends.kubernetes.names import run_namespace
-        from testbed.execution.cluster_probes import probe_objects
+        from testbed.execution.remote_probes import shipped_campaign
 
         backend = loaded.campaign.backend.model_dump(mode="json")
         workers = {w.id: w.config for w in plan.workers.values()}
         run_id = args.run_id or f"{loaded.campaign.name}-plan"
         objects = plan_objects(run_id, backend, workers)
         objects += stack_objects(run_id, backend, workers, loaded.base_dir)
-        objects += probe_objects(loaded, plan, run_id, run_namespace(run_id, backend))
+        objects += probe_objects(run_id, backend, plan, shipped_campaign(loaded, plan))
         written = write_manifests(objects, Path(args.manifests))
         print(f"{len(written)} objects written to {args.manifests}")
         return 0

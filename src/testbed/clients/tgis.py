@@ -3,7 +3,7 @@
 ``Generate`` answers whole (a batch of prompts; testbed sends one), ``GenerateStream`` a
 message per token (the first one carries only ``input_token_count``), ``Tokenize`` and
 ``ModelInfo`` describe the model. The schema is testbed's wire-compatible copy in
-:mod:`testbed.proto.fmaas`; grpcio is the ``tgis`` extra.
+:mod:`testbed.proto.fmaas`; protobuf and hpack are the ``tgis`` extra.
 
 A request is written as a plain mapping in the proto's field names (what case files, records
 and goldens hold), e.g.::
@@ -14,15 +14,17 @@ and goldens hold), e.g.::
 
 :func:`encode` turns it into the bytes of a ``BatchedGenerationRequest`` (or, streamed, of a
 ``SingleGenerationRequest`` with the first prompt), once, before a load test starts.
-:class:`TgisPool` sends such bytes over one HTTP/2 channel and feeds a :class:`TgisSink`,
+:class:`TgisPool` sends such bytes over one HTTP/2 connection (testbed's own gRPC client,
+:mod:`testbed.clients.grpc_channel`) and feeds a :class:`TgisSink`,
 which fills the same :class:`~testbed.clients.response.Response` as the HTTP protocols: one
 content chunk per message with text, the server's counts as OpenAI-shaped ``usage``
 (``prompt_tokens`` = ``input_token_count``, ``completion_tokens`` =
 ``generated_token_count``), and the stop reason under TGI's names (``length``,
 ``eos_token``, ``stop_sequence`` …). A gRPC error status becomes ``Response.error`` with an
 HTTP-like ``status`` (INVALID_ARGUMENT 400, NOT_FOUND 404, RESOURCE_EXHAUSTED 429,
-UNAVAILABLE 503, others 500); a server that cannot be reached raises
-:class:`TgisConnectionError`, a deadline :class:`TimeoutError` — as the HTTP pool does.
+UNAVAILABLE 503, others 500); a server that cannot be reached (or a connection that closes
+before any message came) raises :class:`TgisConnectionError`, a deadline
+:class:`TimeoutError` — as the HTTP pool does.
 An answer that ends (status OK) without a stop reason — a stream closed before its last
 message — was cut short: that is ``Response.error`` too, the server's error of the request.
 """
@@ -30,9 +32,11 @@ message — was cut short: that is ``Response.error`` too, the server's error of
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from testbed.clients.endpoint import Endpoint
+from testbed.clients.grpc_channel import GrpcChannel, GrpcError
 from testbed.clients.http import HttpClientError
 from testbed.clients.response import Response, plural
 from testbed.core.clock import monotonic_ns
@@ -72,21 +76,22 @@ class TgisConnectionError(HttpClientError):
     """The gRPC server could not be reached (no answer came back at all)."""
 
 
-def modules() -> tuple[Any, Any, Any]:
-    """``grpc``, ``generation_pb2`` and ``generation_pb2_grpc``, or the install hint."""
+def modules() -> Any:
+    """``generation_pb2`` (protobuf's messages of the schema), or the install hint; the
+    gRPC client (:mod:`testbed.clients.grpc_channel`) needs ``hpack`` too."""
     try:
-        import grpc
+        import hpack  # noqa: F401
 
-        from testbed.proto.fmaas import generation_pb2, generation_pb2_grpc
+        from testbed.proto.fmaas import generation_pb2
     except ImportError as exc:
-        raise MissingDependency("grpcio", "tgis") from exc
-    return grpc, generation_pb2, generation_pb2_grpc
+        raise MissingDependency("hpack" if exc.name == "hpack" else "protobuf", "tgis") from exc
+    return generation_pb2
 
 
 def request_message(body: dict[str, Any], *, stream: bool) -> Any:
     """The protobuf message of ``body`` (proto field names); a streamed request carries the
     first prompt of ``requests``."""
-    _, pb, _ = modules()
+    pb = modules()
     from google.protobuf import json_format
 
     data = dict(body)
@@ -123,7 +128,7 @@ def _tokens(items: Any) -> list[dict[str, Any]]:
 
 def response_dict(message: Any) -> dict[str, Any]:
     """A ``GenerationResponse`` as a plain mapping (every field, enum names as strings)."""
-    _, pb, _ = modules()
+    pb = modules()
     return {
         "input_token_count": message.input_token_count,
         "generated_token_count": message.generated_token_count,
@@ -164,7 +169,7 @@ class TgisSink:
             usage["completion_tokens"] = message.generated_token_count
         response.usage = usage
         if message.stop_reason:
-            _, pb, _ = modules()
+            pb = modules()
             name = pb.StopReason.Name(message.stop_reason)
             response.finish_reason = FINISH.get(name, name.lower())
             response.ended = True
@@ -197,26 +202,33 @@ def sink(*, stream: bool, keep_raw: bool = False) -> TgisSink:
     return TgisSink(stream=stream, keep_raw=keep_raw)
 
 
+def stream_reader(sink: TgisSink) -> Callable[[bytes, int], None]:
+    """What a ``GenerateStream`` call hands each message's bytes to: decoded, into ``sink``
+    (called inside the connection's ``data_received``, with the time the bytes were read)."""
+    decode, on_message = modules().GenerationResponse.FromString, sink.on_message
+
+    def each(data: bytes, t_ns: int) -> None:
+        on_message(decode(data), t_ns)
+
+    return each
+
+
 class TgisPool:
-    """One gRPC channel to ``target`` (``host:port``); calls multiplex over HTTP/2.
+    """Calls to ``target`` (``host:port``) multiplexed over one HTTP/2 connection
+    (:class:`~testbed.clients.grpc_channel.GrpcChannel`, on the event loop).
 
     ``api_key`` (resolved, never logged) goes out as ``authorization: Bearer …`` metadata.
     """
 
     def __init__(self, target: str, *, api_key: str | None = None) -> None:
-        grpc, pb, pbg = modules()
+        pb = modules()
         self.target = target
-        self._grpc = grpc
-        self._channel = grpc.aio.insecure_channel(target)
-        self._metadata = (("authorization", f"Bearer {api_key}"),) if api_key else None
-        self._stub = pbg.GenerationServiceStub(self._channel)
-        # Requests arrive already serialized (encode): no request serializer.
-        self._generate = self._channel.unary_unary(
-            f"/{SERVICE}/Generate", response_deserializer=pb.BatchedGenerationResponse.FromString
-        )
-        self._generate_stream = self._channel.unary_stream(
-            f"/{SERVICE}/GenerateStream", response_deserializer=pb.GenerationResponse.FromString
-        )
+        metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
+        try:
+            self._channel = GrpcChannel(target, metadata=metadata)
+        except ValueError as exc:
+            raise InputError(f"{exc}; give the gRPC address as host:port") from exc
+        self._batch_answer = pb.BatchedGenerationResponse.FromString
 
     async def send(self, payload: bytes, sink: TgisSink, timeout_s: float | None = None) -> int:
         """Send encoded ``payload``; feed the answer to ``sink``; return the send time (ns)."""
@@ -224,65 +236,74 @@ class TgisPool:
         sink.on_sent(t_sent)
         try:
             if sink.stream:
-                call = self._generate_stream(payload, timeout=timeout_s, metadata=self._metadata)
-                async for message in call:
-                    sink.on_message(message, monotonic_ns())
+                each = stream_reader(sink)
+                await self._channel.call(f"/{SERVICE}/GenerateStream", payload, each, timeout_s)
             else:
-                batch = await self._generate(payload, timeout=timeout_s, metadata=self._metadata)
-                t_ns = monotonic_ns()
-                for message in batch.responses[:1]:
+                data, t_ns = await self._channel.unary(f"/{SERVICE}/Generate", payload, timeout_s)
+                for message in self._batch_answer(data).responses[:1]:
                     sink.on_message(message, t_ns)
-        except self._grpc.aio.AioRpcError as exc:
+        except GrpcError as exc:
             self._failed(exc, sink)
         sink.on_end(monotonic_ns())
         return t_sent
 
-    def _failed(self, exc: Any, sink: TgisSink) -> None:
-        code = exc.code().name
-        if code == "DEADLINE_EXCEEDED":
-            raise TimeoutError(exc.details()) from exc
-        if code == "UNAVAILABLE" and not sink.response.events:
+    def _failed(self, exc: GrpcError, sink: TgisSink) -> None:
+        if exc.code == "DEADLINE_EXCEEDED":
+            raise TimeoutError(exc.details) from exc
+        if not exc.answered and not sink.response.events:
             # no answer at all: like an HTTP connection that failed or closed mid-response
-            details = str(exc.details())
-            what = "cannot connect to" if "connect" in details.lower() else "no answer from"
+            what = "cannot connect to" if exc.connecting else "no answer from"
             raise TgisConnectionError(
-                f"{what} {self.target}: {details}; is the server running with its gRPC port open?"
+                f"{what} {self.target}: {exc.details};"
+                " is the server running with its gRPC port open?"
             ) from exc
-        sink.on_error(code, str(exc.details()), monotonic_ns())
+        sink.on_error(exc.code, exc.details, monotonic_ns())
 
     async def tokenize(self, texts: list[str], *, return_tokens: bool = False) -> Any:
         """``Tokenize``: the ``BatchedTokenizeResponse`` of ``texts``."""
-        _, pb, _ = modules()
+        pb = modules()
         request = pb.BatchedTokenizeRequest(
             requests=[pb.TokenizeRequest(text=t) for t in texts], return_tokens=return_tokens
         )
-        return await self._call(self._stub.Tokenize, request)
+        return pb.BatchedTokenizeResponse.FromString(await self._call("Tokenize", request))
 
     async def model_info(self, model_id: str = "") -> Any:
         """``ModelInfo``: kind, maximum sequence length, maximum new tokens."""
-        _, pb, _ = modules()
-        return await self._call(self._stub.ModelInfo, pb.ModelInfoRequest(model_id=model_id))
+        pb = modules()
+        answer = await self._call("ModelInfo", pb.ModelInfoRequest(model_id=model_id))
+        return pb.ModelInfoResponse.FromString(answer)
 
-    async def _call(self, method: Any, request: Any, timeout_s: float = 10.0) -> Any:
+    async def _call(self, method: str, request: Any, timeout_s: float = 10.0) -> bytes:
         try:
-            return await method(request, timeout=timeout_s, metadata=self._metadata)
-        except self._grpc.aio.AioRpcError as exc:
+            data, _ = await self._channel.unary(
+                f"/{SERVICE}/{method}", request.SerializeToString(), timeout_s
+            )
+        except GrpcError as exc:
             failed = TgisSink(stream=False)
             self._failed(exc, failed)  # raises when unreachable or too slow
             raise InfrastructureError(f"{self.target}: {failed.response.error}") from exc
+        return data
 
     async def warm(self, connections: int) -> None:
-        """Connect before a load stage starts (one channel carries every request); a server
-        that does not take the connection within :data:`CONNECT_TIMEOUT_S` is unreachable
-        (gRPC itself would keep trying forever)."""
+        """Connect before a load stage starts (one connection carries every request),
+        trying again while nothing listens yet; a server that does not take the
+        connection within :data:`CONNECT_TIMEOUT_S` is unreachable."""
         del connections
+        last, pause = "", 0.05
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT_S):
-                await self._channel.channel_ready()
+                while True:
+                    try:
+                        await self._channel.connection()
+                        return
+                    except GrpcError as exc:
+                        last = f" ({exc.details})"
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 1.0)
         except TimeoutError:
             raise TgisConnectionError(
                 f"cannot connect to {self.target}: no gRPC connection within"
-                f" {CONNECT_TIMEOUT_S:g} s; is the server running with its gRPC port open?"
+                f" {CONNECT_TIMEOUT_S:g} s{last}; is the server running with its gRPC port open?"
             ) from None
 
     @property
@@ -290,7 +311,7 @@ class TgisPool:
         return 1
 
     async def aclose(self) -> None:
-        await self._channel.close()
+        await self._channel.aclose()
 
 
 def pool_for(endpoint: Endpoint) -> TgisPool:

@@ -3,13 +3,16 @@
 ``local`` (child processes here), ``kubernetes`` (a cluster: connection, namespace, images,
 timeouts, weights, probes, lease) and ``external`` (URLs that already serve). Each model's
 ``refusals`` says which deployments that backend cannot run, with the field to fix;
-validation calls it (``Campaign``), the backends read the validated model.
+validation calls it (``Campaign``), the backends read the validated model. What a backend
+can do at all (state to capture, namespaces, servers that outlive the run, probes run off
+this machine) is a class attribute or property of its model, read by validation — never a
+comparison of ``kind`` elsewhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,7 +27,24 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
 class _BackendSettings(Strict):
-    """What every backend shares: which server kinds it can run."""
+    """What every backend shares: which server kinds it can run, and what it can do."""
+
+    #: It runs something a state capture can dump (``capture: [state]``).
+    runs_state: ClassVar[bool] = True
+    #: Its servers run on this machine (child processes): they read its model folders, and
+    #: an exported pipeline's task pod holds them, so it asks for their resources.
+    servers_here: ClassVar[bool] = False
+    #: Its servers are objects in a cluster's namespaces: a capture can dump namespaces
+    #: whole (``execution.capture.namespaces``); an exported runner needs RBAC there.
+    namespaced: ClassVar[bool] = False
+    #: Its servers can outlive the run, removed later by ``testbed cleanup`` (``execution.keep``).
+    keeps_servers: ClassVar[bool] = False
+
+    @property
+    def remote_probes(self) -> bool:
+        """Whether each treatment's probe runs off this machine: it then gets the campaign
+        shipped (:class:`~testbed.backends.base.ShippedCampaign`), never a file of here."""
+        return False
 
     def refusals(
         self, deployments: Sequence[Deployment]
@@ -36,6 +56,8 @@ class _BackendSettings(Strict):
 
 class LocalSettings(_BackendSettings):
     """Servers are child processes on 127.0.0.1 of this machine (the default)."""
+
+    servers_here: ClassVar[bool] = True
 
     kind: Literal["local"] = "local"
     gpus: list[int] | None = Field(
@@ -111,6 +133,9 @@ def _env_reference(value: str, what: str) -> str:
 class KubernetesSettings(_BackendSettings):
     """Workers are pods of a cluster, reached with the official kubernetes client."""
 
+    namespaced: ClassVar[bool] = True
+    keeps_servers: ClassVar[bool] = True
+
     kind: Literal["kubernetes"]
     namespace: str | None = Field(
         None,
@@ -168,6 +193,11 @@ class KubernetesSettings(_BackendSettings):
     )
     scheduled_timeout_s: float = Field(300.0, gt=0, description="seconds to be scheduled")
     ready_timeout_s: float = Field(900.0, gt=0, description="seconds to become ready")
+
+    @property
+    def remote_probes(self) -> bool:
+        """``probes: cluster``: a Job per treatment next to the servers."""
+        return self.probes == "cluster"
 
     @field_validator("token", "hf_token")
     @classmethod
@@ -269,6 +299,8 @@ class KubernetesSettings(_BackendSettings):
 
 class ExternalSettings(_BackendSettings):
     """Nothing is provisioned: every deployment is a URL that already serves."""
+
+    runs_state: ClassVar[bool] = False
 
     kind: Literal["external"]
 

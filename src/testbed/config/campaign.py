@@ -128,7 +128,7 @@ class Campaign(Strict):
                 " e.g. the one `testbed cluster emulate` writes)",
                 ("scale",),
             )
-        if self.scale is not None and getattr(self.backend, "probes", "") == "cluster":
+        if self.scale is not None and self.backend.remote_probes:
             return (
                 "scale: submits and samples cluster objects itself, not through a server —"
                 " backend.probes: cluster has nothing to run for it; use probes: controller",

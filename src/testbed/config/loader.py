@@ -35,6 +35,12 @@ class LoadedCampaign:
     presets: list[str] = field(default_factory=list)
     sets: list[str] = field(default_factory=list)
 
+    def where(self, path: tuple[str | int, ...]) -> str:
+        """Where an error about the value at ``path`` points: the nearest line that set
+        it (``file:line:col``), else the campaign file."""
+        origin = self.provenance.nearest(path)
+        return origin.describe() if origin else self.file
+
     def explain(self, key: str) -> tuple[Any, str]:
         """The resolved value of the dotted ``key`` and a phrase saying where it came from."""
         resolved = self.campaign.model_dump(mode="json")

@@ -1,9 +1,11 @@
 """``testbed cleanup DIR``: end what a run left behind (a SIGKILLed testbed cannot stop its
 servers; PR_SET_PDEATHSIG usually does, this is the sure way).
 
-The run's own backend cleans up (the local backend ends the process groups recorded in
-``DIR/pids/*.json`` when those very processes still run). When the resolved campaign cannot
-be loaded any more, the local pid files are still honoured.
+The run's own backend cleans up what it made (:meth:`Backend.cleanup_leftovers`); this
+machine's process groups recorded in ``DIR/pids/*.json`` (local servers, any run's steps)
+are ended when those very processes still run — by the backend when it says it does
+(``ends_local_processes``), else here. When the resolved campaign cannot be loaded any
+more, the recorded process groups are still ended.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.backends.base import Backend
+from testbed.backends.local.process import kill_leftovers
 from testbed.config.loader import LoadedCampaign
 from testbed.core.errors import TestbedError
-from testbed.results.rundir import RESOLVED, RunDir
+from testbed.results.rundir import PID_DIR, RESOLVED, RunDir
 
 
 @dataclass
@@ -26,23 +29,22 @@ class Cleanup:
 async def cleanup_run(path: Path) -> Cleanup:
     """End leftovers of the run in ``path``."""
     run_dir = RunDir.existing(path)
-    from testbed.backends.local import LocalBackend
     from testbed.config.loader import load_campaign
     from testbed.execution.pipeline import make_backend
 
     done = Cleanup()
+    backend: Backend | None = None
     try:
         loaded = load_campaign(run_dir.path / RESOLVED)
         loaded.base_dir = Path(run_dir.metadata().get("base_dir", "."))
         backend = make_backend(loaded, run_dir)
     except TestbedError as exc:
         done.notes.append(f"campaign not loadable ({exc}); ending local leftovers only")
-        backend = LocalBackend(run_dir.path)
     else:  # the user's final cleanup steps that have not run yet (execution.keep, a crash)
         done.ended += await _final_steps(loaded, run_dir, backend)
-    done.ended += await backend.cleanup_leftovers(run_dir.path)
-    if not isinstance(backend, LocalBackend):
-        done.ended += await LocalBackend(run_dir.path).cleanup_leftovers(run_dir.path)
+        done.ended += await backend.cleanup_leftovers(run_dir.path)
+    if backend is None or not backend.ends_local_processes:
+        done.ended += kill_leftovers(run_dir.path / PID_DIR)
     return done
 
 

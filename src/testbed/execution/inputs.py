@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from testbed.backends import backend_class
 from testbed.config.loader import LoadedCampaign
 from testbed.config.provenance import Path as DocPath
 from testbed.config.server_kinds import kind_of
@@ -25,7 +26,7 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
     """Raise CampaignError for the first named file or model that cannot be used."""
     _check_local_models(loaded)
     _check_scale_templates(loaded, plan)
-    _check_stacks(loaded, plan)
+    backend_class(loaded.campaign.backend.kind).check_campaign(loaded, plan)
     for i, deployment in enumerate(loaded.campaign.deployments):
         bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
         if bundle:
@@ -102,60 +103,8 @@ def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
             check_template(ScaleProbe.model_validate(config), loaded.base_dir)
 
 
-def _check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
-    """Each stack worker's manifests render with its values, parse, and hold what its
-    ``ready``/``endpoint``/``metrics`` name (placeholders: the run of ``testbed plan``)."""
-    stacks = [w for w in plan.workers.values() if kind_of(w.config).stack]
-    if not stacks:
-        return
-    from testbed.backends.kubernetes.stack import render_worker
-    from testbed.backends.kubernetes.stack_checks import reference_problems
-
-    index = {d.name: i for i, d in enumerate(loaded.campaign.deployments)}
-    backend = loaded.campaign.backend.model_dump(mode="json")
-    names: dict[str, set[str]] = {}  # deployment → kind/name of its objects
-    for worker in stacks:
-        i = index[worker.deployment]
-        combo = ", ".join(f"{k}={v}" for k, v in worker.params.items())
-        with_params = f" (with {combo})" if combo else ""
-        try:
-            objects = render_worker(f"{loaded.campaign.name}-plan", worker.id, worker.config,
-                                    backend, loaded.base_dir)  # fmt: skip
-        except InputError as exc:
-            at: DocPath = ("deployments", i, "manifests")
-            raise CampaignError(
-                f"{_where(loaded, at)}: deployments[{i}].manifests{with_params}: {exc}"
-            ) from None
-        for message, field in reference_problems(worker.config, objects):
-            at = ("deployments", i, *field)
-            raise CampaignError(f"{_where(loaded, at)}: deployments[{i}]: {message}{with_params}")
-        names.setdefault(worker.deployment, {o.describe() for o in objects})
-    _check_collisions(loaded, names, index)
-
-
-def _check_collisions(
-    loaded: LoadedCampaign, names: dict[str, set[str]], index: dict[str, int]
-) -> None:
-    """Two stack deployments that may run at once (an A/B pair, or any two under a
-    parallel strategy) must not create objects of the same name in one namespace."""
-    ab = loaded.campaign.ab
-    together = loaded.campaign.execution.strategy != "sequential"
-    pairs = [(a, b) for a in names for b in names if a < b]
-    for a, b in pairs:
-        if not (together or (ab is not None and {a, b} == {ab.stable, ab.canary})):
-            continue
-        shared = sorted(names[a] & names[b])
-        if shared:
-            at: DocPath = ("deployments", index[b], "manifests")
-            raise CampaignError(
-                f"{_where(loaded, at)}: stacks {a} and {b} both create {', '.join(shared[:3])}"
-                " and may run at the same time — put {{ deployment.name }} in the objects'"
-                " names (and in ready/endpoint), or set execution.strategy: sequential"
-            )
-
-
 def _check_local_models(loaded: LoadedCampaign) -> None:
-    if loaded.campaign.backend.kind != "local":
+    if not loaded.campaign.backend.servers_here:
         return
     from testbed.servers.models import parse_source
 

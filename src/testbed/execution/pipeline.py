@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed import __version__
+from testbed.backends import backend_class
 from testbed.backends.base import Backend
 from testbed.config.loader import LoadedCampaign, load_campaign
 from testbed.config.server_kinds import kind_of, provisioned
@@ -20,10 +21,10 @@ from testbed.core.clock import wall_label
 from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.captures import Captures
-from testbed.execution.cluster_probes import check_shippable, in_cluster, remote_probe
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.inputs import check_api_keys, check_capacity, check_files
+from testbed.execution.remote_probes import check_shippable, shipped_campaign
 from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
 from testbed.execution.strategy import run_worker_sets
@@ -68,7 +69,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     plan = expand(loaded)
     check_files(loaded, plan)
     check_shippable(loaded, plan)
-    if not in_cluster(loaded):  # a probe Job's pod has limits of its own
+    if not loaded.campaign.backend.remote_probes:  # a probe run elsewhere has limits of its own
         check_capacity(loaded, plan)
     check_steps(loaded)  # templates, named commands, toolbox scripts, keep
     return plan
@@ -190,9 +191,7 @@ async def _phases(
             loaded.base_dir,
             loaded.campaign.backend.model_dump(mode="json"),
             # a worker given --endpoint runs its probe itself: it is the probe Job
-            remote_probe=None
-            if options.endpoints is not None
-            else remote_probe(loaded, plan, backend),
+            campaign=None if options.endpoints is not None else shipped_campaign(loaded, plan),
             record_tee=options.record_tee,
         ),
         backend,
@@ -346,21 +345,6 @@ def kept_message(run_dir: RunDir) -> str:
         f"skipped (execution.keep): the servers and the stack are left running — remove them"
         f" with `testbed cleanup {run_dir.path}`"
     )
-
-
-def backend_class(kind: str) -> type[Backend]:
-    """The class of backend ``kind``, imported on demand (the kubernetes client is an extra)."""
-    if kind == "local":
-        from testbed.backends.local import LocalBackend
-
-        return LocalBackend
-    if kind == "external":
-        from testbed.backends.external import ExternalBackend
-
-        return ExternalBackend
-    from testbed.backends.kubernetes import KubernetesBackend
-
-    return KubernetesBackend
 
 
 def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:

@@ -9,15 +9,16 @@ during the treatment is copied beside them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import json
 import traceback
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.backends.base import Handle
+from testbed.backends.base import Backend, Handle, ProbeRun, ShippedCampaign
 from testbed.config.ab import AbProbe
 from testbed.config.correctness import CorrectnessProbe
 from testbed.config.load import LoadProbe
@@ -39,14 +40,6 @@ _SECTIONS: dict[str, Any] = {
 }
 
 
-#: Runs a treatment's probe somewhere else (``backend.probes: cluster``): given the
-#: treatment, its attempt, its workers' handles and the context, it writes the records
-#: through ``ctx.records`` as they arrive and returns the outcome.
-RemoteProbe = Callable[
-    [Treatment, int, Mapping[str, Handle], ProbeContext], Awaitable[ProbeOutcome]
-]
-
-
 @dataclass
 class Setting:
     """What every treatment of a run shares."""
@@ -55,12 +48,13 @@ class Setting:
     seed: int
     base_dir: Path  # relative paths of the campaign start here
     backend: Mapping[str, Any] = field(default_factory=dict)  # the campaign's backend section
-    remote_probe: RemoteProbe | None = None  # probes run elsewhere (cluster Jobs)
+    campaign: ShippedCampaign | None = None  # what probes run elsewhere get (cluster Jobs)
     record_tee: Callable[[dict[str, Any]], None] | None = None  # sees each record (--stream)
 
 
 async def run_treatment(
     setting: Setting,
+    backend: Backend,
     treatment: Treatment,
     handles: Mapping[str, Handle],
     out_dir: Path,
@@ -68,7 +62,8 @@ async def run_treatment(
     logs: Mapping[str, Path],
     progress: Any,
 ) -> Verdict:
-    """Run ``treatment``; write records and summary into ``out_dir``; return the verdict."""
+    """Run ``treatment`` (its probe where ``backend`` runs probes); write records and
+    summary into ``out_dir``; return the verdict."""
     out_dir.mkdir(parents=True, exist_ok=True)
     workers = [setting.plan.workers[w] for w in treatment.workers]
     offsets = {w: _size(p) for w, p in logs.items()}
@@ -91,10 +86,17 @@ async def run_treatment(
             cluster=setting.backend,
         )
         mine = {w.id: handles[w.id] for w in workers}
-        if setting.remote_probe is not None:
-            probe = setting.remote_probe(treatment, attempt, mine, ctx)
-        else:
-            probe = _probe(treatment.probe, ctx)
+        run = ProbeRun(
+            treatment,
+            attempt,
+            mine,
+            {w.id: w.config for w in workers},
+            out_dir,
+            records,
+            progress,
+            setting.campaign,
+        )
+        probe = backend.run_probe(run, functools.partial(_probe, treatment.probe, ctx))
         try:
             outcome = await _race(probe, list(mine.values()))
             verdict = outcome.verdict
@@ -166,10 +168,9 @@ def write_summary(
 
 
 async def _probe(name: str, ctx: ProbeContext) -> ProbeOutcome:
-    try:
-        module = importlib.import_module(f"testbed.probes.{name}")
-    except ModuleNotFoundError as exc:
-        raise InfrastructureError(f"the {name} probe is not available in this build") from exc
+    """Run probe ``name`` (a key of ``_SECTIONS``, as the plan says) in this process; its
+    package is imported only when a treatment runs it (scale's needs the cluster client)."""
+    module = importlib.import_module(f"testbed.probes.{name}")
     result: ProbeOutcome = await module.run(ctx)
     return result
 

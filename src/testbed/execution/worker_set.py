@@ -111,6 +111,7 @@ class WorkerSetRunner:
             mark = await self.captures.before(treatment, out_dir) if self.captures else None
             verdict = await run_treatment(
                 self.setting,
+                self.backend,
                 treatment,
                 handles,
                 out_dir,

@@ -16,7 +16,9 @@ from typing import Any
 
 from testbed.clients.endpoint import Endpoint
 from testbed.results.files import RecordWriter
-from testbed.results.verdict import Verdict
+from testbed.results.outcome import ProbeOutcome
+
+__all__ = ["ProbeContext", "ProbeOutcome"]
 
 
 @dataclass
@@ -35,11 +37,3 @@ class ProbeContext:
     # the campaign's backend section (kind, namespace, context, kubeconfig …): the scale
     # probe reaches the cluster itself, since it has no worker
     cluster: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ProbeOutcome:
-    """A probe's result: its summary (goes into summary.json) and its verdict."""
-
-    summary: dict[str, Any]
-    verdict: Verdict

@@ -28,6 +28,7 @@ PLAN = "plan.json"
 LEDGER = "ledger.sqlite"
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
+PID_DIR = "pids"  # this machine's process groups of the run (servers, steps), to end
 
 
 @dataclass(frozen=True)

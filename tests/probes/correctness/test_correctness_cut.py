@@ -61,6 +61,19 @@ async def probe(
     return outcome.verdict.status, cases_run
 
 
+async def failed(
+    server: HostileServer, tmp_path: Path, protocol: str, *, stream: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The probe FAILs, and every case of the cut side (streamed or not) FAILs: all the
+    cases and that side's."""
+    status, cases = await probe(server, tmp_path, protocol)
+    assert status == Status.FAIL
+    side = [c for c in cases if c["stream"] is stream]
+    assert side
+    assert {c["status"] for c in side} == {"FAIL"}
+    return cases, side
+
+
 def _reasons(cases: list[dict[str, Any]], *, stream: bool) -> list[str]:
     return [c["reason"] for c in cases if c["stream"] is stream]
 
@@ -89,12 +102,8 @@ async def test_a_stream_cut_short_fails_the_twin(
     server: HostileServer, tmp_path: Path, protocol: str, cut: str, words: str
 ) -> None:
     server.cut, server.unary_cut = cut, "ok"
-    status, cases = await probe(server, tmp_path, protocol)
-    assert status == Status.FAIL
+    cases, twins = await failed(server, tmp_path, protocol, stream=True)
     assert {c["status"] for c in cases if not c["stream"]} == {"PASS"}
-    twins = [c for c in cases if c["stream"]]
-    assert twins
-    assert {c["status"] for c in twins} == {"FAIL"}
     # the client's account of the cut leads the stream check's problems
     lead = f"stream: stream cut short: {words}"
     assert all(c["reason"].startswith(lead) for c in twins), _reasons(cases, stream=True)
@@ -113,9 +122,5 @@ async def test_a_unary_answer_cut_short_fails_the_case(
     server: HostileServer, tmp_path: Path, protocol: str, cut: str, words: str
 ) -> None:
     server.cut, server.unary_cut = "ok", cut
-    status, cases = await probe(server, tmp_path, protocol)
-    assert status == Status.FAIL
-    unary = [c for c in cases if not c["stream"]]
-    assert unary
-    assert {c["status"] for c in unary} == {"FAIL"}
+    cases, unary = await failed(server, tmp_path, protocol, stream=False)
     assert all(words in c["reason"] for c in unary), _reasons(cases, stream=False)

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from testbed.backends.base import Backend, Handle
+from testbed.backends.base import Backend, Handle, ProbeRun
 from testbed.backends.endpoints import adapter_endpoint
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capture import capture
@@ -34,13 +34,17 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.node_fit import infeasible_reason
+from testbed.backends.kubernetes.probe_runner import ProbeJobs
+from testbed.backends.kubernetes.rbac import rbac_objects
 from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
 from testbed.backends.kubernetes.stack import Stacks
 from testbed.backends.kubernetes.stack_journal import remove_journalled
+from testbed.backends.kubernetes.stack_validation import check_stacks
 from testbed.backends.kubernetes.weights import run_secrets
 from testbed.clients.kube import ConnectionSpec, Kube, PortForward
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.config.backend_settings import KubernetesSettings
+from testbed.config.loader import LoadedCampaign
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import (
     ClusterAccessDenied,
@@ -49,6 +53,8 @@ from testbed.core.errors import (
     ClusterNotFound,
 )
 from testbed.core.secrets import resolve
+from testbed.plan.model import Plan
+from testbed.results.outcome import ProbeOutcome
 from testbed.servers.adapters import adapter_for
 
 #: Kinds a run's label selects, deleted in this order (pods go with their Deployments).
@@ -85,6 +91,7 @@ class KubernetesBackend(Backend):
         self._created = False  # whether this process applied anything (see _objects_marker)
         self._lock = asyncio.Lock()
         self._stacks = Stacks(self)  # server: manifests workers
+        self._probes = ProbeJobs(self.kube, self.run_id, self.namespace, self.config, self.settings)
 
     @classmethod
     def for_run(
@@ -99,11 +106,29 @@ class KubernetesBackend(Backend):
         Kube.connect(ConnectionSpec.from_backend(config)).close()
         run_secrets(deployments, config, resolve)
 
+    @classmethod
+    def check_campaign(cls, loaded: LoadedCampaign, plan: Plan) -> None:
+        """Each stack's manifests render and hold what it names (:mod:`.stack_validation`)."""
+        check_stacks(loaded, plan)
+
+    @classmethod
+    def runner_rbac(
+        cls, loaded: LoadedCampaign, namespace: str, account: str
+    ) -> list[dict[str, Any]]:
+        """Least privilege for what this backend does for the campaign (:mod:`.rbac`)."""
+        return rbac_objects(loaded, namespace, account)
+
     async def kube(self) -> Kube:
         if self._kube is None:
             spec = ConnectionSpec.from_backend(self.config)
             self._kube = await asyncio.to_thread(Kube.connect, spec)
         return self._kube
+
+    async def run_probe(
+        self, run: ProbeRun, here: Callable[[], Awaitable[ProbeOutcome]]
+    ) -> ProbeOutcome:
+        """With ``probes: cluster`` a Job next to the servers runs it (:mod:`.probe_runner`)."""
+        return await self._probes.run(run, here)
 
     def in_cluster(self) -> bool:
         access = self.settings.access

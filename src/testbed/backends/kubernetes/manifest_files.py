@@ -1,7 +1,8 @@
 """``testbed plan FILE --manifests DIR``: every object a run would create, as YAML files.
 
-The objects are exactly those the backend applies (:func:`manifests.run_objects`, and each
-stack worker's rendered manifests), for a run id given or derived from the campaign's name;
+The objects are exactly those the backend applies (:func:`manifests.run_objects`, each
+stack worker's rendered manifests, and with ``probes: cluster`` the campaign ConfigMap and
+each treatment's first probe Job), for a run id given or derived from the campaign's name;
 Secrets show ``***`` instead of values, so the files can be reviewed, diffed and committed.
 """
 
@@ -14,12 +15,15 @@ from typing import Any
 
 import yaml
 
+from testbed.backends.base import ShippedCampaign
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.names import owns_namespace, run_namespace
+from testbed.backends.kubernetes.probe_job import configmap, probe_job
 from testbed.backends.kubernetes.stack import CRD, render_worker
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import InputError
 from testbed.core.secrets import MASK
+from testbed.plan.model import Plan
 
 
 def _mask(text: str) -> str:
@@ -55,6 +59,23 @@ def stack_objects(
             objects = render_worker(run_id, worker_id, config, backend, base_dir)
             found += [o.obj for o in sorted(objects, key=lambda o: o.kind != CRD)]
     return found
+
+
+def probe_objects(
+    run_id: str, backend: Mapping[str, Any], plan: Plan, campaign: ShippedCampaign | None
+) -> list[dict[str, Any]]:
+    """What probes run in the cluster add to a run's objects: the campaign ConfigMap and
+    each planned treatment's first probe Job; none when probes run here (no ``campaign``)."""
+    if campaign is None:
+        return []
+    namespace = run_namespace(run_id, backend)
+    items = [dict(i) for i in campaign.items]
+    objects = [configmap(run_id, namespace, campaign.data)]
+    for treatment in plan.planned():
+        workers = {w: plan.workers[w].config for w in treatment.workers}
+        where = {"id": treatment.id, "dirname": treatment.dirname}
+        objects.append(probe_job(run_id, namespace, where, 1, workers, backend, items))
+    return objects
 
 
 def write_manifests(objects: list[dict[str, Any]], folder: Path) -> list[Path]:

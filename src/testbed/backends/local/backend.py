@@ -30,12 +30,12 @@ from testbed.clients.endpoint import Endpoint
 from testbed.config.deployments import gpu_count
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import ServerStartError
+from testbed.results.rundir import PID_DIR
 from testbed.servers.adapters import adapter_for
 from testbed.servers.models import parse_source, resolve_model
 from testbed.servers.startup_log import root_cause
 
 HOST = "127.0.0.1"
-PID_DIR = "pids"
 GPUS_FILE = "gpus.json"
 
 
@@ -43,6 +43,7 @@ class LocalBackend(Backend):
     """Servers as child processes of this machine."""
 
     name = "local"
+    ends_local_processes = True  # its servers are this machine's recorded process groups
 
     def __init__(
         self,
@@ -129,12 +130,7 @@ class LocalBackend(Backend):
         return self._assignment.devices[worker_id]
 
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
-        ended = []
-        for pid_file in sorted((run_dir / PID_DIR).glob("*.json")):
-            message = process.kill_leftover(pid_file)
-            if message:
-                ended.append(message)
-        return ended
+        return process.kill_leftovers(run_dir / PID_DIR)
 
     @classmethod
     def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:

@@ -101,3 +101,9 @@ def kill_leftover(pid_file: Path) -> str | None:
         message = f"ended leftover server process group {pid} ({pid_file.name})"
     pid_file.unlink(missing_ok=True)
     return message
+
+
+def kill_leftovers(pid_dir: Path) -> list[str]:
+    """End every process group recorded in ``pid_dir`` that still runs; say which."""
+    found = (kill_leftover(pid_file) for pid_file in sorted(pid_dir.glob("*.json")))
+    return [message for message in found if message]

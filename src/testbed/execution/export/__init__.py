@@ -36,7 +36,7 @@ def export(
         tasks,
         options,
         volume,
-        backend=campaign.backend.kind,
+        servers_here=campaign.backend.servers_here,
         fail_fast=campaign.execution.fail_fast,
     )
     main = render(run)

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from testbed.backends import backend_class
 from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
@@ -95,10 +96,8 @@ def support_objects(
         {"apiVersion": "v1", "kind": "ServiceAccount",
          "metadata": {"name": options.service_account, **meta}},
     ]  # fmt: skip
-    if loaded.campaign.backend.kind == "kubernetes":
-        from testbed.execution.export.rbac import rbac_objects
-
-        rbac += rbac_objects(loaded, options.namespace, options.service_account)
+    backend = backend_class(loaded.campaign.backend.kind)
+    rbac += backend.runner_rbac(loaded, options.namespace, options.service_account)
     return {
         "namespace.yaml": [
             {"apiVersion": "v1", "kind": "Namespace",

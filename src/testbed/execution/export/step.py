@@ -30,7 +30,7 @@ class ExportedRun:
     tasks: list[Task]
     options: ExportOptions
     volume: CampaignVolume
-    backend: str  # the campaign's backend kind
+    servers_here: bool  # the backend's servers run in the task's pod (local)
     fail_fast: bool
 
     def metadata(self) -> dict[str, Any]:
@@ -45,7 +45,7 @@ class ExportedRun:
         return [self.volume.volume(), {"name": "results", "emptyDir": {}}]
 
     def container(self, task: Task, run_name: str) -> dict[str, Any]:
-        return worker_container(task, self.plan, self.options, self.backend, run_name)
+        return worker_container(task, self.plan, self.options, self.servers_here, run_name)
 
 
 def worker_args(task: Task, options: ExportOptions, run_name: str) -> list[str]:
@@ -66,7 +66,7 @@ def worker_args(task: Task, options: ExportOptions, run_name: str) -> list[str]:
 
 
 def worker_container(
-    task: Task, plan: Plan, options: ExportOptions, backend: str, run_name: str
+    task: Task, plan: Plan, options: ExportOptions, servers_here: bool, run_name: str
 ) -> dict[str, Any]:
     """The container spec (image, command, env from the Secret, mounts, resources)."""
     return {
@@ -78,14 +78,14 @@ def worker_container(
             {"name": "campaign", "mountPath": CAMPAIGN_MOUNT, "readOnly": True},
             {"name": "results", "mountPath": RESULTS_MOUNT},
         ],
-        "resources": resources(task, plan, backend),
+        "resources": resources(task, plan, servers_here),
     }
 
 
-def resources(task: Task, plan: Plan, backend: str) -> dict[str, Any]:
+def resources(task: Task, plan: Plan, servers_here: bool) -> dict[str, Any]:
     """With the local backend the servers run inside the task's pod, so it asks for their
     resources; otherwise the pod only drives probes (the servers are pods of their own)."""
-    if backend != "local":
+    if not servers_here:
         return {"requests": {"cpu": "1", "memory": "1Gi"}}
     configs = [
         Resources.model_validate(plan.workers[w].config.get("resources") or {})

@@ -28,19 +28,19 @@ def check_steps(loaded: LoadedCampaign) -> None:
     steps = planned_steps(loaded)
     campaign = loaded.campaign
     captures = campaign.execution.capture.state or any(s.kind == "capture" for s in steps)
-    if captures and campaign.backend.kind == "external":
+    if captures and not campaign.backend.runs_state:
         raise CampaignError(
-            f"{loaded.file}: a state capture dumps what the backend runs, and backend: external"
-            " runs nothing — remove capture: [state] steps and execution.capture.state, or use"
-            " backend: local or kubernetes"
+            f"{loaded.file}: a state capture dumps what the backend runs, and backend:"
+            f" {campaign.backend.kind} runs nothing — remove capture: [state] steps and"
+            " execution.capture.state, or use backend: local or kubernetes"
         )
-    if campaign.execution.capture.namespaces and campaign.backend.kind != "kubernetes":
+    if campaign.execution.capture.namespaces and not campaign.backend.namespaced:
         raise CampaignError(
             f"{_where(loaded, ('execution', 'capture', 'namespaces'))}: capture.namespaces"
             " names a cluster's namespaces to dump; the"
             f" {campaign.backend.kind} backend has none — remove it, or use backend: kubernetes"
         )
-    if campaign.execution.keep and campaign.backend.kind != "kubernetes":
+    if campaign.execution.keep and not campaign.backend.keeps_servers:
         origin = loaded.provenance.nearest(("execution", "keep"))
         where = origin.describe() if origin else loaded.file
         raise CampaignError(

@@ -30,6 +30,7 @@ from testbed.core.process_group import die_with_parent, start_time
 from testbed.core.secrets import names, redact, resolve
 from testbed.execution.events import Observer
 from testbed.results.files import write_json
+from testbed.results.rundir import PID_DIR
 from testbed.results.steps import (
     OK,
     STDERR,
@@ -149,7 +150,7 @@ class StepRunner:
             "TESTBED_PHASE": step.phase,
             "TESTBED_STEP": step.name,
         }
-        pid_file = self.run_path / "pids" / f"step-{step.number:03d}.json"
+        pid_file = self.run_path / PID_DIR / f"step-{step.number:03d}.json"
         try:
             child = await _start(argv, env, folder, self.base_dir, pid_file)
         except OSError as exc:

@@ -19,7 +19,7 @@ from testbed.config.templating import PlannedStep
 from testbed.execution.events import Observer
 from testbed.execution.steps import planned_steps
 from testbed.execution.steps.runner import StepRunner
-from testbed.results.rundir import RunDir
+from testbed.results.rundir import PID_DIR, RunDir
 from testbed.results.steps import STEPS_PLAN, read_step, steps_dir
 
 
@@ -38,7 +38,7 @@ class StepSession:
         skip: set[str],
         enabled: bool = True,
     ) -> StepSession:
-        for pid_file in sorted((run_dir.path / "pids").glob("step-*.json")):
+        for pid_file in sorted((run_dir.path / PID_DIR).glob("step-*.json")):
             # a step of an earlier attempt killed with testbed (SIGKILL): end its group
             message = kill_leftover(pid_file)
             if message:

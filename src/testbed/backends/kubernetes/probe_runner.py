@@ -1,12 +1,12 @@
 """``backend.probes: cluster``: each treatment's probe runs as a Job next to the servers.
 
 The controller still provisions the servers (:class:`KubernetesBackend`); for a treatment
-it creates the probe Job (``backends.kubernetes.probe_job``), waits for its pod by WATCH,
-and follows the pod's log: every stream line (:mod:`testbed.results.stream`) is written
-into the treatment directory as it arrives — records through the treatment's record
-writer, the probe's other files beside them — and the streamed summary gives the verdict.
-So ledger, resume, reports and compare see the same treatment directory as with probes
-run here.
+(:meth:`KubernetesBackend.run_probe`) it creates the probe Job (:mod:`.probe_job`), waits
+for its pod by WATCH, and follows the pod's log: every stream line
+(:mod:`testbed.results.stream`) is written into the treatment directory as it arrives —
+records through the treatment's record writer, the probe's other files beside them — and
+the streamed summary gives the verdict. So ledger, resume, reports and compare see the same
+treatment directory as with probes run here.
 
 A pod that is killed, fails or ends without its summary is that treatment's ERROR (exit 3)
 with the reason and the last lines it printed; the records that arrived stay, and
@@ -19,19 +19,18 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from testbed.backends.base import Handle
-from testbed.backends.kubernetes import KubernetesBackend
+from testbed.backends.base import ProbeRun, ShippedCampaign
 from testbed.backends.kubernetes.podstate import verdict_of
 from testbed.backends.kubernetes.probe_job import CONTAINER, configmap, probe_job, probe_selector
 from testbed.clients.kube import Changes, Kube
 from testbed.clients.kube.logs import LogLines
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.core.errors import ClusterError, InfrastructureError
-from testbed.plan.model import Plan, Treatment
-from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.results import stream
+from testbed.results.outcome import ProbeOutcome
 from testbed.results.verdict import Verdict
 
 #: Keys of a treatment's summary.json that the controller writes itself.
@@ -43,73 +42,75 @@ MAX_FOLLOWS = 5  # a log connection that drops while the pod runs is followed ag
 
 
 class ProbeJobs:
-    """Runs treatments' probes as Jobs of the run (one instance per run)."""
+    """Runs treatments' probes as Jobs of the run (one instance per run, made by the
+    backend on the first probe)."""
 
     def __init__(
         self,
-        backend: KubernetesBackend,
-        plan: Plan,
-        campaign: Mapping[str, str],
-        items: list[dict[str, str]],
+        kube: Callable[[], Awaitable[Kube]],
+        run_id: str,
+        namespace: str,
+        config: Mapping[str, Any],
+        settings: KubernetesSettings,
     ) -> None:
-        self.backend, self.plan = backend, plan
-        self.campaign, self.items = dict(campaign), items
+        self._kube, self.run_id, self.namespace = kube, run_id, namespace
+        self.config, self.settings = dict(config), settings  # the backend section
         self._configmap_ready = False
         self._lock = asyncio.Lock()
 
-    async def __call__(
-        self,
-        treatment: Treatment,
-        attempt: int,
-        handles: Mapping[str, Handle],
-        ctx: ProbeContext,
-    ) -> ProbeOutcome:
+    async def run(self, run: ProbeRun, here: Callable[[], Awaitable[ProbeOutcome]]) -> ProbeOutcome:
+        """The treatment's probe as a Job with ``probes: cluster`` (else ``here``): its
+        records and files written into ``run`` as they arrive; its outcome from the summary
+        it streams last."""
+        if not self.settings.remote_probes:
+            return await here()
+        if run.campaign is None:  # execution ships it whenever the settings say so
+            raise InfrastructureError("probes: cluster, but the campaign was not shipped")
+        kube = await self._kube()
         # The Job reaches the workers through their Services; a stack's URL is its own.
         urls = {
-            w: str(h.info["cluster_url"]) for w, h in handles.items() if h.info.get("cluster_url")
+            w: str(h.info["cluster_url"])
+            for w, h in run.handles.items()
+            if h.info.get("cluster_url")
         }
-        backend = self.backend
-        kube = await backend.kube()
-        await self._ensure_configmap(kube)
-        workers = {w: self.plan.workers[w].config for w in treatment.workers}
+        await self._ensure_configmap(kube, run.campaign)
         job = probe_job(
-            backend.run_id,
-            backend.namespace,
-            {"id": treatment.id, "dirname": treatment.dirname},
-            attempt,
-            workers,
-            backend.config,
-            self.items,
+            self.run_id,
+            self.namespace,
+            {"id": run.treatment.id, "dirname": run.treatment.dirname},
+            run.attempt,
+            run.workers,
+            self.config,
+            [dict(i) for i in run.campaign.items],
             urls,
         )
         name = str(job["metadata"]["name"])
-        ctx.progress(f"probe Job {name}")
+        run.progress(f"probe Job {name}")
         await asyncio.to_thread(kube.create, job)
         try:
-            return await self._follow(
-                kube, name, probe_selector(backend.run_id, treatment.id, attempt), ctx
-            )
+            selector = probe_selector(self.run_id, run.treatment.id, run.attempt)
+            return await self._follow(kube, name, selector, run)
         finally:
             await asyncio.shield(self._delete(kube, name))
 
-    async def _ensure_configmap(self, kube: Kube) -> None:
+    async def _ensure_configmap(self, kube: Kube, campaign: ShippedCampaign) -> None:
         async with self._lock:
             if not self._configmap_ready:
-                obj = configmap(self.backend.run_id, self.backend.namespace, self.campaign)
+                obj = configmap(self.run_id, self.namespace, campaign.data)
                 await asyncio.to_thread(kube.apply, obj)
                 self._configmap_ready = True
 
     async def _delete(self, kube: Kube, name: str) -> None:
         with contextlib.suppress(ClusterError):
-            await asyncio.to_thread(kube.delete, "Job", name, self.backend.namespace)
+            await asyncio.to_thread(kube.delete, "Job", name, self.namespace)
 
-    async def _follow(self, kube: Kube, job: str, selector: str, ctx: ProbeContext) -> ProbeOutcome:
-        ns = self.backend.namespace
+    async def _follow(self, kube: Kube, job: str, selector: str, run: ProbeRun) -> ProbeOutcome:
+        ns = self.namespace
         changes = Changes(kube, "Pod", ns, selector)
         try:
             pod = await self._started(changes, job)
             pod_name = str(pod["metadata"]["name"])
-            reader = _Reader(ctx)
+            reader = _Reader(run)
             for _ in range(MAX_FOLLOWS):
                 lines = LogLines(kube, ns, pod_name, CONTAINER)
                 try:
@@ -125,7 +126,7 @@ class ProbeJobs:
                     break
             raise InfrastructureError(
                 f"probe Job {job}: pod {pod_name} {_how_it_ended(pod)} before the treatment"
-                f" finished; {ctx.records.count} record(s) arrived and are kept" + reader.evidence()
+                f" finished; {run.records.count} record(s) arrived and are kept" + reader.evidence()
             )
         finally:
             changes.close()
@@ -133,7 +134,7 @@ class ProbeJobs:
     async def _started(self, changes: Changes, job: str) -> dict[str, Any]:
         """The Job's pod once its container runs (or already ended); failures to start it
         (image pull, configuration, unschedulable, timeouts) raise with the cluster's word."""
-        settings = self.backend.settings
+        settings = self.settings
         loop = asyncio.get_running_loop()
         deadline = loop.time() + settings.scheduled_timeout_s + settings.ready_timeout_s
         while True:
@@ -159,8 +160,8 @@ class ProbeJobs:
 class _Reader:
     """Writes stream items into the treatment directory as they arrive."""
 
-    def __init__(self, ctx: ProbeContext) -> None:
-        self.ctx = ctx
+    def __init__(self, run: ProbeRun) -> None:
+        self.run = run
         self.last_seq = 0
         self.summary: dict[str, Any] | None = None
         self.noise: collections.deque[str] = collections.deque(maxlen=NOISE_LINES)
@@ -173,10 +174,10 @@ class _Reader:
             return
         if item.kind == "record" and isinstance(item.data, dict):
             if item.seq > self.last_seq:  # a re-followed log repeats what was written
-                self.ctx.records.write(item.data)
+                self.run.records.write(item.data)
                 self.last_seq = item.seq
         elif item.kind == "file":
-            stream.write_file(self.ctx.out_dir, item.data)
+            stream.write_file(self.run.out_dir, item.data)
         elif item.kind == "summary":
             self.summary = item.data if isinstance(item.data, dict) else {}
 
@@ -192,7 +193,7 @@ class _Reader:
             raise InfrastructureError(
                 f"probe Job {job}: the worker ended without a treatment summary" + self.evidence()
             )
-        sent, arrived = int(summary.get("records") or 0), self.ctx.records.count
+        sent, arrived = int(summary.get("records") or 0), self.run.records.count
         if sent != arrived:
             raise InfrastructureError(
                 f"probe Job {job}: the worker wrote {sent} record(s) but {arrived} arrived"
