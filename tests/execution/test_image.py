@@ -90,11 +90,11 @@ def test_the_containerfile_installs_every_extra_the_pods_import() -> None:
 
 
 def test_dropping_an_extra_is_noticed() -> None:
-    """The check can fail: without ``tgis`` the gRPC modules of servers and probes have no
-    distribution in the image."""
+    """The check can fail: without ``tgis`` the gRPC modules of servers (grpcio) and of the
+    probes' client (hpack, protobuf) have no distribution in the image."""
     installed = installed_closure(containerfile_extras() - {"tgis"})
-    assert "grpcio" not in installed
-    assert "grpc" in third_party_imports(ROLES["probe Job (testbed worker --stream)"])
+    assert not {"grpcio", "hpack"} & installed
+    assert "hpack" in third_party_imports(ROLES["probe Job (testbed worker --stream)"])
 
 
 @pytest.mark.parametrize(
