@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from testbed.backends.local import LocalBackend
-from testbed.backends.local.process import kill_leftover
 from testbed.backends.local.readiness import http_status
 from testbed.core.errors import ServerStartError
+from testbed.core.processes import kill_leftover
 
 
 def sim(**params: Any) -> dict[str, Any]:

@@ -44,6 +44,11 @@ class Case:
     unset: list[str] = field(default_factory=list)
 
 
+def _invalid(name: str, file: str, says: str, *, bounded: bool = False) -> Case:
+    """``testbed validate`` of the inputs folder's ``file``, refused (exit 2) saying ``says``."""
+    return Case(name, ["validate", "{in}/" + file], 2, says, bounded)
+
+
 def _dataset_case(label: str, dataset: str, says: str) -> Case:
     """``testbed load`` of a model-less endpoint with ``--dataset DATASET``, refused (exit 2)."""
     argv = ["load", "{hostile}/nomodels", "--model", "m", "--dataset", dataset]
@@ -101,39 +106,39 @@ FILES: dict[str, str | bytes] = {
 
 CASES = [
     # -- campaign files -------------------------------------------------------------------
-    Case("bomb", ["validate", "{in}/bomb.yaml"], 2, "alias *a3 repeats", bounded=True),
-    Case("bomb in a case file", ["validate", "{in}/bomb_case.yaml"], 2, "alias bomb?", True),
-    Case("recursive alias", ["validate", "{in}/recursive.yaml"], 2, "repeat forever", True),
-    Case("5,000 lists deep", ["validate", "{in}/deep.yaml"], 2, "nested more than", True),
-    Case("empty file", ["validate", "{in}/empty.yaml"], 2, "the campaign is empty"),
+    _invalid("bomb", "bomb.yaml", "alias *a3 repeats", bounded=True),
+    _invalid("bomb in a case file", "bomb_case.yaml", "alias bomb?", bounded=True),
+    _invalid("recursive alias", "recursive.yaml", "repeat forever", bounded=True),
+    _invalid("5,000 lists deep", "deep.yaml", "nested more than", bounded=True),
+    _invalid("empty file", "empty.yaml", "the campaign is empty"),
     Case("a directory", ["validate", "{in}"], 2, "cannot read it as a YAML text file"),
-    Case("no such file", ["validate", "{in}/nope.yaml"], 2, "no such file"),
-    Case("a list", ["validate", "{in}/list.yaml"], 2, "expected a mapping"),
-    Case("not UTF-8", ["validate", "{in}/latin1.yaml"], 2, "cannot read it as a YAML"),
-    Case("duplicate key", ["validate", "{in}/dup.yaml"], 2, "duplicate key 'name'"),
+    _invalid("no such file", "nope.yaml", "no such file"),
+    _invalid("a list", "list.yaml", "expected a mapping"),
+    _invalid("not UTF-8", "latin1.yaml", "cannot read it as a YAML"),
+    _invalid("duplicate key", "dup.yaml", "duplicate key 'name'"),
     Case("--set not YAML", ["validate", "{in}/ok.yaml", "--set", "load.requests=[1"], 2, "YAML"),
     # -- absurd numbers ---------------------------------------------------------------------
-    Case("concurrency 1e9", ["validate", "{in}/conc_int.yaml"], 2, "open files", True),
-    Case("concurrency '1e9'", ["validate", "{in}/conc_str.yaml"], 2, "open files", True),
-    Case("concurrency 1.0e+9", ["validate", "{in}/conc_float.yaml"], 2, "open files", True),
-    Case("concurrency -4", ["validate", "{in}/conc_neg.yaml"], 2, "greater than or equal to 1"),
-    Case("requests 10**26", ["validate", "{in}/req_int.yaml"], 2, "load.requests:", True),
-    Case("requests 1.0e+26", ["validate", "{in}/req_float.yaml"], 2, "load.requests:", True),
-    Case("requests '1e26'", ["validate", "{in}/req_str.yaml"], 2, "load.requests:", True),
-    Case("rate .inf", ["validate", "{in}/rate_inf.yaml"], 2, "a finite number", True),
-    Case("rate 1e12", ["validate", "{in}/rate_huge.yaml"], 2, "in memory", True),
-    Case("duration .nan", ["validate", "{in}/dur_nan.yaml"], 2, "a finite number", True),
-    Case("processes 1e6", ["validate", "{in}/procs.yaml"], 2, "load processes need", True),
-    Case("sweep 1e8", ["validate", "{in}/sweep.yaml"], 2, "sweep.max_concurrency", True),
-    Case("matrix level 1e9", ["validate", "{in}/matrix.yaml"], 2, "open files", True),
-    Case("1e9 input tokens", ["validate", "{in}/tokens.yaml"], 2, "in memory", True),
+    _invalid("concurrency 1e9", "conc_int.yaml", "open files", bounded=True),
+    _invalid("concurrency '1e9'", "conc_str.yaml", "open files", bounded=True),
+    _invalid("concurrency 1.0e+9", "conc_float.yaml", "open files", bounded=True),
+    _invalid("concurrency -4", "conc_neg.yaml", "greater than or equal to 1"),
+    _invalid("requests 10**26", "req_int.yaml", "load.requests:", bounded=True),
+    _invalid("requests 1.0e+26", "req_float.yaml", "load.requests:", bounded=True),
+    _invalid("requests '1e26'", "req_str.yaml", "load.requests:", bounded=True),
+    _invalid("rate .inf", "rate_inf.yaml", "a finite number", bounded=True),
+    _invalid("rate 1e12", "rate_huge.yaml", "in memory", bounded=True),
+    _invalid("duration .nan", "dur_nan.yaml", "a finite number", bounded=True),
+    _invalid("processes 1e6", "procs.yaml", "load processes need", bounded=True),
+    _invalid("sweep 1e8", "sweep.yaml", "sweep.max_concurrency", bounded=True),
+    _invalid("matrix level 1e9", "matrix.yaml", "open files", bounded=True),
+    _invalid("1e9 input tokens", "tokens.yaml", "in memory", bounded=True),
     Case("run: concurrency 1e9", ["run", "{in}/conc_int.yaml"], 2, "open files", True),
-    Case("ab concurrency 1e9", ["validate", "{in}/ab_conc.yaml"], 2, "ab.concurrency", True),
-    Case("ab resamples 1e9", ["validate", "{in}/ab_boot.yaml"], 2, "ab.bootstrap_", True),
+    _invalid("ab concurrency 1e9", "ab_conc.yaml", "ab.concurrency", bounded=True),
+    _invalid("ab resamples 1e9", "ab_boot.yaml", "ab.bootstrap_", bounded=True),
     Case("--cpu-budget -1", ["run", "{in}/ok.yaml", "--cpu-budget", "-1"], 2, "positive"),
     # -- URLs, files and keys of a campaign ---------------------------------------------------
-    Case("url with no host", ["validate", "{in}/no_host.yaml"], 2, "names no host"),
-    Case("port out of range", ["validate", "{in}/bad_port.yaml"], 2, "Port out of range"),
+    _invalid("url with no host", "no_host.yaml", "names no host"),
+    _invalid("port out of range", "bad_port.yaml", "Port out of range"),
     Case("run --out a file", ["run", "{in}/ok.yaml", "--out", "{in}/a_file"], 2, "is a file"),
     Case(
         "run --out under a file",

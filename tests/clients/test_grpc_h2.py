@@ -2,17 +2,16 @@
 
 The server (tests/fixtures/h2_server.py) is scripted per test: it sends what a grpcio
 server does not produce on demand — header blocks in CONTINUATIONs, padding, messages split
-across DATA frames or several in one, Trailers-Only answers, RST_STREAM, GOAWAY, a
-connection closed mid-stream — and checks what the client must send back (SETTINGS and
-PING ACKs, WINDOW_UPDATEs, RST_STREAM on a deadline, its header block). One test runs
-against grpcio's server itself (the simulator's gRPC door).
+across DATA frames or several in one, Trailers-Only answers, RST_STREAM, GOAWAY, a stream
+limit — and checks what the client must send back (SETTINGS and PING ACKs, WINDOW_UPDATEs,
+its header block). Through TgisPool (connections lost, deadlines, grpcio's server):
+tests/clients/test_tgis_connection.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import struct
-from typing import Any
 
 import pytest
 from hpack import Encoder, NeverIndexedHeaderTuple
@@ -32,15 +31,12 @@ from tests.fixtures.h2_server import (
     SETTINGS,
     WINDOW_UPDATE,
     Peer,
-    Script,
     frame,
     message,
     scripted,
 )
 
-from testbed.clients import tgis
 from testbed.clients.grpc_channel import GrpcChannel, GrpcError
-from testbed.proto.fmaas import generation_pb2 as pb
 
 PATH = "/test.Service/Method"
 
@@ -281,126 +277,6 @@ async def test_flow_control_both_ways() -> None:
     assert 1 <= len(stream_updates) <= 3  # given back in batches, not per frame
 
 
-def generation(**fields: Any) -> bytes:
-    return message(pb.GenerationResponse(**fields).SerializeToString())
-
-
-STREAM_BODY = {"requests": [{"text": "hi"}], "params": {"stopping": {"max_new_tokens": 4}}}
-
-
-async def send_tgis(script: Script, timeout_s: float = 5.0) -> tgis.TgisSink:
-    pool = tgis.TgisPool(script.target)
-    sink = tgis.sink(stream=True)
-    try:
-        await pool.send(tgis.encode(STREAM_BODY, stream=True), sink, timeout_s)
-    finally:
-        await pool.aclose()
-    return sink
-
-
-async def test_a_connection_lost_mid_stream_cuts_the_answer_short() -> None:
-    async def handler(peer: Peer, _: int) -> None:
-        await peer.handshake()
-        sid, _, _ = await peer.request()
-        peer.send(
-            peer.headers(sid, OK_HEAD),
-            frame(DATA, 0, sid, generation(input_token_count=1)),
-            frame(DATA, 0, sid, generation(text=" a", generated_token_count=1)),
-        )
-        await peer.writer.drain()
-        peer.writer.transport.abort()
-
-    async with scripted(handler) as script:
-        sink = await send_tgis(script)
-    response = sink.response
-    assert response.status == 503
-    assert response.error is not None
-    assert response.error.startswith("gRPC UNAVAILABLE: the connection closed"), response.error
-    assert [text for _, text in response.chunks] == [" a"]
-    assert response.t_done_ns >= response.chunks[0][0]
-
-
-async def test_no_answer_and_no_http2_are_connection_errors() -> None:
-    """A server that closes before answering anything, and one that does not speak HTTP/2
-    (it closes at the preface): no answer came, as when nothing listens."""
-
-    async def closes_after_request(peer: Peer, _: int) -> None:
-        await peer.handshake()
-        await peer.request()
-        peer.writer.transport.abort()
-
-    async def not_http2(peer: Peer, _: int) -> None:
-        await peer.reader.readexactly(24)
-        peer.writer.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-        peer.writer.transport.close()
-
-    async with scripted(closes_after_request) as script:
-        with pytest.raises(
-            tgis.TgisConnectionError,
-            match=r"^no answer from 127\.0\.0\.1:\d+: the connection closed",
-        ):
-            await send_tgis(script)
-    async with scripted(not_http2) as script:
-        with pytest.raises(
-            tgis.TgisConnectionError, match=r"^cannot connect to .*before its HTTP/2 SETTINGS"
-        ):
-            await send_tgis(script)
-
-
-async def test_a_deadline_cancels_the_stream_on_the_server() -> None:
-    reset: list[tuple[int, bytes]] = []
-    was_reset = asyncio.Event()
-
-    async def handler(peer: Peer, _: int) -> None:
-        await peer.handshake()
-        sid, _, _ = await peer.request()
-        peer.send(peer.headers(sid, OK_HEAD), frame(DATA, 0, sid, generation(input_token_count=1)))
-        while True:
-            kind, _, fsid, payload = await peer.frame()
-            if kind == RST_STREAM:
-                reset.append((fsid, payload))
-                was_reset.set()
-                return
-
-    async with scripted(handler) as script:
-        pool = tgis.TgisPool(script.target)
-        try:
-            with pytest.raises(TimeoutError):
-                await pool.send(tgis.encode(STREAM_BODY, stream=True), tgis.sink(stream=True), 0.3)
-            async with asyncio.timeout(5):
-                await was_reset.wait()
-        finally:
-            await pool.aclose()
-    assert reset == [(1, struct.pack(">I", 8))]  # CANCEL
-    assert script.peers[0].requests[0][1]["grpc-timeout"][1] == "300m"
-
-
-async def test_against_grpcio_many_streams_and_a_long_answer() -> None:
-    """The simulator's gRPC door is grpcio's server: 64 streams at once share one
-    connection (its header blocks use HPACK's dynamic table), and a 200 KB answer spans
-    many DATA frames."""
-    from testbed.config.sim import SimParams
-    from testbed.servers.sim.server import SimServer
-
-    async with SimServer(SimParams(protocols=("tgis",), itl_ms=1.0)) as server:
-        assert server.grpc_target is not None
-        pool = tgis.TgisPool(server.grpc_target)
-        sinks = [tgis.sink(stream=True) for _ in range(64)]
-        try:
-            payload = tgis.encode(STREAM_BODY, stream=True)
-            await asyncio.gather(*(pool.send(payload, sink, 20) for sink in sinks))
-            connections = pool._channel.open_connections
-            words = [f"w{i}" for i in range(20_000)]
-            tokens = await pool.tokenize([" ".join(words)], return_tokens=True)
-        finally:
-            await pool.aclose()
-    assert all(s.response.ok for s in sinks), [s.response.error for s in sinks]
-    assert {len(s.response.chunks) for s in sinks} == {4}
-    assert connections == 1
-    assert list(tokens.responses[0].tokens) == words
-    assert tokens.ByteSize() > 100_000
-
-
 async def test_frames_read_one_byte_at_a_time() -> None:
     """Frame headers, prefixes and header blocks cut at every byte boundary."""
     from testbed.clients.grpc_h2 import GrpcConnection
@@ -429,3 +305,37 @@ async def test_frames_read_one_byte_at_a_time() -> None:
     assert stream.done.done()
     assert stream.done.result() is None
     assert conn.usable
+
+
+async def test_a_call_that_gave_up_waiting_for_a_stream_does_not_keep_the_slot() -> None:
+    """One stream at a time: the second call times out while it waits; when the first ends,
+    the third gets the freed stream."""
+    release, holding = asyncio.Event(), asyncio.Event()
+
+    async def handler(peer: Peer, _: int) -> None:
+        await peer.handshake({3: 1})  # MAX_CONCURRENT_STREAMS
+        while True:
+            sid, _, body = await peer.request()
+            if body == message(b"first"):
+                holding.set()
+                await release.wait()
+            peer.send(peer.headers(sid, OK_HEAD), frame(DATA, 0, sid, body), peer.trailers(sid))
+
+    async with scripted(handler) as script:
+        channel = GrpcChannel(script.target)
+        try:
+            first = asyncio.create_task(collect(channel, b"first"))
+            await holding.wait()
+            with pytest.raises(TimeoutError):
+                await collect(channel, b"second", timeout_s=0.05)
+            third = asyncio.create_task(collect(channel, b"third"))
+            release.set()
+            async with asyncio.timeout(5):
+                answers = [await first, await third]
+        finally:
+            await channel.aclose()
+    assert [a[0][0] for a in answers] == [b"first", b"third"]
+    assert [body for _, _, body in script.peers[0].requests] == [
+        message(b"first"),
+        message(b"third"),
+    ]

@@ -13,6 +13,7 @@ from testbed.config.server_kinds import KINDS, server_kind
 from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
 
+EXAMPLES = Path(__file__).parents[2] / "examples"
 CAMPAIGN = textwrap.dedent(
     """\
     name: caps
@@ -147,3 +148,23 @@ def test_a_container_image_is_refused_on_the_local_backend(
     err = capsys.readouterr().err
     assert f"{file}:6:12: deployments[0].image: image is a container image" in err
     assert "remove image, or use backend: kubernetes" in err
+
+
+def test_cluster_only_choices_are_refused_off_a_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The backend settings' ``cluster`` capability decides, with the words of the fix: the
+    scale probe needs a cluster (at its line) and --image-tag is a Kubernetes option; the
+    same campaign with backend: kubernetes validates."""
+    scale = str(EXAMPLES / "scale-test.yaml")
+    assert main(["validate", scale, "--set", "backend=local"]) == 2
+    err = capsys.readouterr().err
+    assert ":17:3: scale: scale: needs a cluster — set `backend: kubernetes`" in err
+    assert main(["validate", scale]) == 0
+    out = tmp_path / "run"
+    quickstart = str(EXAMPLES / "quickstart.yaml")
+    assert main(["run", quickstart, "--image-tag", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--image/--image-tag/--context are Kubernetes options, but the backend is local" in err
+    assert "add --set backend.kind=kubernetes" in err
+    assert not out.exists()

@@ -14,6 +14,16 @@ import pytest
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
+#: The example's steps under the smoke preset, in execution order (locally and on a cluster).
+TOPSAIL_STEPS = [
+    "001__cleanup__unlabel-nodes",
+    "002__prepare__record-settings",
+    "003__prepare__label-nodes",
+    "004__prepare__python-version",
+    "005__test__snapshot-before",
+    "006__test__snapshot-after",
+    "007__final_cleanup__unlabel-nodes",
+]
 
 
 def test_the_topsail_example_runs_its_steps_locally(tmp_path: Path) -> None:
@@ -25,15 +35,7 @@ def test_the_topsail_example_runs_its_steps_locally(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     run = tmp_path / "run"
-    assert sorted(p.name for p in (run / "steps").iterdir() if p.is_dir()) == [
-        "001__cleanup__unlabel-nodes",
-        "002__prepare__record-settings",
-        "003__prepare__label-nodes",
-        "004__prepare__python-version",
-        "005__test__snapshot-before",
-        "006__test__snapshot-after",
-        "007__final_cleanup__unlabel-nodes",
-    ]
+    assert sorted(p.name for p in (run / "steps").iterdir() if p.is_dir()) == TOPSAIL_STEPS
     settings = (run / "steps/002__prepare__record-settings/settings.txt").read_text()
     assert settings == "pool=cpu run=run deployments=stable,tuned\n"
     label = run / "steps/003__prepare__label-nodes"

@@ -103,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
 def _gpus(loaded: Any, plan: Any) -> Any:
     """The local backend's GPUs and each worker's (None elsewhere, or with no GPU at all)."""
     backend = loaded.campaign.backend
-    if backend.kind != "local":
+    if not backend.servers_here:
         return None
     from testbed.backends.local.gpus import plan_assignment
 

@@ -73,11 +73,11 @@ def _image_sets(args: argparse.Namespace) -> list[str]:
         from testbed.config.loader import load_campaign
         from testbed.core.errors import InputError
 
-        kind = load_campaign(args.file, args.preset, args.sets).campaign.backend.kind
-        if kind != "kubernetes":
+        backend = load_campaign(args.file, args.preset, args.sets).campaign.backend
+        if not backend.cluster:
             raise InputError(
                 f"--image/--image-tag/--context are Kubernetes options, but the backend is"
-                f" {kind} — add --set backend.kind=kubernetes"
+                f" {backend.kind} — add --set backend.kind=kubernetes"
             )
     return sets
 

@@ -144,7 +144,12 @@ class GrpcConnection(asyncio.Protocol):
         """Wait until a stream closes (or the connection can take no more calls)."""
         future = self._loop.create_future()
         self._slot_waiters.append(future)
-        await future
+        try:
+            await future
+        except BaseException:
+            if future.done() and not future.cancelled():
+                self._wake_one()  # woken, then gave up: the freed slot goes to the next
+            raise
 
     def open(self, block: bytes, message: bytes, on_message: OnMessage) -> Stream:
         """Start a call: ``block`` (HPACK), one request ``message``, half-closed."""
@@ -355,12 +360,16 @@ class GrpcConnection(asyncio.Protocol):
             stream.done.set_exception(error)
 
     def _released(self) -> None:
-        if self._slot_waiters:
+        self._wake_one()
+        if self.draining and not self._streams and not self.closed:
+            self.close()
+
+    def _wake_one(self) -> None:
+        while self._slot_waiters:
             waiter = self._slot_waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-        if self.draining and not self._streams and not self.closed:
-            self.close()
+                return
 
     def _wake_all(self) -> None:
         while self._slot_waiters:
@@ -394,7 +403,7 @@ class GrpcConnection(asyncio.Protocol):
         """A connection error (RFC 9113 §5.4.1): GOAWAY, close, fail every call."""
         self.goaway_reason = f"HTTP/2 protocol error ({w.error_name(code)}): {reason}"
         if self.transport is not None and not self.closed:
-            self.transport.write(w.goaway(max(self._streams, default=0), code))
+            self.transport.write(w.goaway(0, code))  # no stream of the server's taken
             self.transport.abort()
 
 

@@ -31,12 +31,14 @@ class _BackendSettings(Strict):
 
     #: It runs something a state capture can dump (``capture: [state]``).
     runs_state: ClassVar[bool] = True
-    #: Its servers run on this machine (child processes): they read its model folders, and
-    #: an exported pipeline's task pod holds them, so it asks for their resources.
+    #: Its servers run on this machine (child processes): they read its model folders and
+    #: use its GPUs; an exported pipeline's task pod holds them, so it asks for their
+    #: resources.
     servers_here: ClassVar[bool] = False
-    #: Its servers are objects in a cluster's namespaces: a capture can dump namespaces
-    #: whole (``execution.capture.namespaces``); an exported runner needs RBAC there.
-    namespaced: ClassVar[bool] = False
+    #: Its servers are objects of a Kubernetes cluster: a capture can dump the cluster's
+    #: namespaces whole (``execution.capture.namespaces``), the scale probe has a cluster
+    #: to load, and ``--image``/``--image-tag``/``--context`` mean something.
+    cluster: ClassVar[bool] = False
     #: Its servers can outlive the run, removed later by ``testbed cleanup`` (``execution.keep``).
     keeps_servers: ClassVar[bool] = False
 
@@ -133,7 +135,7 @@ def _env_reference(value: str, what: str) -> str:
 class KubernetesSettings(_BackendSettings):
     """Workers are pods of a cluster, reached with the official kubernetes client."""
 
-    namespaced: ClassVar[bool] = True
+    cluster: ClassVar[bool] = True
     keeps_servers: ClassVar[bool] = True
 
     kind: Literal["kubernetes"]

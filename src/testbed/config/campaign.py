@@ -122,7 +122,7 @@ class Campaign(Strict):
             return ("no probe configured — add a correctness:, load:, ab: or scale: section", ())
         if (self.correctness or self.load or self.ab) and not self.deployments:
             return ("probes need deployments — add a `deployments:` list", ("deployments",))
-        if self.scale is not None and self.backend.kind != "kubernetes":
+        if self.scale is not None and not self.backend.cluster:
             return (
                 "scale: needs a cluster — set `backend: kubernetes` (with context/kubeconfig,"
                 " e.g. the one `testbed cluster emulate` writes)",

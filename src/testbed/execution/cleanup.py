@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testbed.backends.base import Backend
-from testbed.backends.local.process import kill_leftovers
 from testbed.config.loader import LoadedCampaign
 from testbed.core.errors import TestbedError
+from testbed.core.processes import kill_leftovers
 from testbed.results.rundir import PID_DIR, RESOLVED, RunDir
 
 

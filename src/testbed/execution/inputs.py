@@ -74,7 +74,6 @@ def check_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
     and memory, when its traffic starts here (CampaignError at the field's line)."""
     from testbed.config.ab import AbProbe
     from testbed.config.load import LoadProbe
-    from testbed.probes.ab import capacity as ab_capacity
     from testbed.probes.limits import Limits
     from testbed.probes.load import capacity as load_capacity
 
@@ -83,6 +82,9 @@ def check_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
         if probe == "load":
             found = load_capacity.excess(LoadProbe.model_validate(config), limits)
         elif probe == "ab":
+            # here, not above: the A/B package brings scipy (~1 s of every run's start)
+            from testbed.probes.ab import capacity as ab_capacity
+
             found = ab_capacity.excess(AbProbe.model_validate(config), limits)
         else:
             continue

@@ -72,6 +72,7 @@ async def run_treatment(
     )
     started_label, started = wall_label(), monotonic_ns()
     outcome: ProbeOutcome | None = None
+    ship = setting.campaign  # what a probe run elsewhere is given of the campaign
     with RecordWriter(out_dir / RECORDS, setting.record_tee) as records:
         ctx = ProbeContext(
             endpoints={w.deployment: handles[w.id].endpoint for w in workers},
@@ -86,16 +87,8 @@ async def run_treatment(
             cluster=setting.backend,
         )
         mine = {w.id: handles[w.id] for w in workers}
-        run = ProbeRun(
-            treatment,
-            attempt,
-            mine,
-            {w.id: w.config for w in workers},
-            out_dir,
-            records,
-            progress,
-            setting.campaign,
-        )
+        configs = {w.id: w.config for w in workers}
+        run = ProbeRun(treatment, attempt, mine, configs, out_dir, records, progress, ship)
         probe = backend.run_probe(run, functools.partial(_probe, treatment.probe, ctx))
         try:
             outcome = await _race(probe, list(mine.values()))

@@ -8,9 +8,12 @@ session's emulated cluster (``tests/fixtures/cluster.py``) — CI has no cluster
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,15 @@ from testbed.core.errors import ClusterNotFound
 
 REAL_KUBECONFIG = os.environ.get("KUBECONFIG")
 SRC = Path(__file__).resolve().parents[3] / "src"
+QUICKSTART = SRC.parent / "examples" / "quickstart.yaml"
+#: Self-check limits for runs whose subject is not the load generator's self-check (as
+#: tests/probes/load/conftest.py): generous on a machine busy with other work, not off.
+LENIENT_SELFCHECK = {"max_lag_p99_ms": 250.0, "min_rate_ratio": 0.5, "max_cpu_fraction": 1.0}
+#: The real quickstart (the hf reference server with the bundled model, and the simulator)
+#: with its load cut to 4 requests at concurrency 2: what tests comparing its verdicts
+#: across backends and probe placements need, in a fraction of its minutes.
+QUICKSTART_CUT = ["load.requests=4", "load.concurrency=2",
+                  f"load.selfcheck={json.dumps(LENIENT_SELFCHECK)}"]  # fmt: skip
 #: Every kind a run may create; all must be empty for the run's label afterwards.
 RUN_KINDS = (
     "Namespace",
@@ -43,11 +55,38 @@ def kubeconfig(request: pytest.FixtureRequest) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def kube_of(kubeconfig: Path) -> Iterator[Kube]:
+    """A client of the cluster ``kubeconfig`` names, over a connection of its own."""
+    api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
+    try:
+        yield Kube(api)
+    finally:
+        api.close()
+
+
 @pytest.fixture
 def kube(kubeconfig: Path) -> Iterator[Kube]:
-    api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
-    yield Kube(api)
-    api.close()
+    with kube_of(kubeconfig) as client:
+        yield client
+
+
+def quickstart_args(*sets: str) -> list[str]:
+    """``QUICKSTART --set …`` of :data:`QUICKSTART_CUT` and ``sets``."""
+    return [str(QUICKSTART), *[x for s in [*QUICKSTART_CUT, *sets] for x in ("--set", s)]]
+
+
+@pytest.fixture(scope="session")
+def quickstart_on_cluster(kubeconfig: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cut quickstart run on the cluster with its probes in testbed's process (run id
+    ``qs-controller``, exit 0): its run directory, shared by the tests comparing it with a
+    run on this machine and with one probing from Jobs in the cluster."""
+    work = tmp_path_factory.mktemp("quickstart")
+    run_dir = work / "qs-controller"
+    args = ["run", *quickstart_args("backend.kind=kubernetes"), "--out", str(run_dir)]
+    result = run_cli(args, kubeconfig, work, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return run_dir
 
 
 def run_cli(
@@ -95,11 +134,8 @@ def leftovers(kube: Kube, run_id: str) -> list[str]:
 
 def leftovers_at(kubeconfig: Path, run_id: str) -> list[str]:
     """:func:`leftovers` on the cluster ``kubeconfig`` names, over a connection of its own."""
-    api = connect(ConnectionSpec(kubeconfig=str(kubeconfig)))
-    try:
-        return leftovers(Kube(api), run_id)
-    finally:
-        api.close()
+    with kube_of(kubeconfig) as kube:
+        return leftovers(kube, run_id)
 
 
 def kubectl_get_all(kubeconfig: Path, run_id: str) -> str:
@@ -112,3 +148,22 @@ def kubectl_get_all(kubeconfig: Path, run_id: str) -> str:
         check=True,
     )
     return (result.stdout + result.stderr).strip()
+
+
+def slow_schedule(seconds: str) -> dict[str, Any]:
+    """Placement annotations: the emulator schedules the pods ``seconds`` after they appear."""
+    return {
+        "pod_annotations": {
+            "emulator.testbed.io/fault": "slow-schedule",
+            "emulator.testbed.io/schedule-delay": seconds,
+        }
+    }
+
+
+def await_object(kube: Kube, kind: str, run_id: str, child: subprocess.Popen[str]) -> None:
+    """Wait (90 s at most) until run ``run_id``, the running ``child``, has made a ``kind``."""
+    deadline = time.monotonic() + 90
+    while not kube.list_objects(kind, None, f"testbed.io/run={run_id}")[0]:
+        assert time.monotonic() < deadline, f"the run's {kind} never appeared"
+        assert child.poll() is None, child.communicate()[0]
+        time.sleep(0.05)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,14 @@ import pytest
 import yaml
 
 from testbed.clients.kube import Kube
-from tests.backends.kubernetes.conftest import kubectl_get_all, leftovers, run_cli, spawn
+from tests.backends.kubernetes.conftest import (
+    await_object,
+    kubectl_get_all,
+    leftovers,
+    run_cli,
+    slow_schedule,
+    spawn,
+)
 from tests.verdicts import assert_passed
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
@@ -128,15 +134,7 @@ def test_sigint_during_readiness_leaves_nothing_20_times(
 ) -> None:
     # A pod that is never scheduled: testbed waits in readiness until it is interrupted.
     # Four runs at a time (distinct run ids): most of a trial is the CLI's own start and exit.
-    campaign = write_campaign(
-        tmp_path,
-        placement={
-            "pod_annotations": {
-                "emulator.testbed.io/fault": "slow-schedule",
-                "emulator.testbed.io/schedule-delay": "600",
-            }
-        },
-    )
+    campaign = write_campaign(tmp_path, placement=slow_schedule("600"))
     for batch in range(5):
         run_ids = [f"k8s-sigint-{batch}-{i}" for i in range(4)]
         children = {
@@ -146,11 +144,7 @@ def test_sigint_during_readiness_leaves_nothing_20_times(
             for run_id in run_ids
         }
         for run_id, child in children.items():
-            deadline = time.monotonic() + 90
-            while not kube.list_objects("Deployment", None, f"testbed.io/run={run_id}")[0]:
-                assert time.monotonic() < deadline, "the worker's Deployment never appeared"
-                assert child.poll() is None, child.communicate()[0]
-                time.sleep(0.05)
+            await_object(kube, "Deployment", run_id, child)
             child.send_signal(signal.SIGINT)
         for run_id, child in children.items():
             output, _ = child.communicate(timeout=120)
@@ -158,21 +152,8 @@ def test_sigint_during_readiness_leaves_nothing_20_times(
             assert leftovers(kube, run_id) == [], run_id
 
 
-def slow_schedule(seconds: str) -> dict[str, Any]:
-    return {
-        "pod_annotations": {
-            "emulator.testbed.io/fault": "slow-schedule",
-            "emulator.testbed.io/schedule-delay": seconds,
-        }
-    }
-
-
 def interrupt_in_readiness(child: Any, kube: Kube, run_id: str, signum: int) -> str:
-    deadline = time.monotonic() + 90
-    while not kube.list_objects("Deployment", None, f"testbed.io/run={run_id}")[0]:
-        assert time.monotonic() < deadline, "the worker's Deployment never appeared"
-        assert child.poll() is None, child.communicate()[0]
-        time.sleep(0.05)
+    await_object(kube, "Deployment", run_id, child)
     child.send_signal(signum)
     output, _ = child.communicate(timeout=120)
     return str(output)

@@ -19,6 +19,7 @@ from tests.backends.kubernetes.conftest import (
     kubectl_get_all,
     leftovers,
     leftovers_at,
+    quickstart_args,
     run_cli,
 )
 from tests.fixtures.cluster import emulated_cluster
@@ -36,25 +37,18 @@ def verdicts(run_dir: Path) -> dict[str, str]:
 
 
 def test_quickstart_gives_the_same_verdicts_as_local(
-    tmp_path: Path, kubeconfig: Path, kube: Kube
+    tmp_path: Path, kubeconfig: Path, kube: Kube, quickstart_on_cluster: Path
 ) -> None:
-    quickstart = str(EXAMPLES / "quickstart.yaml")
+    # The cluster's run is the session's (its load cut, as here: the same campaign).
     local = run_cli(
-        ["run", quickstart, "--out", str(tmp_path / "local")], kubeconfig, tmp_path, 900
+        ["run", *quickstart_args(), "--out", str(tmp_path / "local")], kubeconfig, tmp_path, 900
     )
     assert local.returncode == 0, local.stdout + local.stderr
-    on_cluster = run_cli(
-        ["run", quickstart, "--set", "backend.kind=kubernetes", "--out", str(tmp_path / "k8s-qs")],
-        kubeconfig,
-        tmp_path,
-        900,
-    )
-    assert on_cluster.returncode == 0, on_cluster.stdout + on_cluster.stderr
     expected = verdicts(tmp_path / "local")
     assert len(expected) == 3
-    assert verdicts(tmp_path / "k8s-qs") == expected
-    assert leftovers(kube, "k8s-qs") == []
-    assert kubectl_get_all(kubeconfig, "k8s-qs") == "No resources found"
+    assert verdicts(quickstart_on_cluster) == expected
+    assert leftovers(kube, "qs-controller") == []
+    assert kubectl_get_all(kubeconfig, "qs-controller") == "No resources found"
 
 
 @pytest.fixture

@@ -16,16 +16,18 @@ import yaml
 
 from testbed.clients.kube import ConnectionSpec, Kube, connect
 from testbed.results.files import read_records
-from tests.backends.kubernetes.conftest import leftovers, run_cli, spawn
+from tests.backends.kubernetes.conftest import (
+    LENIENT_SELFCHECK,
+    leftovers,
+    quickstart_args,
+    run_cli,
+    spawn,
+)
 from tests.fixtures.cluster import emulated_cluster
 from tests.verdicts import assert_passed
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
 
-ROOT = Path(__file__).resolve().parents[3]
-#: Self-check limits for runs whose subject is not the load generator's self-check (as
-#: tests/probes/load/conftest.py): generous on a machine busy with other work, not off.
-LENIENT_SELFCHECK = {"max_lag_p99_ms": 250.0, "min_rate_ratio": 0.5, "max_cpu_fraction": 1.0}
 #: The kinds a run with probes in the cluster adds to those conftest.RUN_KINDS checks.
 PROBE_KINDS = ("Job", "ConfigMap")
 
@@ -47,23 +49,14 @@ def probe_leftovers(kube: Kube, run_id: str) -> list[str]:
 
 @pytest.mark.slow
 def test_the_quickstart_gives_the_same_verdicts_with_probes_in_the_cluster(
-    tmp_path: Path, kubeconfig: Path, kube: Kube
+    tmp_path: Path, kubeconfig: Path, kube: Kube, quickstart_on_cluster: Path
 ) -> None:
-    # The real quickstart (the hf reference server with the bundled model, and the
-    # simulator), its load cut to 4 requests at concurrency 2 so it stays a few minutes.
-    sets = ["backend.kind=kubernetes", "load.requests=4", "load.concurrency=2",
-            f"load.selfcheck={json.dumps(LENIENT_SELFCHECK)}"]  # fmt: skip
-    args = [str(ROOT / "examples" / "quickstart.yaml"), *[x for s in sets for x in ("--set", s)]]
-    here, there = tmp_path / "qs-controller", tmp_path / "qs-cluster"
-    first = run_cli(["run", *args, "--out", str(here)], kubeconfig, tmp_path, timeout=600)
-    second = run_cli(
-        ["run", *args, "--set", "backend.probes=cluster", "--out", str(there)],
-        kubeconfig,
-        tmp_path,
-        timeout=600,
-    )
-    assert first.returncode == 0, first.stdout + first.stderr
-    assert second.returncode == first.returncode, second.stdout + second.stderr
+    # The cut quickstart with its probes in Jobs against the session's run of it with its
+    # probes in testbed's process (which exited 0).
+    here, there = quickstart_on_cluster, tmp_path / "qs-cluster"
+    args = quickstart_args("backend.kind=kubernetes", "backend.probes=cluster")
+    second = run_cli(["run", *args, "--out", str(there)], kubeconfig, tmp_path, timeout=600)
+    assert second.returncode == 0, second.stdout + second.stderr
     assert verdicts(there) == verdicts(here)
     assert [name.rsplit("__", 1)[0] for name in verdicts(there)] == [
         "001__reference-correctness",

@@ -18,7 +18,13 @@ import pytest
 import yaml
 
 from testbed.clients.kube import Kube
-from tests.backends.kubernetes.conftest import leftovers, run_cli, spawn
+from tests.backends.kubernetes.conftest import (
+    await_object,
+    leftovers,
+    run_cli,
+    slow_schedule,
+    spawn,
+)
 from tests.verdicts import assert_passed
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
@@ -154,21 +160,10 @@ def test_a_sigkilled_stack_run_is_removed_by_testbed_cleanup(
     tmp_path: Path, kubeconfig: Path, kube: Kube
 ) -> None:
     # Never scheduled: the run waits for readiness until it is killed.
-    values = {
-        "ttft_ms": 5,
-        "pod_annotations": {
-            "emulator.testbed.io/fault": "slow-schedule",
-            "emulator.testbed.io/schedule-delay": "600",
-        },
-    }
-    campaign = stack_campaign(tmp_path, values=values)
+    campaign = stack_campaign(tmp_path, values={"ttft_ms": 5, **slow_schedule("600")})
     run_dir = tmp_path / "stack-killed"
     child = spawn(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
-    deadline = time.monotonic() + 90
-    while not kube.list_objects("Service", None, "testbed.io/run=stack-killed")[0]:
-        assert time.monotonic() < deadline, "the stack's Service never appeared"
-        assert child.poll() is None, child.communicate()[0]
-        time.sleep(0.05)
+    await_object(kube, "Service", "stack-killed", child)
     child.send_signal(signal.SIGKILL)
     child.communicate(timeout=60)
     assert "CustomResourceDefinition/widgets.stacks.testbed.io" in stack_left(kube, "stack-killed")
@@ -224,21 +219,10 @@ def test_sigint_while_a_stack_starts_leaves_nothing_and_resume_finishes(
     tmp_path: Path, kubeconfig: Path, kube: Kube
 ) -> None:
     # Scheduled after 10 s: the first attempt is interrupted before; the resumed one serves.
-    values = {
-        "ttft_ms": 5,
-        "pod_annotations": {
-            "emulator.testbed.io/fault": "slow-schedule",
-            "emulator.testbed.io/schedule-delay": "10",
-        },
-    }
-    campaign = stack_campaign(tmp_path, values=values)
+    campaign = stack_campaign(tmp_path, values={"ttft_ms": 5, **slow_schedule("10")})
     run_dir = tmp_path / "stack-int"
     child = spawn(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
-    deadline = time.monotonic() + 90
-    while not kube.list_objects("Deployment", None, "testbed.io/run=stack-int")[0]:
-        assert time.monotonic() < deadline, "the stack's Deployment never appeared"
-        assert child.poll() is None, child.communicate()[0]
-        time.sleep(0.05)
+    await_object(kube, "Deployment", "stack-int", child)
     child.send_signal(signal.SIGINT)
     output, _ = child.communicate(timeout=120)
     assert child.returncode == 130, output

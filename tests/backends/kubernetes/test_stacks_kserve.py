@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.clients.kube import ConnectionSpec, Kube, connect
+from testbed.clients.kube import Kube
 from testbed.emulator.standins.kserve import crd
-from tests.backends.kubernetes.conftest import REAL_KUBECONFIG, SRC, leftovers, run_cli
+from tests.backends.kubernetes.conftest import REAL_KUBECONFIG, SRC, kube_of, leftovers, run_cli
 from tests.fixtures.cluster import emulated_cluster
 from tests.verdicts import assert_passed
 
@@ -39,9 +39,8 @@ def kserve_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture
 def kube(kserve_cluster: Path) -> Iterator[Kube]:
-    api = connect(ConnectionSpec(kubeconfig=str(kserve_cluster)))
-    yield Kube(api)
-    api.close()
+    with kube_of(kserve_cluster) as client:
+        yield client
 
 
 def isvcs_left(kube: Kube, run_id: str) -> list[str]:

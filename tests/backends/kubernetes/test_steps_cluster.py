@@ -13,6 +13,7 @@ import pytest
 
 from testbed.clients.kube import Kube
 from tests.backends.kubernetes.conftest import leftovers, run_cli
+from tests.execution.test_steps_example import TOPSAIL_STEPS
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster, pytest.mark.slow]
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "topsail-presets.yaml"
@@ -39,15 +40,7 @@ def test_the_topsail_example_runs_its_steps_on_the_cluster(
     assert done.returncode == 0, done.stdout + done.stderr
     run = tmp_path / "k8s-steps"
     steps = sorted(p.name for p in (run / "steps").iterdir() if p.is_dir())
-    assert steps == [
-        "001__cleanup__unlabel-nodes",
-        "002__prepare__record-settings",
-        "003__prepare__label-nodes",
-        "004__prepare__python-version",
-        "005__test__snapshot-before",
-        "006__test__snapshot-after",
-        "007__final_cleanup__unlabel-nodes",
-    ]
+    assert steps == TOPSAIL_STEPS
     # the named command ran kubectl against the run's cluster with the preset's value
     nodes = (run / "steps/003__prepare__label-nodes/nodes.txt").read_text().splitlines()
     assert nodes[0].split()[-1] == "POOL"

@@ -44,7 +44,6 @@ from testbed.backends.kubernetes.worker_reach import reach
 from testbed.clients.kube import ConnectionSpec, Kube
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.config.backend_settings import KubernetesSettings
-from testbed.config.loader import LoadedCampaign
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import (
     ClusterAccessDenied,
@@ -52,7 +51,6 @@ from testbed.core.errors import (
     ClusterNotFound,
 )
 from testbed.core.secrets import resolve
-from testbed.plan.model import Plan
 from testbed.results.outcome import ProbeOutcome
 
 #: In a run directory while objects of the run may exist in the cluster.
@@ -99,17 +97,10 @@ class KubernetesBackend(Backend):
         Kube.connect(ConnectionSpec.from_backend(config)).close()
         run_secrets(deployments, config, resolve)
 
-    @classmethod
-    def check_campaign(cls, loaded: LoadedCampaign, plan: Plan) -> None:
-        """Each stack's manifests render and hold what it names (:mod:`.stack_validation`)."""
-        check_stacks(loaded, plan)
-
-    @classmethod
-    def runner_rbac(
-        cls, loaded: LoadedCampaign, namespace: str, account: str
-    ) -> list[dict[str, Any]]:
-        """Least privilege for what this backend does for the campaign (:mod:`.rbac`)."""
-        return rbac_objects(loaded, namespace, account)
+    #: Each stack's manifests render and hold what it names (:mod:`.stack_validation`).
+    check_campaign = staticmethod(check_stacks)
+    #: Least privilege for what this backend does for the campaign (:mod:`.rbac`).
+    runner_rbac = staticmethod(rbac_objects)
 
     async def kube(self) -> Kube:
         if self._kube is None:

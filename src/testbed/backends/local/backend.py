@@ -23,12 +23,13 @@ from typing import Any
 
 from testbed import __version__
 from testbed.backends.base import Backend, Handle
-from testbed.backends.local import capture, gpus, process
+from testbed.backends.local import capture, gpus
 from testbed.backends.local.ports import free_port
 from testbed.backends.local.readiness import http_get, wait_ready
 from testbed.clients.endpoint import Endpoint
 from testbed.config.deployments import gpu_count
 from testbed.config.server_kinds import kind_of
+from testbed.core import processes
 from testbed.core.errors import ServerStartError
 from testbed.results.rundir import PID_DIR
 from testbed.servers.adapters import adapter_for
@@ -130,7 +131,7 @@ class LocalBackend(Backend):
         return self._assignment.devices[worker_id]
 
     async def cleanup_leftovers(self, run_dir: Path) -> list[str]:
-        return process.kill_leftovers(run_dir / PID_DIR)
+        return processes.kill_leftovers(run_dir / PID_DIR)
 
     @classmethod
     def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
@@ -191,7 +192,7 @@ class LocalBackend(Backend):
             **adapter.env(params, gpus=len(devices)),
             **(params.get("env") or {}),
         }
-        server = await process.start(
+        server = await processes.start(
             argv, env, work_dir / "server.log", self.run_dir / PID_DIR / f"{worker_id}.json"
         )
         exited = asyncio.ensure_future(server.process.wait())
@@ -234,11 +235,11 @@ class LocalBackend(Backend):
             exited.add_done_callback(on_exit)
             yield handle
         finally:
-            await process.stop(server)
+            await processes.stop(server)
             exited.cancel()
 
 
-def _because(server: process.ServerProcess) -> str:
+def _because(server: processes.ServerProcess) -> str:
     """``: <the root cause>`` from the server's log, or nothing when the log names none."""
     try:
         text = server.log_path.read_text(encoding="utf-8", errors="replace")

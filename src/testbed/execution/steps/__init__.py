@@ -34,7 +34,7 @@ def check_steps(loaded: LoadedCampaign) -> None:
             f" {campaign.backend.kind} runs nothing — remove capture: [state] steps and"
             " execution.capture.state, or use backend: local or kubernetes"
         )
-    if campaign.execution.capture.namespaces and not campaign.backend.namespaced:
+    if campaign.execution.capture.namespaces and not campaign.backend.cluster:
         raise CampaignError(
             f"{_where(loaded, ('execution', 'capture', 'namespaces'))}: capture.namespaces"
             " names a cluster's namespaces to dump; the"

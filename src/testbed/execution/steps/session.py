@@ -13,9 +13,9 @@ import functools
 from dataclasses import dataclass
 
 from testbed.backends.base import Backend
-from testbed.backends.local.process import kill_leftover
 from testbed.config.loader import LoadedCampaign
 from testbed.config.templating import PlannedStep
+from testbed.core.processes import kill_leftover
 from testbed.execution.events import Observer
 from testbed.execution.steps import planned_steps
 from testbed.execution.steps.runner import StepRunner

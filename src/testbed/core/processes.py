@@ -1,4 +1,5 @@
-"""Child server processes: started in their own process group, stopped politely then surely.
+"""Child processes of this machine (the local backend's servers, the user's steps): started
+in their own process group, stopped politely then surely.
 
 Each server runs in a new session (its own process group) so that a shutdown reaches the
 processes it spawned too (vLLM starts engine processes). On Linux the child also asks the
