@@ -15,6 +15,10 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import asyncio
 
 _PR_SET_PDEATHSIG = 1
 
@@ -37,6 +41,22 @@ def signal_group(pgid: int, sig: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def signal_child(process: asyncio.subprocess.Process, sig: int) -> None:
+    """Send ``sig`` to an asyncio child that has not exited, without reaping it.
+
+    Not ``process.kill()``/``terminate()``/``send_signal()``: on Python 3.11 they poll the
+    child first (``waitpid(WNOHANG)``, bpo-38630), and a child that has just died is then
+    reaped by the loop's thread before asyncio's child watcher thread gets to it; the
+    watcher finds nothing to wait for and asyncio reports exit status 255 instead of the
+    signal ("Unknown child process pid", CPython issue #87744) — on a loaded machine, where
+    the watcher runs late. Until asyncio has reported the exit the pid is still this child's
+    (a zombie keeps its pid), so signalling it by pid is safe.
+    """
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, sig)
 
 
 def group_alive(pgid: int) -> bool:

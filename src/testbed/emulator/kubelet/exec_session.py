@@ -115,10 +115,10 @@ async def _run(
     finally:
         feeder.cancel()
         pod_gone.cancel()
-        # What it left behind; all of it if the client left or the pod stopped under it.
+        # What it left behind; all of it if the client left or the pod stopped under it. The
+        # shim leads the group, so this kills it too; never io.process.kill(), which can reap
+        # the shim before asyncio's watcher does and turn its 137 into 255 (signal_child).
         signal_group(io.process.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError):
-            io.process.kill()
         await io.process.wait()
         await asyncio.wait([work], timeout=2)  # the rest of its output
         work.cancel()

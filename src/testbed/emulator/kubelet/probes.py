@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from testbed.core.process_group import signal_child
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ async def _exec(spec: Mapping[str, Any], env: Mapping[str, str]) -> tuple[bool, 
     try:
         output, _ = await process.communicate()
     except asyncio.CancelledError:
-        process.kill()
+        signal_child(process, signal.SIGKILL)  # not process.kill(): see signal_child
         await process.wait()
         raise
     if process.returncode == 0:

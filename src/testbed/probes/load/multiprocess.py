@@ -17,9 +17,9 @@ The API key never goes into the spec file: a literal key is handed to the childr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -28,6 +28,7 @@ from typing import Any
 
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
+from testbed.core.process_group import signal_child
 from testbed.probes.load.runner import StageRun
 from testbed.results import metrics
 from testbed.results.files import read_records
@@ -154,16 +155,14 @@ async def _stop_all(children: list[asyncio.subprocess.Process]) -> None:
     """Politely, then surely (STYLE.md habit 12)."""
     for child in children:
         if child.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                child.terminate()
+            signal_child(child, signal.SIGTERM)  # not terminate(): see signal_child
     for child in children:
         if child.returncode is None:
             try:
                 async with asyncio.timeout(3):
                     await child.wait()
             except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    child.kill()
+                signal_child(child, signal.SIGKILL)
                 await child.wait()
 
 
