@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from testbed.config.deployments import AnyDeployment, deployment_model
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -58,12 +60,10 @@ async def http_get(port: int, path: str) -> int:
     return status
 
 
-def stack_deployment() -> dict[str, object]:
+def stack_deployment() -> AnyDeployment:
     """The Helm-output example's stack (a Deployment + Service of the simulator, plus a
     ServiceAccount and a ConfigMap), resolved as the plan resolves it."""
-    from testbed.config.stacks import StackDeployment
-
-    return StackDeployment.model_validate(
+    return deployment_model(
         {
             "name": "sim",
             "server": "manifests",
@@ -74,20 +74,20 @@ def stack_deployment() -> dict[str, object]:
             "endpoint": {"service": "llm-sim-server", "port": "http"},
             "startup_timeout_s": 60,
         }
-    ).model_dump(mode="json")
+    )
 
 
 async def measure(workers: int, requests: int, out: Path, stack: bool) -> dict[str, list[float]]:
     from testbed.backends.kubernetes import KubernetesBackend
 
-    deployment = stack_deployment() if stack else {
+    deployment = stack_deployment() if stack else deployment_model({
         "name": "sim",
         "server": "sim",
         "model": "sim-model",
         "params": {},
         "resources": {"cpu": 0.1, "memory_gb": 0.25, "gpu": 0},
         "startup_timeout_s": 60,
-    }  # fmt: skip
+    })  # fmt: skip
     backend = KubernetesBackend(out / "bench-provision", {"kind": "kubernetes"})
     times: dict[str, list[float]] = {"ready": [], "request": [], "release": [], "cleanup": []}
     await backend.prepare([deployment])

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.backends.local import LocalBackend
+from testbed.config.deployments import deployment_model
 from testbed.servers.models import prepare
 
 MODEL = "smollm2-135m"
@@ -118,14 +119,16 @@ async def level(host: str, port: int, concurrency: int, requests: int, max_token
 
 
 async def bench_server(kind: str, levels: list[int], max_tokens: int, work: Path) -> list[Any]:
-    deployment = {
-        "name": kind,
-        "server": kind,
-        "model": f"bundled:{MODEL}",
-        "params": DEPLOYMENTS[kind],
-        "resources": {"cpu": 1},
-        "startup_timeout_s": 600.0,
-    }
+    deployment = deployment_model(
+        {
+            "name": kind,
+            "server": kind,
+            "model": f"bundled:{MODEL}",
+            "params": DEPLOYMENTS[kind],
+            "resources": {"cpu": 1},
+            "startup_timeout_s": 600.0,
+        }
+    )
     started = time.perf_counter()
     async with LocalBackend(work).provision(kind, deployment, work / kind) as handle:
         ready = time.perf_counter() - started

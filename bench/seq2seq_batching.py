@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.backends.local import LocalBackend
+from testbed.config.deployments import deployment_model
 from testbed.servers.models import prepare
 
 PROMPTS = [
@@ -58,9 +59,9 @@ async def complete(host: str, port: int, prompt: str, max_tokens: int) -> dict[s
 async def main(requests: int, max_tokens: int) -> int:
     prepare("tiny-t5")
     prompts = (PROMPTS * (1 + requests // len(PROMPTS)))[:requests]
-    deployment = {"name": "t5", "server": "hf", "model": "bundled:tiny-t5",
+    deployment = deployment_model({"name": "t5", "server": "hf", "model": "bundled:tiny-t5",
                   "params": {"dtype": "float32", "threads": 1, "max_batch_size": 8},
-                  "resources": {"cpu": 1}, "startup_timeout_s": 300.0}  # fmt: skip
+                  "resources": {"cpu": 1}, "startup_timeout_s": 300.0})  # fmt: skip
     with tempfile.TemporaryDirectory() as work:
         backend = LocalBackend(Path(work))
         async with backend.provision("t5", deployment, Path(work) / "t5") as handle:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.config.deployments import ExternalDeployment, deployment_model
 from testbed.config.loader import load_campaign_text
 from testbed.config.sim import SimParams
 from testbed.execution.pipeline import RunOptions, execute, open_new
@@ -57,16 +58,18 @@ async def test_external_campaign_runs_and_never_writes_the_key(
 def test_every_external_field_reaches_the_endpoint(tmp_path: Path) -> None:
     from testbed.backends.external import external_endpoint
 
-    deployment = {
-        "name": "gw",
-        "server": "external",
-        "url": "https://gw.example:8443/",
-        "protocol": "tgi",
-        "model": "served-name",
-        "api_key": "${env:GW_KEY}",
-        "tokenizer": "/models/tok",
-        "tls": {"verify": False, "ca_bundle": "ca.pem"},
-    }
+    deployment = ExternalDeployment.model_validate(
+        {
+            "name": "gw",
+            "server": "external",
+            "url": "https://gw.example:8443/",
+            "protocol": "tgi",
+            "model": "served-name",
+            "api_key": "${env:GW_KEY}",
+            "tokenizer": "/models/tok",
+            "tls": {"verify": False, "ca_bundle": "ca.pem"},
+        }
+    )
     endpoint = external_endpoint(deployment, tmp_path)
     assert endpoint.base_url == "https://gw.example:8443"
     assert endpoint.protocols == ("tgi",)
@@ -89,6 +92,8 @@ async def test_prepare_downloads_with_the_deployments_s3_endpoint(
         return tmp_path
 
     monkeypatch.setattr(local, "resolve_model", resolve)
-    deployment = {"server": "vllm", "model": "s3://b/m", "s3_endpoint_url": "http://minio:9000"}
+    deployment = deployment_model(
+        {"name": "v", "server": "vllm", "model": "s3://b/m", "s3_endpoint_url": "http://minio:9000"}
+    )
     await local.LocalBackend(tmp_path).prepare([deployment])
     assert asked == [("s3://b/m", "http://minio:9000")]

@@ -12,11 +12,16 @@ import pytest
 
 from testbed.backends.local import LocalBackend
 from testbed.backends.local.readiness import http_status
+from testbed.config.deployments import AnyDeployment, deployment_model
 from testbed.core.errors import ServerStartError
 from testbed.core.processes import kill_leftover
 
 
-def sim(**params: Any) -> dict[str, Any]:
+def sim(**params: Any) -> AnyDeployment:
+    return deployment_model(raw_sim(**params))
+
+
+def raw_sim(**params: Any) -> dict[str, Any]:
     return {
         "name": "sim",
         "server": "sim",
@@ -62,10 +67,10 @@ async def test_crash_while_serving_resolves_died_with_log_tail(tmp_path: Path) -
 
 async def test_never_ready_is_a_start_error_with_the_log(tmp_path: Path) -> None:
     backend = LocalBackend(tmp_path)
-    deployment = sim(faults={"slow_start_s": 30})
+    deployment = raw_sim(faults={"slow_start_s": 30})
     deployment["startup_timeout_s"] = 0.5
     with pytest.raises(ServerStartError, match=r"not ready after 0\.5 s"):
-        async with backend.provision("w1", deployment, tmp_path / "w1"):
+        async with backend.provision("w1", deployment_model(deployment), tmp_path / "w1"):
             pass
     assert not list((tmp_path / "pids").glob("*.json"))
 
@@ -78,12 +83,12 @@ async def test_bad_server_arguments_fail_fast_with_the_reason(tmp_path: Path) ->
     backend = LocalBackend(tmp_path)
     model = tmp_path / "model"
     model.mkdir()
-    deployment = sim(extra_args=["--no-such-flag"])
+    deployment = raw_sim(extra_args=["--no-such-flag"])
     deployment["server"] = "hf"
     deployment["model"] = str(model)
     deployment["startup_timeout_s"] = 600.0
     with pytest.raises(ServerStartError) as err:
-        async with backend.provision("w1", deployment, tmp_path / "w1"):
+        async with backend.provision("w1", deployment_model(deployment), tmp_path / "w1"):
             pass
     message = str(err.value)
     assert "unrecognized arguments: --no-such-flag" in message  # the server's own words

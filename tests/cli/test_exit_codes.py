@@ -16,6 +16,7 @@ import pytest
 from testbed.backends.base import Backend, Handle
 from testbed.cli import main
 from testbed.clients.endpoint import Endpoint
+from testbed.config.deployments import AnyDeployment
 from testbed.execution import pipeline
 from testbed.probes import load as load_probe
 from testbed.probes.base import ProbeContext, ProbeOutcome
@@ -44,7 +45,7 @@ class Hands(Backend):
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
         yield Handle(Endpoint(base_url="http://127.0.0.1:9", model="m"))
 

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
+from testbed.config.deployments import (
+    HfParams,
+    TgiParams,
+    TgisParams,
+    VllmParams,
+    deployment_model,
+)
 from testbed.config.server_kinds import KINDS, server_kind
+from testbed.config.sim import SimParams
 from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
 
@@ -67,13 +75,20 @@ def test_real_servers_are_refused_on_the_external_backend(
 def test_the_local_backend_accepts_exactly_the_kinds_it_can_start() -> None:
     """The capability table's ``local`` (config layer) agrees with the adapters (servers
     layer): each kind it marks local builds a local command line, each other kind has none."""
-    for kind in ("sim", "hf", "vllm", "tgi", "tgis"):
+    defaults = {
+        "sim": SimParams(),
+        "hf": HfParams(),
+        "vllm": VllmParams(),
+        "tgi": TgiParams(),
+        "tgis": TgisParams(deployment_framework="tgis_native"),
+    }
+    for kind, params in defaults.items():
         adapter = adapter_for(kind)
         if server_kind(kind).local:
-            assert adapter.command({}, Path("/m"), "127.0.0.1", 1)
+            assert adapter.command(params, Path("/m"), "127.0.0.1", 1)
         else:
             with pytest.raises(NotImplementedError):
-                adapter.command({}, Path("/m"), "127.0.0.1", 1)
+                adapter.command(params, Path("/m"), "127.0.0.1", 1)
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -93,17 +108,17 @@ def test_what_the_table_declares_a_kind_capable_of_its_adapter_implements(name: 
     tgis: dict[str, object] = {"protocols": ["openai", "tgis"]} if kind.tgis_by == "params" else {}
     if name == "tgis":  # what the config requires of it (PARAMS above)
         tgis["deployment_framework"] = "hf_transformers"
-    deployment = {"name": "d", "server": name, "model": "m", "params": tgis}
+    deployment = deployment_model({"name": "d", "server": name, "model": "m", "params": tgis})
     container = adapter.container(deployment, "/models/m")
     assert container["image"]
     assert container["args"]
     grpc_ports = [p for p in container["ports"] if p["name"] == "grpc"]
     assert bool(grpc_ports) == (kind.tgis_by in ("always", "params"))
     if kind.tgis_by in ("always", "params"):
-        assert "tgis" in adapter.served_protocols(tgis)
+        assert "tgis" in adapter.served_protocols(deployment.params)
     if not kind.local:
         return
-    assert adapter.command(tgis, Path("/m"), "127.0.0.1", 1)
+    assert adapter.command(deployment.params, Path("/m"), "127.0.0.1", 1)
     if kind.tgis_by in ("always", "params"):
         assert adapter.grpc_args(8033) == ["--grpc-port", "8033"]
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.config.deployments import TgisDeployment
 from testbed.config.loader import load_campaign
 from testbed.core.errors import CampaignError
 from testbed.servers.adapters import adapter_for
@@ -32,7 +33,8 @@ def campaign(tmp_path: Path, **config: Any) -> Path:
 
 def container_env_and_args(tmp_path: Path, **config: Any) -> tuple[dict[str, str], list[str]]:
     loaded = load_campaign(str(campaign(tmp_path, **config)))
-    deployment = loaded.campaign.deployments[0].model_dump(mode="json")
+    deployment = loaded.campaign.deployments[0]
+    assert isinstance(deployment, TgisDeployment)
     spec = adapter_for("tgis").container(deployment, "/models/m")
     env = {e["name"]: e["value"] for e in spec.get("env", []) if "value" in e}
     return env, list(spec.get("args") or [])

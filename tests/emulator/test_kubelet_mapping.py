@@ -146,11 +146,20 @@ def test_tgi_and_tgis_images_are_played_by_the_reference_server_when_asked() -> 
     ``testbed serve hf`` with the protocols, ports and limits they name; without
     ``--tgi-stand-in`` the images stay unknown."""
     from testbed.cli.cluster import tgi_stand_in
+    from testbed.config.deployments import ServerDeployment, deployment_model
     from testbed.servers.adapters import adapter_for
 
     rules = ImageRules(tgi_stand_in=tgi_stand_in())
-    deployment = {"server": "tgi", "params": {"max_batch_size": 4, "max_model_len": 512}}
-    tgi = adapter_for("tgi").container({**deployment, "model": "x"}, "/models/m")
+    deployment = deployment_model(
+        {
+            "name": "d",
+            "server": "tgi",
+            "model": "x",
+            "params": {"max_batch_size": 4, "max_model_len": 512},
+        }
+    )
+    assert isinstance(deployment, ServerDeployment)
+    tgi = adapter_for("tgi").container(deployment, "/models/m")
     argv, note = host_argv(tgi, rules)
     assert argv == [
         sys.executable, "-m", "testbed", "serve", "hf", "--protocols", "tgi,openai",
@@ -159,11 +168,15 @@ def test_tgi_and_tgis_images_are_played_by_the_reference_server_when_asked() -> 
     ]  # fmt: skip
     assert "ghcr.io/huggingface/text-generation-inference" in note
     assert "ignored" not in note
-    tgis_deployment = {
-        "server": "tgis",
-        "model": "x",
-        "params": {"dtype": "bfloat16", "deployment_framework": "hf_transformers"},
-    }
+    tgis_deployment = deployment_model(
+        {
+            "name": "d",
+            "server": "tgis",
+            "model": "x",
+            "params": {"dtype": "bfloat16", "deployment_framework": "hf_transformers"},
+        }
+    )
+    assert isinstance(tgis_deployment, ServerDeployment)
     tgis = adapter_for("tgis").container(tgis_deployment, "/models/m")
     argv, note = host_argv(tgis, rules)
     assert argv == [

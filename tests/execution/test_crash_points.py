@@ -9,11 +9,11 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from testbed.backends.base import Backend, Handle
+from testbed.config.deployments import AnyDeployment
 from testbed.config.loader import load_campaign_text
 from testbed.core.errors import InputError, ServerStartError
 from testbed.execution.events import Silent
@@ -73,7 +73,7 @@ class FailingBackend(Backend):
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
         raise ServerStartError(f"{worker_id} never became ready")
         yield  # pragma: no cover

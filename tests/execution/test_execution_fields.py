@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ import pytest
 
 from testbed.backends.base import Backend, Handle
 from testbed.clients.endpoint import Endpoint
+from testbed.config.deployments import AnyDeployment
 from testbed.config.loader import load_campaign_text
 from testbed.core.errors import ServerStartError
 from testbed.execution import pipeline
@@ -48,17 +49,17 @@ class Recorder(Backend):
         self.calls.append("cleanup")
         return []
 
-    async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
+    async def prepare(self, deployments: Sequence[AnyDeployment]) -> list[str]:
         self.calls.append("prepare")
         return []
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
-        self.calls.append(f"provision {deployment['name']}")
+        self.calls.append(f"provision {deployment.name}")
         if self.fail:
-            raise ServerStartError(f"{deployment['name']} never became ready")
+            raise ServerStartError(f"{deployment.name} never became ready")
         self.running += 1
         self.peak = max(self.peak, self.running)
         try:
@@ -132,11 +133,11 @@ class Failing(Recorder):
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
-        self.calls.append(f"provision {deployment['name']}")
-        n = self.calls.count(f"provision {deployment['name']}")
-        raise ServerStartError(f"{deployment['name']} failed its attempt {n}")
+        self.calls.append(f"provision {deployment.name}")
+        n = self.calls.count(f"provision {deployment.name}")
+        raise ServerStartError(f"{deployment.name} failed its attempt {n}")
         yield Handle(Endpoint(base_url="http://127.0.0.1:9", model="m"))  # never reached
 
 

@@ -8,13 +8,13 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from testbed.backends.base import Backend, Handle
 from testbed.cli import main
 from testbed.clients.endpoint import Endpoint
+from testbed.config.deployments import AnyDeployment
 from testbed.core.errors import ClusterAccessDenied, ClusterUnreachable
 from testbed.execution import pipeline
 from testbed.probes import load as load_probe
@@ -40,7 +40,7 @@ class ApiServerGone(Backend):
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
         yield Handle(Endpoint(base_url="http://127.0.0.1:9", model="m"))
 

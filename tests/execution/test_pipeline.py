@@ -83,7 +83,7 @@ async def test_run_layout_ledger_and_infrastructure_errors(tmp_path: Path) -> No
     assert "not ready after 0.3 s" in reason
     # Two attempts at starting the broken worker (retries: 1), then ERROR for both of its
     # treatments; the fast worker started once for both of its own.
-    workers = {plan.workers[w].config["name"]: w for w in plan.workers}
+    workers = {plan.workers[w].config.name: w for w in plan.workers}
     assert observer.starts == {workers["broken"]: 2, workers["fast"]: 1}
     with Ledger(root / "ledger.sqlite") as ledger:
         states = ledger.states()

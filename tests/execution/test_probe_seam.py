@@ -9,13 +9,13 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from testbed.backends.base import Backend, Handle, ProbeRun
 from testbed.cli import main
 from testbed.clients.endpoint import Endpoint
+from testbed.config.deployments import AnyDeployment
 from testbed.execution import pipeline
 from testbed.results.files import read_records
 from testbed.results.outcome import ProbeOutcome
@@ -43,7 +43,7 @@ class Elsewhere(Backend):
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
         yield Handle(Endpoint(base_url="http://127.0.0.1:9", model="m"))
 
@@ -72,7 +72,7 @@ def test_a_backend_that_runs_probes_elsewhere_owns_the_treatments_outcome(
     (run,) = backend.runs
     assert run.attempt == 1
     assert run.campaign is None  # the local settings ship nothing: probes run here
-    assert [c["name"] for c in run.workers.values()] == ["one"]
+    assert [c.name for c in run.workers.values()] == ["one"]
     assert set(run.handles) == set(run.workers)
     (folder,) = [p for p in out.iterdir() if p.name.startswith("001__")]
     assert folder == run.out_dir

@@ -15,6 +15,7 @@ import pytest
 from testbed.backends.base import Backend, Handle
 from testbed.cli import main
 from testbed.clients.endpoint import Endpoint
+from testbed.config.deployments import AnyDeployment
 from testbed.core.errors import InputError
 from testbed.execution import pipeline
 from testbed.probes import load as load_probe
@@ -46,10 +47,10 @@ class Provisions(Backend):
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
         self.calls += 1
-        if self.error is not None and deployment["name"] == self.bad:
+        if self.error is not None and deployment.name == self.bad:
             raise self.error
         yield Handle(Endpoint(base_url="http://127.0.0.1:9", model="m"))
 

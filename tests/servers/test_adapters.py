@@ -9,12 +9,26 @@ from typing import Any
 import pytest
 import yaml
 
+from testbed.config.deployments import (
+    HfParams,
+    ServerDeployment,
+    TgiParams,
+    VllmParams,
+    deployment_model,
+)
 from testbed.config.sim import SimParams
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers.adapters import adapter_for
 from testbed.servers.adapters.vllm import vllm_python
 
 MODEL = Path("/cache/models/smollm2-135m")
+
+
+def deployment(server: str, **fields: Any) -> ServerDeployment:
+    """A resolved deployment of ``server``, validated as the planner validates it."""
+    model = deployment_model({"name": "d", "server": server, "model": "m", **fields})
+    assert isinstance(model, ServerDeployment)
+    return model
 
 
 def value_after(argv: list[str], name: str) -> str:
@@ -31,7 +45,7 @@ def test_adapter_for_knows_every_real_kind() -> None:
 # -- vLLM -------------------------------------------------------------------------------------
 
 
-def vllm_params(**changes: Any) -> dict[str, Any]:
+def vllm_params(**changes: Any) -> VllmParams:
     params = {
         "dtype": "float32",
         "max_model_len": 2048,
@@ -44,7 +58,7 @@ def vllm_params(**changes: Any) -> dict[str, Any]:
         "kv_cache_gb": 1.5,
         "python": sys.executable,
     }
-    return params | changes
+    return VllmParams.model_validate(params | changes)
 
 
 def test_vllm_maps_generic_parameters_to_its_flags() -> None:
@@ -82,8 +96,8 @@ def test_vllm_env_rounds_kv_cache_up_to_whole_gib() -> None:
 
 
 def test_vllm_container_uses_the_image_entry_point() -> None:
-    deployment = {"model": "bundled:smollm2-135m", "params": vllm_params(), "image": None}
-    spec = adapter_for("vllm").container(deployment, "/models/smollm2-135m")
+    vllm = deployment("vllm", model="bundled:smollm2-135m", params=vllm_params())
+    spec = adapter_for("vllm").container(vllm, "/models/smollm2-135m")
     assert spec["image"].startswith("vllm/vllm-openai:")
     assert "command" not in spec
     assert spec["args"][:4] == [
@@ -96,17 +110,17 @@ def test_vllm_container_uses_the_image_entry_point() -> None:
     assert {"name": "VLLM_CPU_KVCACHE_SPACE", "value": "2"} in spec["env"]
     assert not any(e["name"] == "HF_HUB_OFFLINE" for e in spec["env"])  # pods may use the hub
     assert spec["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
-    custom = adapter_for("vllm").container({**deployment, "image": "my/vllm:1"}, "m")
+    custom = adapter_for("vllm").container(vllm.model_copy(update={"image": "my/vllm:1"}), "m")
     assert custom["image"] == "my/vllm:1"
 
 
 def test_vllm_python_order(tmp_path: Path) -> None:
     fake = tmp_path / "python"
     fake.write_text("")
-    assert vllm_python({"python": str(fake)}, {}) == fake
-    assert vllm_python({}, {"TESTBED_VLLM_PYTHON": str(fake)}) == fake
+    assert vllm_python(str(fake), {}) == fake
+    assert vllm_python(None, {"TESTBED_VLLM_PYTHON": str(fake)}) == fake
     with pytest.raises(InputError, match=r"params\.python"):
-        vllm_python({"python": str(tmp_path / "absent")}, {})
+        vllm_python(str(tmp_path / "absent"), {})
 
 
 def test_vllm_python_missing_says_make_vllm(
@@ -117,14 +131,14 @@ def test_vllm_python_missing_says_make_vllm(
     monkeypatch.setattr(vllm_module, "_REPO", tmp_path)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(InfrastructureError, match="make vllm"):
-        vllm_python({}, {})
+        vllm_python(None, {})
 
 
 def test_local_servers_refuse_hub_ids() -> None:
     with pytest.raises(InputError, match="hub"):
         adapter_for("vllm").command(vllm_params(), None, "127.0.0.1", 1)
     with pytest.raises(InputError, match="hub"):
-        adapter_for("hf").command({}, None, "127.0.0.1", 1)
+        adapter_for("hf").command(HfParams(), None, "127.0.0.1", 1)
 
 
 # -- hf, sim ------------------------------------------------------------------------------
@@ -132,23 +146,23 @@ def test_local_servers_refuse_hub_ids() -> None:
 
 def test_hf_runs_testbed_serve_hf() -> None:
     params = {"threads": 2, "dtype": "float32", "max_batch_size": 16, "extra_args": []}
-    argv = adapter_for("hf").command(params, MODEL, "127.0.0.1", 9000)
+    argv = adapter_for("hf").command(HfParams.model_validate(params), MODEL, "127.0.0.1", 9000)
     assert argv[:5] == [sys.executable, "-m", "testbed", "serve", "hf"]
     assert value_after(argv, "--model") == str(MODEL)
     assert value_after(argv, "--threads") == "2"
     assert "max_batch_size=16" in argv
     assert "served_model_name=smollm2-135m" in argv
     assert not any(a.startswith("max_model_len") for a in argv)
-    deployment = {"model": "bundled:smollm2-135m", "params": params}
-    assert adapter_for("hf").served_model_name(deployment) == "smollm2-135m"
-    spec = adapter_for("hf").container(deployment, "/models/smollm2-135m")
+    hf = deployment("hf", model="bundled:smollm2-135m", params=params)
+    assert adapter_for("hf").served_model_name(hf) == "smollm2-135m"
+    spec = adapter_for("hf").container(hf, "/models/smollm2-135m")
     assert spec["command"] == ["testbed"]
     assert value_after(spec["args"], "--host") == "0.0.0.0"
 
 
 def test_sim_passes_only_changed_parameters_and_they_round_trip() -> None:
-    params = {"itl_ms": 5, "jitter": {"distribution": "normal", "itl_scale_ms": 1.5}, "env": {}}
-    argv = adapter_for("sim").command(params, None, "127.0.0.1", 9001)
+    params = {"itl_ms": 5, "jitter": {"distribution": "normal", "itl_scale_ms": 1.5}}
+    argv = adapter_for("sim").command(SimParams.model_validate(params), None, "127.0.0.1", 9001)
     assert argv[:5] == [sys.executable, "-m", "testbed", "serve", "sim"]
     sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
     assert len(sets) == 3  # itl_ms, jitter.distribution, jitter.itl_scale_ms
@@ -160,11 +174,10 @@ def test_sim_passes_only_changed_parameters_and_they_round_trip() -> None:
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = yaml.safe_load(raw)
-    assert SimParams.model_validate(parsed) == SimParams.model_validate(
-        {k: v for k, v in params.items() if k != "env"}
-    )
-    assert adapter_for("sim").served_model_name({"params": {"model_name": "m"}}) == "m"
-    assert adapter_for("sim").served_model_name({"params": {}}) == "sim-model"
+    assert SimParams.model_validate(parsed) == SimParams.model_validate(params)
+    sim = adapter_for("sim")
+    assert sim.served_model_name(deployment("sim", params={"model_name": "x"})) == "x"
+    assert sim.served_model_name(deployment("sim")) == "sim-model"
 
 
 # -- TGI, TGIS --------------------------------------------------------------------------
@@ -178,9 +191,10 @@ def test_tgi_launcher_flags() -> None:
         "max_input_length": 1024,
         "max_model_len": 2048,
         "flash_attention": True,
-        "extra_args": "--quantize bitsandbytes",
+        "extra_args": ["--quantize", "bitsandbytes"],
     }
-    spec = adapter_for("tgi").container({"model": "org/model", "params": params}, "org/model")
+    tgi = deployment("tgi", model="org/model", params=params, resources={"gpu": 2})
+    spec = adapter_for("tgi").container(tgi, "org/model")
     args = spec["args"]
     assert spec["image"].startswith("ghcr.io/huggingface/text-generation-inference:")
     assert value_after(args, "--model-id") == "org/model"
@@ -197,12 +211,12 @@ def test_tgi_launcher_flags() -> None:
 
 def test_tgi_omits_dtypes_it_does_not_take_and_disables_flash_attention() -> None:
     params = {"dtype": "float32", "tensor_parallel": 1}
-    spec = adapter_for("tgi").container({"model": "m", "params": params}, "m")
+    spec = adapter_for("tgi").container(deployment("tgi", params=params), "m")
     assert "--dtype" not in spec["args"]
     assert "--num-shard" not in spec["args"]
     assert {"name": "USE_FLASH_ATTENTION", "value": "false"} in spec["env"]
     with pytest.raises(NotImplementedError, match="only in a cluster"):
-        adapter_for("tgi").command(params, MODEL, "127.0.0.1", 1)
+        adapter_for("tgi").command(TgiParams.model_validate(params), MODEL, "127.0.0.1", 1)
 
 
 def env_of(spec: dict[str, Any]) -> dict[str, str]:
@@ -218,8 +232,8 @@ def test_tgis_sharded_gpu_deployment() -> None:
         "flash_attention": True,
         "env": {"EXTRA": "1"},
     }
-    deployment = {"model": "google/flan-t5-small", "params": params, "resources": {"gpu": 2}}
-    spec = adapter_for("tgis").container(deployment, "google/flan-t5-small")
+    tgis = deployment("tgis", model="google/flan-t5-small", params=params, resources={"gpu": 2})
+    spec = adapter_for("tgis").container(tgis, "google/flan-t5-small")
     assert spec["image"].startswith("quay.io/opendatahub/text-generation-inference:")
     assert spec["command"] == ["text-generation-launcher"]
     assert value_after(spec["args"], "--deployment-framework") == "hf_custom_tp"
@@ -233,7 +247,8 @@ def test_tgis_sharded_gpu_deployment() -> None:
 
 def test_tgis_cpu_only_hides_cuda() -> None:
     params = {"dtype": "float32", "deployment_framework": "hf_transformers"}
-    spec = adapter_for("tgis").container({"model": "m", "params": params, "resources": {}}, "m")
+    cpu = deployment("tgis", params=params, resources={"gpu": 0})  # tgis defaults to 1 GPU
+    spec = adapter_for("tgis").container(cpu, "m")
     env = env_of(spec)
     assert env["CUDA_VISIBLE_DEVICES"] == "-1"
     assert "NUM_GPUS" not in env
@@ -242,5 +257,5 @@ def test_tgis_cpu_only_hides_cuda() -> None:
 
 def test_tgis_pt2_compile_is_passed_on() -> None:
     params = {"dtype": "float32", "pt2_compile": True, "deployment_framework": "hf_transformers"}
-    spec = adapter_for("tgis").container({"model": "m", "params": params, "resources": {}}, "m")
+    spec = adapter_for("tgis").container(deployment("tgis", params=params), "m")
     assert env_of(spec)["PT2_COMPILE"] == "true"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed.config.deployments import VllmParams
 from testbed.core.errors import ServerStartError
 from testbed.servers.adapters import kv_cache
 from testbed.servers.adapters.kv_cache import GIB, NodeMemory, auto_kv_cache_gib, node_memory
@@ -56,11 +57,13 @@ def test_the_adapter_sizes_only_what_the_deployment_left_open(
     monkeypatch.delenv(kv_cache.VARIABLE, raising=False)
     monkeypatch.setattr(kv_cache, "node_memory", lambda: NodeMemory(16 * GIB, 10 * GIB, "t"))
     adapter = VllmAdapter()
-    assert adapter.env({})[kv_cache.VARIABLE] == "4"
-    assert adapter.env({"kv_cache_gb": 1.5})[kv_cache.VARIABLE] == "2"  # the user's, rounded up
-    assert kv_cache.VARIABLE not in adapter.env({"gpu_memory_utilization": 0.5})
-    assert kv_cache.VARIABLE not in adapter.env({"extra_args": ["--kv-cache-memory-bytes", "1"]})
-    assert kv_cache.VARIABLE not in adapter.container_env({})  # a pod's memory is its own
-    assert kv_cache.VARIABLE not in adapter.env({}, gpus=1)  # its cache is on the GPU
+    unset = VllmParams()
+    assert adapter.env(unset)[kv_cache.VARIABLE] == "4"
+    assert adapter.env(VllmParams(kv_cache_gb=1.5))[kv_cache.VARIABLE] == "2"  # rounded up
+    assert kv_cache.VARIABLE not in adapter.env(VllmParams(gpu_memory_utilization=0.5))
+    sized = VllmParams(extra_args=["--kv-cache-memory-bytes", "1"])
+    assert kv_cache.VARIABLE not in adapter.env(sized)
+    assert kv_cache.VARIABLE not in adapter.container_env(unset)  # a pod's memory is its own
+    assert kv_cache.VARIABLE not in adapter.env(unset, gpus=1)  # its cache is on the GPU
     monkeypatch.setenv(kv_cache.VARIABLE, "3")
-    assert kv_cache.VARIABLE not in adapter.env({})  # this environment's value passes through
+    assert kv_cache.VARIABLE not in adapter.env(unset)  # this environment's value passes through

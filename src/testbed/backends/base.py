@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from testbed.clients.endpoint import Endpoint, Tls
+from testbed.config.deployments import AnyDeployment, ExternalDeployment
 from testbed.config.loader import LoadedCampaign
-from testbed.config.server_kinds import provisioned
+from testbed.config.stacks import StackDeployment
 from testbed.plan.model import Plan, Treatment
 from testbed.results.files import RecordWriter
 from testbed.results.outcome import ProbeOutcome
@@ -64,7 +65,7 @@ class ProbeRun:
     treatment: Treatment
     attempt: int
     handles: Mapping[str, Handle]  # the treatment's workers, by worker id
-    workers: Mapping[str, Mapping[str, Any]]  # worker id → resolved deployment config
+    workers: Mapping[str, AnyDeployment]  # worker id → resolved deployment
     out_dir: Path  # the treatment directory: the probe's files go here
     records: RecordWriter  # records.jsonl of the treatment, written as records arrive
     progress: Callable[[str], None]  # one-line status for the live display
@@ -95,7 +96,7 @@ class Backend(abc.ABC):
         return backend
 
     @classmethod
-    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+    def preflight(cls, config: Mapping[str, Any], deployments: Sequence[AnyDeployment]) -> None:
         """What must be usable before a run directory exists (InputError, exit 2): reads
         files and variables, sends nothing. ``deployments`` are the provisioned ones."""
         del config, deployments
@@ -116,10 +117,10 @@ class Backend(abc.ABC):
         return []
 
     def open_worker(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AbstractAsyncContextManager[Handle]:
         """The worker's handle: an external deployment's URL as it is, else :meth:`provision`."""
-        if not provisioned(deployment):
+        if isinstance(deployment, ExternalDeployment):
             return _given(external_endpoint(deployment, self.base_dir))
         return self.provision(worker_id, deployment, work_dir)
 
@@ -128,17 +129,17 @@ class Backend(abc.ABC):
         del run_dir
         return []
 
-    async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
+    async def prepare(self, deployments: Sequence[AnyDeployment]) -> list[str]:
         """Prepare models (and images) before any worker starts; say what was done."""
         del deployments
         return []
 
-    def worker_cost(self, config: dict[str, Any]) -> float:
+    def worker_cost(self, config: AnyDeployment) -> float:
         """Cores of THIS machine a worker's server takes (the run's CPU budget counts them)."""
-        return float((config.get("resources") or {}).get("cpu", 0.0))  # a stack has none
+        return 0.0 if isinstance(config, StackDeployment) else config.resources.cpu
 
     async def infeasible(
-        self, workers: dict[str, dict[str, Any]]
+        self, workers: Mapping[str, AnyDeployment]
     ) -> tuple[dict[str, str], list[str]]:
         """Workers that can never start where this backend runs them (worker id → reason
         with the numbers), and notes on the check itself. Their treatments are skipped."""
@@ -189,7 +190,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AbstractAsyncContextManager[Handle]:
         """Start the worker's server; yield its handle once ready; release on exit."""
 
@@ -199,20 +200,16 @@ async def _given(endpoint: Endpoint) -> AsyncIterator[Handle]:
     yield Handle(endpoint)
 
 
-def external_endpoint(deployment: Mapping[str, Any], base_dir: Path) -> Endpoint:
+def external_endpoint(deployment: ExternalDeployment, base_dir: Path) -> Endpoint:
     """The endpoint of an ``external`` deployment; its api_key stays a ``${env:…}`` reference."""
-    tls = deployment.get("tls") or {}
-    bundle = tls.get("ca_bundle")
+    bundle = deployment.tls.ca_bundle
     return Endpoint(
-        base_url=str(deployment["url"]).rstrip("/"),
-        protocols=(deployment.get("protocol", "openai"),),
-        model=str(deployment.get("model") or ""),
+        base_url=deployment.url.rstrip("/"),
+        protocols=(deployment.protocol,),
+        model=deployment.model,
         server_kind="external",
-        tokenizer=deployment.get("tokenizer"),
-        api_key=deployment.get("api_key"),
-        grpc_target=deployment.get("grpc"),
-        tls=Tls(
-            verify=bool(tls.get("verify", True)),
-            ca_bundle=str(base_dir / bundle) if bundle else None,
-        ),
+        tokenizer=deployment.tokenizer,
+        api_key=deployment.api_key,
+        grpc_target=deployment.grpc,
+        tls=Tls(verify=deployment.tls.verify, ca_bundle=str(base_dir / bundle) if bundle else None),
     )

@@ -10,26 +10,27 @@ keep their own URL.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
-from testbed.backends.base import Backend, Handle
+from testbed.backends.base import Backend, Handle, external_endpoint
 from testbed.clients.endpoint import Endpoint
-from testbed.config.server_kinds import kind_of
+from testbed.config.deployments import AnyDeployment, ExternalDeployment, ServerDeployment
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.servers.adapters import adapter_for
 
 
 def adapter_endpoint(
-    deployment: Mapping[str, Any], base_url: str, grpc_target: str | None = None
+    deployment: ServerDeployment, base_url: str, grpc_target: str | None = None
 ) -> Endpoint:
     """The endpoint of a server of ``deployment``'s kind that answers at ``base_url``; its
     TGIS gRPC at ``grpc_target``, by default the same host on the kind's gRPC port."""
-    adapter = adapter_for(str(deployment["server"]))
-    params = deployment.get("params") or {}
+    adapter = adapter_for(deployment.server)
+    params = deployment.params
     grpc_port = adapter.container_grpc_port(params)
     if grpc_target is None and grpc_port is not None:
         grpc_target = f"{urlsplit(base_url).hostname}:{grpc_port}"
@@ -37,7 +38,7 @@ def adapter_endpoint(
         base_url=base_url.rstrip("/"),
         protocols=adapter.served_protocols(params),
         model=adapter.served_model_name(deployment),
-        server_kind=str(deployment["server"]),
+        server_kind=deployment.server,
         tokenizer=None,
         metrics_path=adapter.metrics_path,
         grpc_target=grpc_target,
@@ -45,18 +46,17 @@ def adapter_endpoint(
 
 
 def stack_endpoint(
-    deployment: Mapping[str, Any], base_url: str, metrics_url: str | None = None
+    deployment: StackDeployment, base_url: str, metrics_url: str | None = None
 ) -> Endpoint:
     """The endpoint of a stack (``server: manifests``) that answers at ``base_url``: the
     protocols its ``endpoint:`` declares, its model name, its metrics Service if any."""
-    endpoint = deployment["endpoint"]
-    metrics = deployment.get("metrics")
+    metrics = deployment.metrics
     return Endpoint(
         base_url=base_url.rstrip("/"),
-        protocols=tuple(endpoint.get("protocols") or ("openai",)),
-        model=str(deployment.get("model") or ""),
-        server_kind="manifests",
-        metrics_path=str(metrics.get("path") or "/metrics") if metrics else None,
+        protocols=deployment.endpoint.protocols,
+        model=deployment.model,
+        server_kind=deployment.server,
+        metrics_path=metrics.path if metrics else None,
         metrics_url=metrics_url,
     )
 
@@ -86,27 +86,29 @@ class EndpointsBackend(Backend):
         self.base_dir = base_dir or Path.cwd()
 
     def open_worker(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AbstractAsyncContextManager[Handle]:
         """A URL given with ``--endpoint`` wins, even over an external deployment's own."""
-        if str(deployment["name"]) in self.urls:
+        if deployment.name in self.urls:
             return self.provision(worker_id, deployment, work_dir)
         return super().open_worker(worker_id, deployment, work_dir)
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
         del work_dir
-        name = str(deployment["name"])
+        name = deployment.name
         if name not in self.urls:
             raise InputError(
                 f"worker {worker_id}: no --endpoint {name}=URL given for deployment {name}"
             )
         url = self.urls[name]
-        endpoint = (
-            stack_endpoint(deployment, url)  # its metrics Service is not reachable here
-            if kind_of(deployment).stack
-            else adapter_endpoint(deployment, url)
-        )
+        if isinstance(deployment, StackDeployment):
+            endpoint = stack_endpoint(deployment, url)  # its metrics Service is unreachable here
+        elif isinstance(deployment, ExternalDeployment):
+            own = external_endpoint(deployment, self.base_dir)
+            endpoint = dataclasses.replace(own, base_url=url.rstrip("/"))
+        else:
+            endpoint = adapter_endpoint(deployment, url)
         yield Handle(endpoint, info={"url": url})

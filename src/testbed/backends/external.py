@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 
 from testbed.backends.base import Backend, Handle, external_endpoint
+from testbed.config.deployments import AnyDeployment
 from testbed.core.errors import InputError
 
 __all__ = ["ExternalBackend", "external_endpoint"]
@@ -23,11 +23,11 @@ class ExternalBackend(Backend):
         self.base_dir = base_dir or Path.cwd()
 
     def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AbstractAsyncContextManager[Handle]:
         # Validation refuses these campaigns (ExternalBackend.refusals); a clear error anyway.
         del worker_id, work_dir
         raise InputError(
-            f"backend external provisions nothing, but {deployment['name']} needs a"
-            f" {deployment['server']} server — use `server: external` with a url"
+            f"backend external provisions nothing, but {deployment.name} needs a"
+            f" {deployment.server} server — use `server: external` with a url"
         )

@@ -284,8 +284,8 @@ def vllm_lookup(explicit: Path | None) -> Callable[[], Path]:
     first): one rule for where vLLM lives, whether testbed or the emulator starts it."""
     from testbed.servers.adapters.vllm import vllm_python
 
-    params = {"python": str(explicit)} if explicit is not None else {}
-    return functools.partial(vllm_python, params, option="--vllm-python")
+    chosen = str(explicit) if explicit is not None else None
+    return functools.partial(vllm_python, chosen, option="--vllm-python")
 
 
 def tgi_stand_in() -> TgiStandIn:

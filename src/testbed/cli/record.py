@@ -112,10 +112,10 @@ async def _record_section(
         console.print(f"starting [bold]{name}[/bold] …")
         async with provision_one(loaded, name, Path(work)) as running:
             endpoint = running.handle.endpoint
-            source = f"{name} ({running.config.get('server')}, {running.config.get('model')})"
+            source = f"{name} ({running.config.server}, {running.config.model})"
             console.print(f"recording from {source} at {endpoint.base_url}")
             recorded = await record_files(
-                paths, endpoint, config, running.config, lambda m: console.print(f"  {m}")
+                paths, endpoint, config, running.document, lambda m: console.print(f"  {m}")
             )
     return recorded, source
 

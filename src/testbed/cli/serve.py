@@ -209,12 +209,11 @@ def _serve_vllm(args: argparse.Namespace) -> int:
         what="vLLM server setting",
         example="max_batch_size=8",
     )
-    params = settings.model_dump(exclude_none=True)
     folder = resolve_model(args.model or "bundled:smollm2-135m")
     adapter = VllmAdapter()
-    argv = adapter.command(params, folder, args.host, args.port)
-    env = {**os.environ, **adapter.env(params), **settings.env}
-    if not kv_cache.explicit(params, os.environ):
+    argv = adapter.command(settings, folder, args.host, args.port)
+    env = {**os.environ, **adapter.env(settings), **settings.env}
+    if not kv_cache.explicit(settings, os.environ):
         sys.stderr.write(
             f"testbed: KV cache {env['VLLM_CPU_KVCACHE_SPACE']} GiB (VLLM_CPU_KVCACHE_SPACE),"
             " sized to the memory free now; set kv_cache_gb to choose\n"

@@ -11,9 +11,16 @@ CPU-only wants float32, flash attention needs a GPU); every rule says what to ch
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    TypeAdapter,
+    model_validator,
+)
 
 from testbed.config.resources import (
     Placement,
@@ -33,13 +40,16 @@ __all__ = [
     "SERVER_KINDS",
     "TGIS_FRAMEWORKS",
     "TGIS_SHARDING",
+    "AnyDeployment",
     "Deployment",
     "Dtype",
     "ExternalDeployment",
     "HfDeployment",
     "HfParams",
     "Placement",
+    "RealServer",
     "Resources",
+    "ServerDeployment",
     "ServerParams",
     "SimDeployment",
     "Strict",
@@ -53,8 +63,10 @@ __all__ = [
     "Toleration",
     "VllmDeployment",
     "VllmParams",
+    "deployment_model",
     "gpu_count",
     "gpu_memory_total",
+    "worker_gpus",
 ]
 
 Dtype = Literal["float32", "float16", "bfloat16", "auto"]
@@ -167,7 +179,9 @@ class _Deployment(Strict):
         return self
 
 
-class _RealServer(_Deployment):
+class RealServer(_Deployment):
+    """A server that loads a model: the rules shared by hf, vllm, tgi and tgis."""
+
     params: ServerParams
     #: How this kind refuses float16 on a CPU-only worker, in its own words (None: it does not).
     _cpu_float16: ClassVar[str | None] = None
@@ -200,19 +214,19 @@ class SimDeployment(_Deployment):
     params: SimParams = Field(default_factory=SimParams)
 
 
-class HfDeployment(_RealServer):
+class HfDeployment(RealServer):
     server: Literal["hf"]
     params: HfParams = Field(default_factory=HfParams)
     _cpu_float16 = "float16 is not supported on CPU — set params.dtype: float32"
 
 
-class VllmDeployment(_RealServer):
+class VllmDeployment(RealServer):
     server: Literal["vllm"]
     params: VllmParams = Field(default_factory=VllmParams)
     _cpu_float16 = "vLLM on CPU has no float16 — set params.dtype: float32 or bfloat16"
 
 
-class TgiDeployment(_RealServer):
+class TgiDeployment(RealServer):
     server: Literal["tgi"]
     params: TgiParams = Field(default_factory=TgiParams)
 
@@ -318,15 +332,27 @@ class ExternalDeployment(_Deployment):
         return found
 
 
-Deployment = Annotated[
-    SimDeployment
-    | HfDeployment
-    | VllmDeployment
-    | TgiDeployment
-    | TgisDeployment
-    | ExternalDeployment
-    | StackDeployment,
-    Field(discriminator="server"),
-]
+#: A deployment served by one process or pod that testbed starts from a kind's adapter.
+ServerDeployment = SimDeployment | HfDeployment | VllmDeployment | TgiDeployment | TgisDeployment
+#: Any resolved deployment: what a plan's worker holds and the backends receive.
+AnyDeployment = ServerDeployment | ExternalDeployment | StackDeployment
+Deployment = Annotated[AnyDeployment, Field(discriminator="server")]
+
+
+@functools.cache
+def _deployments() -> TypeAdapter[AnyDeployment]:
+    return TypeAdapter(Deployment)
+
+
+def worker_gpus(deployment: AnyDeployment) -> int:
+    """GPU devices a deployment's server takes (a stack's objects ask the cluster for theirs)."""
+    return 0 if isinstance(deployment, StackDeployment) else deployment.resources.gpu_count
+
+
+def deployment_model(raw: Mapping[str, Any]) -> AnyDeployment:
+    """One deployment (a resolved mapping, as written or as ``plan.json`` holds it) validated
+    into its kind's model; pydantic's ValidationError when it is not one."""
+    return _deployments().validate_python(raw)
+
 
 SERVER_KINDS = tuple(KINDS)

@@ -7,7 +7,6 @@ and KV cache against the GPU memory, and the Kubernetes backend writes them into
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator
@@ -78,12 +77,12 @@ def gpu_count(gpu: Any) -> int:
     return int(gpu or 0)
 
 
-def gpu_memory_total(resources: Mapping[str, Any]) -> float:
+def gpu_memory_total(resources: Resources) -> float:
     """GiB of GPU memory a worker gets (MIG: each slice's own size, from its profile name)."""
-    gpu = resources.get("gpu")
+    gpu = resources.gpu
     if isinstance(gpu, dict):
-        return sum(mig_memory_gb(name) * int(count) for name, count in gpu.items())
-    return int(gpu or 0) * float(resources.get("gpu_memory_gb", 80.0))
+        return sum(mig_memory_gb(name) * count for name, count in gpu.items())
+    return (gpu or 0) * resources.gpu_memory_gb
 
 
 class TgisResources(Resources):

@@ -9,9 +9,8 @@ what needs code: flags, environment, container spec, default image tag.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 #: The protocols testbed's clients speak: openai and tgi over HTTP, tgis over gRPC.
 ServerProtocol = Literal["openai", "tgi", "tgis"]
@@ -111,12 +110,18 @@ def server_kind(name: str) -> ServerKind:
     return KINDS[name]
 
 
-def kind_of(deployment: Mapping[str, Any] | Any) -> ServerKind:
-    """The capabilities of a deployment (its model, or its resolved dict)."""
-    name = deployment["server"] if isinstance(deployment, Mapping) else deployment.server
-    return KINDS[str(name)]
+class Kinded(Protocol):
+    """A deployment model (``config.deployments``): anything that names its server kind."""
+
+    @property
+    def server(self) -> str: ...
 
 
-def provisioned(deployment: Mapping[str, Any] | Any) -> bool:
+def kind_of(deployment: Kinded) -> ServerKind:
+    """The capabilities of a deployment."""
+    return KINDS[deployment.server]
+
+
+def provisioned(deployment: Kinded) -> bool:
     """Whether a backend provisions ``deployment`` (every kind but ``external``)."""
     return kind_of(deployment).provisioned

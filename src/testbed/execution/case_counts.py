@@ -9,23 +9,23 @@ the same decisions the probe makes (``probes.correctness.runner.plan_items``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from testbed.config.correctness import CorrectnessProbe
+from testbed.config.deployments import AnyDeployment, ExternalDeployment
 from testbed.config.loader import LoadedCampaign
-from testbed.config.server_kinds import provisioned
+from testbed.config.stacks import StackDeployment
 from testbed.plan.model import Plan
 from testbed.probes.correctness.cases import CaseFile, load_case_files
 from testbed.probes.correctness.runner import plan_items
 from testbed.servers.adapters import adapter_for
 
 
-def served(config: Mapping[str, Any]) -> tuple[str, ...]:
+def served(config: AnyDeployment) -> tuple[str, ...]:
     """The protocols a deployment will serve, as its backend will announce them."""
-    if not provisioned(config):  # external: the protocol it was given
-        return (str(config.get("protocol", "openai")),)
-    return tuple(adapter_for(config["server"]).served_protocols(config.get("params") or {}))
+    if isinstance(config, ExternalDeployment):  # the protocol it was given
+        return (config.protocol,)
+    if isinstance(config, StackDeployment):  # what its endpoint declares
+        return config.endpoint.protocols
+    return adapter_for(config.server).served_protocols(config.params)
 
 
 def case_counts(loaded: LoadedCampaign, plan: Plan) -> dict[str, tuple[int, int]]:
@@ -39,8 +39,8 @@ def case_counts(loaded: LoadedCampaign, plan: Plan) -> dict[str, tuple[int, int]
         names = tuple(section["cases"])
         if names not in files:
             files[names] = load_case_files([loaded.base_dir / name for name in names])
-        deployment = plan.workers[treatment.workers[0]].config
+        worker = plan.workers[treatment.workers[0]]
         config = CorrectnessProbe.model_validate(section)
-        items, skipped = plan_items(files[names], config, deployment, served(deployment))
+        items, skipped = plan_items(files[names], config, worker.document, served(worker.config))
         counts[treatment.id] = (len(items), len(items) + len(skipped))
     return counts

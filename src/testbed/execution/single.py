@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.backends.base import Handle
+from testbed.config.deployments import AnyDeployment
 from testbed.config.loader import LoadedCampaign
 from testbed.config.server_kinds import provisioned
 from testbed.core.errors import InputError
@@ -28,11 +29,17 @@ class Provisioned:
 
     worker_id: str
     deployment: str
-    config: dict[str, Any]  # the resolved deployment (what a probe gets as ctx.deployment)
+    config: AnyDeployment  # the resolved deployment (``document``: what a probe reads)
     handle: Handle
 
+    @property
+    def document(self) -> dict[str, Any]:
+        """The deployment as JSON, by the names a campaign writes (what probes and skip
+        rules read as ``ctx.deployment``)."""
+        return self.config.model_dump(mode="json")
 
-def resolved_deployment(loaded: LoadedCampaign, name: str) -> tuple[str, dict[str, Any]]:
+
+def resolved_deployment(loaded: LoadedCampaign, name: str) -> tuple[str, AnyDeployment]:
     """The first worker of deployment ``name`` in the campaign's plan: (worker id, config)."""
     plan = expand(loaded)
     for worker in plan.workers.values():

@@ -81,7 +81,7 @@ async def run_treatment(
             records=records,
             seed=setting.seed,
             params=treatment.params,
-            deployment=workers[0].config if workers else {},
+            deployment=workers[0].document if workers else {},
             progress=progress,
             base_dir=setting.base_dir,
             cluster=setting.backend,

@@ -13,10 +13,9 @@ with these numbers; it is never started. The numbers of each model come from
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from testbed.config.catalogue import model_shape
-from testbed.config.deployments import gpu_count, gpu_memory_total
+from testbed.config.deployments import AnyDeployment, RealServer, VllmParams, gpu_memory_total
 from testbed.config.server_kinds import server_kind
 
 GIB = 1024**3
@@ -41,28 +40,27 @@ class Estimate:
         )
 
 
-def estimate(deployment: dict[str, Any]) -> Estimate | None:
+def estimate(deployment: AnyDeployment) -> Estimate | None:
     """The memory estimate of a resolved deployment, or None when it cannot be known."""
-    kind = server_kind(str(deployment.get("server")))
-    shape = model_shape(str(deployment.get("model", "")))
-    if kind.default_batch is None or shape is None:
+    kind = server_kind(deployment.server)
+    shape = model_shape(deployment.model)
+    if kind.default_batch is None or shape is None or not isinstance(deployment, RealServer):
         return None
-    params = deployment.get("params") or {}
-    res = deployment.get("resources") or {}
-    width = _BYTES.get(str(params.get("dtype", "float32")), 4)
+    params, res = deployment.params, deployment.resources
+    width = _BYTES.get(params.dtype, 4)
     weights = shape.weight_bytes(width)
-    context = int(params.get("max_model_len") or shape.context)
-    batch = int(params.get("max_batch_size") or kind.default_batch)
-    if kind.kv_pool and params.get("kv_cache_gb"):
-        kv = float(params["kv_cache_gb"]) * GIB
-        kv_text = f"KV cache {params['kv_cache_gb']} GiB"
+    context = params.max_model_len or shape.context
+    batch = params.max_batch_size or kind.default_batch
+    kv_cache_gb = params.kv_cache_gb if isinstance(params, VllmParams) else None
+    if kind.kv_pool and kv_cache_gb:
+        kv = kv_cache_gb * GIB
+        kv_text = f"KV cache {kv_cache_gb} GiB"
     elif kind.kv_pool:
         kv = shape.kv_bytes_per_token(width) * context
         kv_text = f"KV {kv / GIB:.2f} GiB for one {context}-token sequence"
     else:
         kv = shape.kv_bytes_per_token(width) * context * batch
         kv_text = f"KV {kv / GIB:.1f} GiB for {context} tokens × {batch} seqs"
-    gpus = gpu_count(res.get("gpu"))
-    available = gpu_memory_total(res) if gpus else float(res.get("memory_gb", 8))
-    detail = f"weights {weights / GIB:.2f} GiB {params.get('dtype', 'float32')} + {kv_text} + 10 %"
+    available = gpu_memory_total(res) if res.gpu_count else res.memory_gb
+    detail = f"weights {weights / GIB:.2f} GiB {params.dtype} + {kv_text} + 10 %"
     return Estimate((weights + kv) * _OVERHEAD / GIB, available, detail)

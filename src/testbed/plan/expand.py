@@ -14,11 +14,11 @@ import copy
 import hashlib
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from testbed.config.campaign import Campaign
 from testbed.config.correctness import split_sections
-from testbed.config.deployments import Deployment
+from testbed.config.deployments import deployment_model
 from testbed.config.diagnostics import dotted
 from testbed.config.loader import LoadedCampaign
 from testbed.config.overrides import assign, targets
@@ -28,7 +28,6 @@ from testbed.plan.capacity import estimate
 from testbed.plan.model import PROBES, Plan, ProbeName, Treatment, Worker
 from testbed.plan.points import Level, Point, matrix_points
 
-_DEPLOYMENT = TypeAdapter(Deployment)
 _SECTIONS = ("deployments", *PROBES)
 
 
@@ -180,7 +179,7 @@ class _Expander:
     def _worker(self, index: int, raw: dict[str, Any], levels: list[Level]) -> Worker:
         params = {lv.factor: lv.value for lv in levels}
         try:
-            model = _DEPLOYMENT.validate_python(raw)
+            model = deployment_model(raw)
         except ValidationError as exc:
             combo = ", ".join(f"{f}={v}" for f, v in params.items())
             problems = "; ".join(
@@ -203,9 +202,9 @@ class _Expander:
                 if ".params." in f or ".values." in f
             }
             settings = {**written, **factors}
-            self.workers[wid] = Worker(wid, model.name, model.server, config, params, settings)
+            self.workers[wid] = Worker(wid, model.name, model.server, model, params, settings)
             self.worker_slugs[wid] = (slugify(model.name, 30), [lv.slug for lv in levels])
-            fit = estimate(config)
+            fit = estimate(model)
             self._capacity[wid] = "" if fit is None or fit.fits else fit.reason()
         return self.workers[wid]
 

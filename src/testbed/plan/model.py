@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from testbed.config.deployments import AnyDeployment
 from testbed.core.errors import InputError
 from testbed.core.secrets import redact
 
@@ -23,9 +24,15 @@ class Worker:
     id: str
     deployment: str  # the deployment's name
     server: str  # sim, hf, vllm, tgi, tgis, external
-    config: dict[str, Any]  # the resolved deployment (JSON-able)
+    config: AnyDeployment  # the resolved deployment, validated once by the planner
     params: dict[str, Any] = field(default_factory=dict)  # deployment factor values
     settings: dict[str, Any] = field(default_factory=dict)  # params set explicitly (shown)
+
+    @property
+    def document(self) -> dict[str, Any]:
+        """The resolved deployment as JSON: ``plan.json``'s ``config``, and what probes and
+        skip rules read by the names a campaign file writes."""
+        return self.config.model_dump(mode="json")
 
 
 @dataclass(slots=True)
@@ -110,7 +117,7 @@ class Plan:
                         "server": w.server,
                         "params": w.params,
                         "settings": w.settings,
-                        "config": w.config,
+                        "config": w.document,
                     }
                     for w in self.workers.values()
                 ],

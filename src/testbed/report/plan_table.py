@@ -35,7 +35,7 @@ def render_plan(
         workers.add_row(
             worker.id,
             worker.server,
-            redact(str(worker.config.get("model") or worker.config.get("url", ""))),
+            redact(worker.config.model or getattr(worker.config, "url", "")),
             _params(worker.settings),
         )
     console.print(workers)

@@ -12,6 +12,7 @@ import pytest
 from testbed.backends.kubernetes.manifest_files import plan_objects
 from testbed.backends.kubernetes.manifests import resources
 from testbed.backends.kubernetes.names import MANAGED_BY, RUN, WORKER, dns_name, label_value
+from testbed.config.deployments import Resources
 from testbed.config.loader import load_campaign
 from testbed.core.errors import CampaignError
 from testbed.plan.expand import expand
@@ -80,17 +81,17 @@ def test_tgis_correctness_configs_are_separate_deployments_with_resources() -> N
 
 def test_tgis_tester_resource_defaults_and_overrides() -> None:
     # tgis-tester: requests cpu 4 / memory 32G, limits 8 / 128G, one GPU.
-    tgis = {"cpu": 4.0, "memory_gb": 32.0, "gpu": 1}
+    tgis = Resources(cpu=4.0, memory_gb=32.0, gpu=1)
     assert resources(tgis) == {
         "requests": {"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"},
         "limits": {"cpu": "8", "memory": "128Gi", "nvidia.com/gpu": "1"},
     }
-    custom = resources({"cpu": 0.5, "memory_gb": 1.5, "limit_cpu": 3, "limit_memory_gb": 2})
+    custom = resources(Resources(cpu=0.5, memory_gb=1.5, limit_cpu=3, limit_memory_gb=2))
     assert custom == {
         "requests": {"cpu": "500m", "memory": "1536Mi"},
         "limits": {"cpu": "3", "memory": "2Gi"},
     }
-    mig = resources({"cpu": 1, "memory_gb": 1, "gpu": {"mig_1g_10gb": 2}})
+    mig = resources(Resources(cpu=1, memory_gb=1, gpu={"mig_1g_10gb": 2}))
     assert mig["limits"]["nvidia.com/mig-1g.10gb"] == "2"
     assert "nvidia.com/gpu" not in mig["limits"]
 

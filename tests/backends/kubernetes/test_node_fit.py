@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Any
 
 from testbed.backends.kubernetes.node_fit import infeasible_reason
+from testbed.config.deployments import ServerDeployment, deployment_model, gpu_count
 from testbed.core.kube.quantity import parse as parse_quantity
 
 
@@ -21,8 +22,20 @@ def node(name: str, labels: dict[str, str] | None = None, **allocatable: str) ->
     }
 
 
-def worker(**resources: Any) -> dict[str, Any]:
-    return {"server": "vllm", "model": "meta-llama/Llama-3.1-8B-Instruct", "resources": resources}
+def worker(params: dict[str, Any] | None = None, **resources: Any) -> ServerDeployment:
+    """A vLLM worker as the planner resolves it (one shard per GPU, as validation wants)."""
+    shards = gpu_count(resources.get("gpu")) or 1
+    deployment = deployment_model(
+        {
+            "name": "w",
+            "server": "vllm",
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
+            "resources": resources,
+            "params": {"tensor_parallel": shards, **(params or {})},
+        }
+    )
+    assert isinstance(deployment, ServerDeployment)
+    return deployment
 
 
 def test_quantities() -> None:
@@ -53,8 +66,8 @@ def test_mig_slices_and_gpu_memory_label() -> None:
     small = node(
         "s", {"nvidia.com/gpu.memory": "16384"}, cpu="16", memory="128Gi", **{"nvidia.com/gpu": "1"}
     )
-    deployment = worker(cpu=1, memory_gb=8, gpu=1, gpu_memory_gb=80)
-    deployment["params"] = {"dtype": "float32", "kv_cache_gb": 1}
+    params = {"dtype": "float32", "kv_cache_gb": 1}
+    deployment = worker(params, cpu=1, memory_gb=8, gpu=1, gpu_memory_gb=80)
     assert "GPU memory: does not fit" in infeasible_reason(deployment, [small])
 
 

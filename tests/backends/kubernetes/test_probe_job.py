@@ -13,6 +13,7 @@ import yaml
 
 from testbed.backends.kubernetes.probe_job import configmap, probe_job, service_url
 from testbed.cli import main
+from testbed.config.deployments import deployment_model
 from testbed.config.loader import load_campaign
 from testbed.plan.expand import expand
 
@@ -92,7 +93,7 @@ def test_what_a_probe_job_cannot_run_is_refused_at_validation(
 
 
 def test_the_job_reaches_each_worker_through_its_service_variables() -> None:
-    deployment = {"name": "sim", "server": "sim"}
+    deployment = deployment_model({"name": "sim", "server": "sim"})
     assert service_url("sim-13123b26", deployment) == (
         "http://$(TB_SIM_13123B26_SERVICE_HOST):$(TB_SIM_13123B26_SERVICE_PORT_HTTP)"
     )

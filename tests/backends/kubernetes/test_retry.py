@@ -27,6 +27,7 @@ from testbed.backends.kubernetes.backend import KubernetesBackend
 from testbed.backends.kubernetes.podstate import PodState
 from testbed.backends.kubernetes.readiness import SILENT, explain
 from testbed.clients.kube import Kube
+from testbed.config.deployments import Placement, ServerDeployment
 from testbed.config.loader import load_campaign_text
 from testbed.execution.single import resolved_deployment
 from tests.backends.kubernetes.conftest import leftovers, run_cli
@@ -35,11 +36,12 @@ from tests.backends.kubernetes.test_e2e import SIM_CAMPAIGN, summaries
 CRASH = {"emulator.testbed.io/fault": "crash", "emulator.testbed.io/fault-after": "0.2"}
 
 
-def _failing_decoy(kube: Kube, backend: KubernetesBackend, worker_id: str, config: Any) -> str:
+def _failing_decoy(
+    kube: Kube, backend: KubernetesBackend, worker_id: str, config: ServerDeployment
+) -> str:
     """Another Deployment whose pods carry the worker's labels and crash at once; the name
     of its pod once the cluster reports it failed (CrashLoopBackOff)."""
-    decoy = json.loads(json.dumps(config))
-    decoy["placement"] = {"pod_annotations": CRASH}
+    decoy = config.model_copy(update={"placement": Placement(pod_annotations=CRASH)})
     deployment = manifests.worker(
         backend.run_id, worker_id, decoy, backend.config, backend.namespace
     )[0]

@@ -57,7 +57,7 @@ def test_a_valid_stack_plans_one_worker_per_level_of_its_values(tmp_path: Path) 
         load_campaign(path, sets=['matrix={"factors": {"deployments.sim.values.ttft_ms": [1, 9]}}'])
     )
     assert [w.server for w in plan.workers.values()] == ["manifests", "manifests"]
-    assert sorted(w.config["values"]["ttft_ms"] for w in plan.workers.values()) == [1, 9]
+    assert sorted(w.document["values"]["ttft_ms"] for w in plan.workers.values()) == [1, 9]
 
 
 def test_an_undefined_placeholder_is_refused_at_its_line(tmp_path: Path) -> None:

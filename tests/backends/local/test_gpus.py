@@ -18,6 +18,7 @@ import yaml
 
 from testbed.backends.local import LocalBackend
 from testbed.backends.local.gpus import Gpu, assign, discover, parse_nvidia_smi
+from testbed.config.deployments import AnyDeployment, deployment_model
 from testbed.core.errors import InputError, ServerStartError
 from testbed.execution.strategy import Budget
 
@@ -78,10 +79,14 @@ def test_assignment_takes_turns_and_skips_with_the_numbers(fake_smi: Path) -> No
     }
 
 
-def sim(name: str, gpu: int) -> dict[str, Any]:
+def raw_sim(name: str, gpu: int) -> dict[str, Any]:
     return {"name": name, "server": "sim", "model": "sim-model",
             "params": {"seed": 0, "max_model_len": 256},
             "resources": {"cpu": 0.5, "gpu": gpu}, "startup_timeout_s": 20.0}  # fmt: skip
+
+
+def sim(name: str, gpu: int) -> AnyDeployment:
+    return deployment_model(raw_sim(name, gpu))
 
 
 def environ_of(pid: int) -> dict[str, str]:
@@ -145,7 +150,7 @@ def campaign(tmp_path: Path) -> Path:
     data = {
         "name": "gpus",
         "backend": {"kind": "local"},
-        "deployments": [sim("one", 1), sim("two", 1), sim("four", 4)],
+        "deployments": [raw_sim("one", 1), raw_sim("two", 1), raw_sim("four", 4)],
         "correctness": {"cases": [str(EXAMPLES / "cases" / "sim.yaml")]},
         "execution": {"strategy": "parallel"},
     }  # fmt: skip

@@ -41,13 +41,13 @@ async def test_smollm2_goldens_against_the_reference_server(
     reference_server: Provisioned, tmp_path: Path
 ) -> None:
     running = reference_server
-    where = {"endpoints": {"ref": running.handle.endpoint}, "deployment": running.config}
+    where = {"endpoints": {"ref": running.handle.endpoint}, "deployment": running.document}
     first = await probe(where, tmp_path / "a", concurrency=4, shuffle_seed=1, reference="x")
     second = await probe(where, tmp_path / "b", concurrency=1, shuffle_seed=2, reference="x")
     copy = tmp_path / "smollm2.yaml"
     shutil.copy(EXAMPLES / "cases" / "smollm2.yaml", copy)
     config = CorrectnessProbe(cases=[str(copy)])
-    again = await record_file(copy, running.handle.endpoint, config, running.config)
+    again = await record_file(copy, running.handle.endpoint, config, running.document)
     for outcome in (first, second):
         counts = outcome.summary["cases"]
         assert outcome.verdict.status == Status.PASS, outcome.summary

@@ -40,7 +40,7 @@ async def test_the_example_passes_over_grpc(reference_server: Provisioned, tmp_p
             tmp_path,
             records,
             seed=3,
-            deployment=reference_server.config,
+            deployment=reference_server.document,
             base_dir=loaded.base_dir,
         )
         outcome = await run(ctx)

@@ -34,7 +34,7 @@ async def test_smollm2_goldens_against_vllm(vllm_server: Provisioned, tmp_path: 
             config=settings,
             out_dir=tmp_path,
             records=records,
-            deployment=vllm_server.config,
+            deployment=vllm_server.document,
         )
         outcome = await run(ctx)
     counts = outcome.summary["cases"]

@@ -56,7 +56,7 @@ async def probe(server: Provisioned, folder: Path, protocol: str) -> ProbeOutcom
     with RecordWriter(folder / "records.jsonl") as records:
         ctx = ProbeContext(
             {"t5": server.handle.endpoint}, config, folder, records, seed=5,
-            deployment=server.config,
+            deployment=server.document,
         )  # fmt: skip
         return await run(ctx)
 

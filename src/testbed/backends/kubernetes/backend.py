@@ -44,11 +44,13 @@ from testbed.backends.kubernetes.worker_reach import reach
 from testbed.clients.kube import ConnectionSpec, Kube
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.config.backend_settings import KubernetesSettings
-from testbed.config.server_kinds import kind_of
+from testbed.config.deployments import AnyDeployment, ServerDeployment
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import (
     ClusterAccessDenied,
     ClusterError,
     ClusterNotFound,
+    InputError,
 )
 from testbed.core.secrets import resolve
 from testbed.results.outcome import ProbeOutcome
@@ -91,7 +93,7 @@ class KubernetesBackend(Backend):
         return cls(run_dir, config, base_dir, keep=keep)
 
     @classmethod
-    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+    def preflight(cls, config: Mapping[str, Any], deployments: Sequence[AnyDeployment]) -> None:
         """The kubeconfig, context or ``${env:}`` token, and the ``${env:}`` keys of the
         Secrets the workers need (S3, hub token)."""
         Kube.connect(ConnectionSpec.from_backend(config)).close()
@@ -121,14 +123,14 @@ class KubernetesBackend(Backend):
         return bool(access == "service")
 
     # -- the run's shared objects ---------------------------------------------------------
-    async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
+    async def prepare(self, deployments: Sequence[AnyDeployment]) -> list[str]:
         return await self._ensure_run(deployments)
 
     async def ensure_run_objects(self) -> None:
         """The run's namespace (a stack worker provisioned with prepare skipped)."""
         await self._ensure_run([])
 
-    async def _ensure_run(self, deployments: list[dict[str, Any]]) -> list[str]:
+    async def _ensure_run(self, deployments: Sequence[AnyDeployment]) -> list[str]:
         """Apply the shared objects ``deployments`` need that this run has not applied yet
         (the namespace, Secrets, Datasets): prepare does it for all; a worker provisioned
         with the prepare phase skipped does it for itself."""
@@ -215,16 +217,16 @@ class KubernetesBackend(Backend):
             notes += await asyncio.to_thread(capture, kube, name, None, where)
         return notes
 
-    def worker_cost(self, config: dict[str, Any]) -> float:
+    def worker_cost(self, config: AnyDeployment) -> float:
         """A pod uses the cluster's cores, not this machine's: only the probe runs here."""
         del config
         return 0.0
 
     async def infeasible(
-        self, workers: dict[str, dict[str, Any]]
+        self, workers: Mapping[str, AnyDeployment]
     ) -> tuple[dict[str, str], list[str]]:
         """Workers no node of the cluster can hold, from the nodes' allocatable resources."""
-        pods = {w: c for w, c in workers.items() if kind_of(c).pod}  # a stack has no one pod
+        pods = {w: c for w, c in workers.items() if isinstance(c, ServerDeployment)}
         if not pods:
             return {}, []
         kube = await self.kube()
@@ -238,12 +240,14 @@ class KubernetesBackend(Backend):
     # -- one worker ---------------------------------------------------------------------
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
-        if kind_of(deployment).stack:
+        if isinstance(deployment, StackDeployment):
             async with self._stacks.provision(worker_id, deployment, work_dir) as handle:
                 yield handle
             return
+        if not isinstance(deployment, ServerDeployment):  # open_worker answers external ones
+            raise InputError(f"{deployment.name}: a {deployment.server} server is not provisioned")
         await self._ensure_run([deployment])
         kube = await self.kube()
         objects = manifests.worker(self.run_id, worker_id, deployment, self.config, self.namespace)
@@ -285,7 +289,7 @@ class KubernetesBackend(Backend):
                         "namespace": self.namespace,
                         "node": pod.get("spec", {}).get("nodeName"),
                         "image": server_image(deployment, self.config),
-                        "version": f"{deployment['server']} image"
+                        "version": f"{deployment.server} image"
                         f" {server_image(deployment, self.config)}",
                     },
                 )

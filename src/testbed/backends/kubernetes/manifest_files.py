@@ -20,7 +20,8 @@ from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.names import owns_namespace, run_namespace
 from testbed.backends.kubernetes.probe_job import configmap, probe_job
 from testbed.backends.kubernetes.stack import CRD, render_worker
-from testbed.config.server_kinds import kind_of
+from testbed.config.deployments import AnyDeployment
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.core.secrets import MASK
 from testbed.plan.model import Plan
@@ -32,7 +33,7 @@ def _mask(text: str) -> str:
 
 
 def plan_objects(
-    run_id: str, backend: Mapping[str, Any], workers: Mapping[str, Mapping[str, Any]]
+    run_id: str, backend: Mapping[str, Any], workers: Mapping[str, AnyDeployment]
 ) -> list[dict[str, Any]]:
     """The run's objects with masked secrets."""
     if backend.get("kind") != "kubernetes":
@@ -47,7 +48,7 @@ def plan_objects(
 def stack_objects(
     run_id: str,
     backend: Mapping[str, Any],
-    workers: Mapping[str, Mapping[str, Any]],
+    workers: Mapping[str, AnyDeployment],
     base_dir: Path,
 ) -> list[dict[str, Any]]:
     """Each stack worker's rendered objects, labelled, in the order they are applied (CRDs
@@ -55,7 +56,7 @@ def stack_objects(
     discovery says which kinds are namespaced; here it is shown as written."""
     found: list[dict[str, Any]] = []
     for worker_id, config in workers.items():
-        if kind_of(config).stack:
+        if isinstance(config, StackDeployment):
             objects = render_worker(run_id, worker_id, config, backend, base_dir)
             found += [o.obj for o in sorted(objects, key=lambda o: o.kind != CRD)]
     return found

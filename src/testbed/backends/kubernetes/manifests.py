@@ -21,8 +21,13 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.backends.kubernetes.weights import datasets, pod_model, run_secrets
-from testbed.config.deployments import Resources, SimDeployment
-from testbed.config.server_kinds import kind_of
+from testbed.config.deployments import (
+    AnyDeployment,
+    Placement,
+    Resources,
+    ServerDeployment,
+    Toleration,
+)
 from testbed.core.kube.gpu import GPU, mig_profile, mig_resource
 from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.servers.adapters import adapter_for
@@ -30,14 +35,12 @@ from testbed.servers.adapters import adapter_for
 DATASET_API = "datashim.io/v1alpha1"
 DATASHIM_LABEL = "monitor-pods-datasets"
 PROBE_PERIOD_S = 1  # the kubelet probes this often until ready (s)
-_STARTUP_TIMEOUT_S = SimDeployment.model_fields["startup_timeout_s"].default
 #: Server kinds that are no pod of testbed's: a URL, or a stack (backends.kubernetes.stack).
 
 
-def resources(res: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+def resources(asked: Resources) -> dict[str, dict[str, str]]:
     """Requests and limits: tgis-tester's rules (limits default to 2 × CPU and 4 × memory);
     ``gpu: N`` → ``nvidia.com/gpu``; MIG ``{mig_1g_10gb: 1}`` → ``nvidia.com/mig-1g.10gb``."""
-    asked = Resources.model_validate(res)  # the model's defaults, not copies of them
     cpu, memory = asked.cpu, asked.memory_gb
     limit_cpu = asked.limit_cpu or 2 * cpu
     limit_memory = asked.limit_memory_gb or 4 * memory
@@ -46,15 +49,15 @@ def resources(res: Mapping[str, Any]) -> dict[str, dict[str, str]]:
         "cpu": cpu_quantity(max(limit_cpu, cpu)),
         "memory": memory_quantity(max(limit_memory, memory)),
     }
-    gpu = res.get("gpu")
+    gpu = asked.gpu
     devices: dict[str, str] = {}
-    if isinstance(gpu, Mapping):
+    if isinstance(gpu, dict):
         for key, count in sorted(gpu.items()):
-            profile = mig_profile(str(key))
+            profile = mig_profile(key)
             if profile:
-                devices[mig_resource(profile)] = str(int(count))
+                devices[mig_resource(profile)] = str(count)
     elif gpu:
-        devices[GPU] = str(int(gpu))
+        devices[GPU] = str(gpu)
     # Extended resources must have request == limit.
     return {"requests": {**requests, **devices}, "limits": {**limits, **devices}}
 
@@ -104,24 +107,21 @@ def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
 
 
 def server_container(
-    deployment: Mapping[str, Any], backend: Mapping[str, Any], model_argument: str
+    deployment: ServerDeployment, backend: Mapping[str, Any], model_argument: str
 ) -> dict[str, Any]:
     """The adapter's container with image choice, resources, probes and CPU-only env."""
-    adapter = adapter_for(str(deployment["server"]))
-    spec = adapter.container(
-        {**deployment, "image": server_image(deployment, backend)}, model_argument
-    )
-    res = deployment.get("resources") or {}
-    spec["resources"] = resources(res)
+    adapter = adapter_for(deployment.server)
+    image = server_image(deployment, backend)
+    spec = adapter.container(deployment.model_copy(update={"image": image}), model_argument)
+    spec["resources"] = resources(deployment.resources)
     env = list(spec.get("env") or [])
-    if not res.get("gpu") and not any(e["name"] == "CUDA_VISIBLE_DEVICES" for e in env):
+    if not deployment.resources.gpu and not any(e["name"] == "CUDA_VISIBLE_DEVICES" for e in env):
         env.append({"name": "CUDA_VISIBLE_DEVICES", "value": "-1"})  # gpu: null → no device
     spec["env"] = sorted(env, key=lambda e: str(e["name"]))
     path, port = adapter.readiness_path, adapter.container_port
     # Startup covers the whole startup timeout; liveness starts only after it succeeded,
     # so a slow model load is never killed as "dead".
-    timeout = deployment.get("startup_timeout_s") or _STARTUP_TIMEOUT_S
-    startup = max(1, math.ceil(float(timeout) / PROBE_PERIOD_S))
+    startup = max(1, math.ceil(deployment.startup_timeout_s / PROBE_PERIOD_S))
     spec["startupProbe"] = _probe(path, port, startup)
     spec["readinessProbe"] = _probe(path, port, 3)
     spec["livenessProbe"] = {**_probe(path, port, 5), "periodSeconds": 10}
@@ -130,7 +130,7 @@ def server_container(
 
 
 def worker(
-    run_id: str, worker_id: str, deployment: Mapping[str, Any], backend: Mapping[str, Any], ns: str
+    run_id: str, worker_id: str, deployment: ServerDeployment, backend: Mapping[str, Any], ns: str
 ) -> list[dict[str, Any]]:
     """A worker's Deployment (one replica) and Service."""
     name = worker_name(worker_id)
@@ -145,7 +145,7 @@ def worker(
         "restartPolicy": "Always",
         "terminationGracePeriodSeconds": 10,
         "automountServiceAccountToken": False,
-        **placement(deployment.get("placement") or {}),
+        **placement(deployment.placement),
     }
     if model.init_containers:
         pod["initContainers"] = model.init_containers
@@ -153,7 +153,7 @@ def worker(
         pod["volumes"] = model.volumes
     meta = {"name": name, "namespace": ns, "labels": labels}
     template_meta: dict[str, Any] = {"labels": {**labels, **model.labels}}
-    annotations = (deployment.get("placement") or {}).get("pod_annotations")
+    annotations = deployment.placement.pod_annotations
     if annotations:
         template_meta["annotations"] = dict(annotations)
     return [
@@ -183,38 +183,38 @@ def worker(
     ]
 
 
-def placement(placement: Mapping[str, Any]) -> dict[str, Any]:
+def placement(placement: Placement) -> dict[str, Any]:
     """A pod spec's scheduling fields from a deployment's ``placement:`` section."""
     out: dict[str, Any] = {}
-    if placement.get("node_selector"):
-        out["nodeSelector"] = dict(placement["node_selector"])
-    if placement.get("tolerations"):
-        out["tolerations"] = [_toleration(t) for t in placement["tolerations"]]
-    if placement.get("priority_class"):
-        out["priorityClassName"] = placement["priority_class"]
-    if placement.get("service_account"):
-        out["serviceAccountName"] = placement["service_account"]
+    if placement.node_selector:
+        out["nodeSelector"] = dict(placement.node_selector)
+    if placement.tolerations:
+        out["tolerations"] = [_toleration(t) for t in placement.tolerations]
+    if placement.priority_class:
+        out["priorityClassName"] = placement.priority_class
+    if placement.service_account:
+        out["serviceAccountName"] = placement.service_account
         out["automountServiceAccountToken"] = True  # the user asked for this identity
-    if placement.get("image_pull_secrets"):
-        out["imagePullSecrets"] = [{"name": n} for n in placement["image_pull_secrets"]]
+    if placement.image_pull_secrets:
+        out["imagePullSecrets"] = [{"name": n} for n in placement.image_pull_secrets]
     return out
 
 
-def _toleration(t: Mapping[str, Any]) -> dict[str, Any]:
+def _toleration(t: Toleration) -> dict[str, Any]:
     names = {"toleration_seconds": "tolerationSeconds"}
-    return {names.get(k, k): v for k, v in t.items() if v is not None}
+    return {names.get(k, k): v for k, v in t.model_dump().items() if v is not None}
 
 
 def run_objects(
     run_id: str,
     ns: str,
     own_namespace: bool,
-    workers: Mapping[str, Mapping[str, Any]],
+    workers: Mapping[str, AnyDeployment],
     backend: Mapping[str, Any],
     reveal: Callable[[str], str],
 ) -> list[dict[str, Any]]:
     """Every object of a run, in creation order: namespace, Secrets, Datasets, workers."""
-    deployments = [d for d in workers.values() if kind_of(d).pod]
+    deployments = [d for d in workers.values() if isinstance(d, ServerDeployment)]
     objects: list[dict[str, Any]] = []
     if own_namespace:
         objects.append(namespace(ns, run_id, bool(backend.get("datashim"))))
@@ -223,6 +223,6 @@ def run_objects(
     s3_secret = next((name for name, _ in secrets if name == "testbed-s3"), "testbed-s3")
     objects += [dataset(spec, ns, run_id, s3_secret) for spec in datasets(deployments, backend)]
     for worker_id, deployment in workers.items():
-        if kind_of(deployment).pod:
+        if isinstance(deployment, ServerDeployment):
             objects += worker(run_id, worker_id, deployment, backend, ns)
     return objects

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.config.deployments import ServerDeployment
 from testbed.servers.adapters import adapter_for
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -91,7 +92,7 @@ def with_tag(image: str, tag: str) -> str:
     return f"{base}:{tag}"
 
 
-def server_image(deployment: Mapping[str, Any], backend: Mapping[str, Any]) -> str:
+def server_image(deployment: ServerDeployment, backend: Mapping[str, Any]) -> str:
     """The server's image, first that is set wins.
 
     testbed's own servers (sim, hf): the deployment's ``image``, ``backend.images[kind]``,
@@ -100,14 +101,12 @@ def server_image(deployment: Mapping[str, Any], backend: Mapping[str, Any]) -> s
     ``backend.images[kind]``, the adapter's default; then ``backend.image_tag``
     (``--image-tag``) replaces its tag — tgis-tester's "the build under test".
     """
-    kind = str(deployment["server"])
+    kind = deployment.server
     default = adapter_for(kind).default_image
     images = backend.get("images") or {}
     if kind in OWN_KINDS:
-        return str(deployment.get("image") or images.get(kind) or backend.get("image") or default)
-    image = str(
-        backend.get("server_image") or deployment.get("image") or images.get(kind) or default
-    )
+        return str(deployment.image or images.get(kind) or backend.get("image") or default)
+    image = str(backend.get("server_image") or deployment.image or images.get(kind) or default)
     tag = backend.get("image_tag")
     return with_tag(image, str(tag)) if tag else image
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testbed.backends.kubernetes.manifests import resources
+from testbed.config.deployments import ServerDeployment
 from testbed.core.kube.fit import NodeFacts, PodFacts, shortfall
 from testbed.core.kube.gpu import GPU_MEMORY_LABEL
 from testbed.core.kube.quantity import PODS, format_amount
@@ -33,10 +34,10 @@ def schedulable(node: Mapping[str, Any]) -> bool:
     return not ready or ready[0].get("status") == "True"
 
 
-def worker_requests(config: Mapping[str, Any]) -> list[tuple[str, int]]:
+def worker_requests(config: ServerDeployment) -> list[tuple[str, int]]:
     """What a worker's pod asks of a node, as the scheduler counts it (the pod slot left
     out: the question is "ever", not "now")."""
-    pod = {"spec": {"containers": [{"resources": resources(config.get("resources") or {})}]}}
+    pod = {"spec": {"containers": [{"resources": resources(config.resources)}]}}
     return [(name, value) for name, value in PodFacts.of(pod).requests if name != PODS]
 
 
@@ -48,9 +49,9 @@ def _short(requests: list[tuple[str, int]], node: Mapping[str, Any]) -> list[str
     ]
 
 
-def infeasible_reason(config: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> str:
+def infeasible_reason(config: ServerDeployment, nodes: Sequence[Mapping[str, Any]]) -> str:
     """Why no node can hold the worker ('' when one can)."""
-    requests = resources(config.get("resources") or {})["requests"]
+    requests = resources(config.resources)["requests"]
     usable = [n for n in nodes if schedulable(n)]
     if not usable:
         return "does not fit: the cluster has no schedulable node"
@@ -71,11 +72,11 @@ def infeasible_reason(config: Mapping[str, Any], nodes: Sequence[Mapping[str, An
     )
 
 
-def _gpu_memory_short(config: Mapping[str, Any], node: Mapping[str, Any]) -> list[str]:
+def _gpu_memory_short(config: ServerDeployment, node: Mapping[str, Any]) -> list[str]:
     label = (node.get("metadata", {}).get("labels") or {}).get(GPU_MEMORY_LABEL)
-    res = dict(config.get("resources") or {})
-    if not label or not res.get("gpu") or isinstance(res.get("gpu"), Mapping):
+    gpu = config.resources.gpu
+    if not label or not gpu or isinstance(gpu, dict):
         return []
-    res["gpu_memory_gb"] = float(label) / 1024
-    fit = estimate({**config, "resources": res})
+    res = config.resources.model_copy(update={"gpu_memory_gb": float(label) / 1024})
+    fit = estimate(config.model_copy(update={"resources": res}))
     return [] if fit is None or fit.fits else [f"GPU memory: {fit.reason()}"]

@@ -23,7 +23,8 @@ from testbed.backends.kubernetes.names import (
     testbed_image,
     worker_name,
 )
-from testbed.config.server_kinds import kind_of
+from testbed.config.deployments import AnyDeployment, ExternalDeployment, ServerDeployment
+from testbed.config.stacks import StackDeployment
 from testbed.servers.adapters import adapter_for
 
 PROBE = "testbed.io/probe"
@@ -53,12 +54,15 @@ def service_env_name(service: str, suffix: str) -> str:
     return f"{service.upper().replace('-', '_')}_{suffix}"
 
 
-def service_url(worker_id: str, deployment: Mapping[str, Any]) -> str:
+def service_url(worker_id: str, deployment: AnyDeployment) -> str:
     """The worker's Service as a URL of ``$(VAR)`` references the kubelet expands (a stack's
-    URL is known once it is ready: the run passes it; a plan shows where it comes from)."""
-    if kind_of(deployment).stack:
-        endpoint = deployment["endpoint"]
-        what = " ".join(f"{k}={v}" for k, v in endpoint.items() if k != "protocols")
+    URL is known once it is ready: the run passes it; a plan shows where it comes from; an
+    external deployment's is its own)."""
+    if isinstance(deployment, ExternalDeployment):
+        return deployment.url
+    if isinstance(deployment, StackDeployment):
+        endpoint = deployment.endpoint.model_dump(mode="json", exclude={"protocols"})
+        what = " ".join(f"{k}={v}" for k, v in endpoint.items())
         return f"<the stack's endpoint once ready: {what}>"
     service = worker_name(worker_id)
     port = _port_name(deployment)
@@ -67,9 +71,9 @@ def service_url(worker_id: str, deployment: Mapping[str, Any]) -> str:
     return f"http://$({host}):$({number})"
 
 
-def _port_name(deployment: Mapping[str, Any]) -> str:
-    adapter = adapter_for(str(deployment["server"]))
-    container = adapter.container({**deployment, "image": "x"}, "model")
+def _port_name(deployment: ServerDeployment) -> str:
+    adapter = adapter_for(deployment.server)
+    container = adapter.container(deployment, "model")
     for port in container.get("ports") or []:
         if int(port["containerPort"]) == adapter.container_port:
             return str(port["name"])
@@ -95,7 +99,7 @@ def probe_job(
     namespace: str,
     treatment: Mapping[str, Any],
     attempt: int,
-    workers: Mapping[str, Mapping[str, Any]],
+    workers: Mapping[str, AnyDeployment],
     backend: Mapping[str, Any],
     items: list[dict[str, str]],
     urls: Mapping[str, str] | None = None,
@@ -115,7 +119,7 @@ def probe_job(
     ]
     for worker_id, deployment in workers.items():
         url = (urls or {}).get(worker_id) or service_url(worker_id, deployment)
-        args += ["--endpoint", f"{deployment['name']}={url}"]
+        args += ["--endpoint", f"{deployment.name}={url}"]
     container = {
         "name": CONTAINER,
         "image": testbed_image(backend),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.config.loader import LoadedCampaign
-from testbed.config.server_kinds import kind_of
+from testbed.config.stacks import StackDeployment
 
 Rule = dict[str, Any]
 #: (kind of a rendered run object) → (API group, resource).
@@ -104,9 +104,9 @@ def _rendered_kinds(loaded: LoadedCampaign) -> set[str]:
 
     backend = loaded.campaign.backend.model_dump(mode="json")
     workers = {
-        f"d{i}": d.model_dump(mode="json")
+        f"d{i}": d
         for i, d in enumerate(loaded.campaign.deployments)
-        if not kind_of(d).stack
+        if not isinstance(d, StackDeployment)
     }
     namespace = getattr(loaded.campaign.backend, "namespace", None) or "testbed-export"
     objects = manifests.run_objects(
@@ -124,9 +124,8 @@ def stack_rules(loaded: LoadedCampaign) -> list[Rule]:
     backend = loaded.campaign.backend.model_dump(mode="json")
     groups: set[str] = set()
     for deployment in loaded.campaign.deployments:
-        if kind_of(deployment).stack:
-            config = deployment.model_dump(mode="json")
-            objects = render_worker("export", deployment.name, config, backend, loaded.base_dir)
+        if isinstance(deployment, StackDeployment):
+            objects = render_worker("export", deployment.name, deployment, backend, loaded.base_dir)
             groups |= {o.api_version.rpartition("/")[0] for o in objects}
     if not groups:
         return []

@@ -24,6 +24,7 @@ from testbed.backends.kubernetes.names import worker_selector
 from testbed.backends.kubernetes.podstate import PodState, requested, restarts, verdict_of
 from testbed.clients.kube import Changes, Kube
 from testbed.config.backend_settings import KubernetesSettings
+from testbed.config.deployments import ServerDeployment
 from testbed.core.errors import ServerStartError
 from testbed.servers.startup_log import root_cause
 
@@ -72,14 +73,14 @@ async def follow_until_ready(
     namespace: str,
     run_id: str,
     worker_id: str,
-    deployment: Mapping[str, Any],
+    deployment: ServerDeployment,
     settings: KubernetesSettings,
     manifest: Mapping[str, Any],
     lineage: Lineage,
 ) -> dict[str, Any]:
     """The worker's Ready pod (one of ``lineage``), or ServerStartError with what the
     cluster said."""
-    name = f"{deployment['name']} ({deployment['server']})"
+    name = f"{deployment.name} ({deployment.server})"
     loop = asyncio.get_running_loop()
     started = loop.time()
     scheduled_by = started + settings.scheduled_timeout_s

@@ -50,6 +50,7 @@ from testbed.backends.kubernetes.stack_reach import reach
 from testbed.backends.kubernetes.stack_render import StackObject, render_stack
 from testbed.clients.kube import Changes, Kube
 from testbed.clients.kube.rest import KindInfo
+from testbed.config.stacks import ReadyCondition, StackDeployment
 from testbed.core.errors import ClusterConflict, ClusterError, InputError, ServerStartError
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ DISCOVERY_RETRY_S = 10.0  # a new CRD's kind may reach discovery a moment after 
 def render_worker(
     run_id: str,
     worker_id: str,
-    deployment: Mapping[str, Any],
+    deployment: StackDeployment,
     backend: Mapping[str, Any],
     base_dir: Path,
 ) -> list[StackObject]:
@@ -88,7 +89,7 @@ class Stacks:
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: StackDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
         backend = self.backend
         objects = render_worker(
@@ -96,7 +97,7 @@ class Stacks:
         )
         await backend.ensure_run_objects()
         kube = await backend.kube()
-        lock = self._locks.setdefault(str(deployment["name"]), asyncio.Lock())
+        lock = self._locks.setdefault(deployment.name, asyncio.Lock())
         async with lock:
             work_dir.mkdir(parents=True, exist_ok=True)
             plain = [json.loads(json.dumps(o.obj)) for o in objects]
@@ -115,7 +116,7 @@ class Stacks:
                         "objects": [o.describe() for o in objects],
                         "url": where.base_url,
                         "cluster_url": where.cluster_url,
-                        "version": f"stack {deployment['manifests']}",
+                        "version": f"stack {deployment.manifests}",
                     }
                     endpoint = stack_endpoint(deployment, where.base_url, where.metrics_url)
                     watching = asyncio.ensure_future(worker.watch_serving(deployment, placed, died))
@@ -213,26 +214,25 @@ class _Worker:
         )  # fmt: skip
 
     async def wait_ready(
-        self, deployment: Mapping[str, Any], placed: Sequence[tuple[StackObject, KindInfo]]
+        self, deployment: StackDeployment, placed: Sequence[tuple[StackObject, KindInfo]]
     ) -> None:
         """Every ``ready`` entry at once; the first failure ends the wait."""
-        default = float(deployment.get("startup_timeout_s") or 600.0)
         selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
         waits = []
-        for entry in deployment.get("ready") or []:
+        for entry in deployment.ready:
             item, info = next(
-                (o, i) for o, i in placed if o.kind == entry["kind"] and o.name == entry["name"]
+                (o, i) for o, i in placed if o.kind == entry.kind and o.name == entry.name
             )
             namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
 
-            def check(obj: Mapping[str, Any], at: Mapping[str, Any] = entry) -> conditions.Reading:
-                return conditions.read(obj, at["kind"], at["condition"], at.get("on_false"))
+            def check(obj: Mapping[str, Any], at: ReadyCondition = entry) -> conditions.Reading:
+                return conditions.read(obj, at.kind, at.condition, at.on_false)
 
-            what = f"{entry['kind']}/{entry['name']} to be {entry['condition']}"
-            timeout = float(entry.get("timeout_s") or default)
+            what = f"{entry.kind}/{entry.name} to be {entry.condition}"
+            timeout = entry.timeout_s or deployment.startup_timeout_s
             waits.append(
                 watch_until(self.kube, info, namespace if info.namespaced else None,
-                            entry["name"], selector, check, timeout, what)
+                            entry.name, selector, check, timeout, what)
             )  # fmt: skip
         try:
             async with asyncio.TaskGroup() as group:
@@ -243,7 +243,7 @@ class _Worker:
 
     async def watch_serving(
         self,
-        deployment: Mapping[str, Any],
+        deployment: StackDeployment,
         placed: Sequence[tuple[StackObject, KindInfo]],
         died: asyncio.Future[str],
     ) -> None:
@@ -251,9 +251,9 @@ class _Worker:
         serves (the ERROR's reason is the object's own words)."""
         selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
         async with asyncio.TaskGroup() as group:
-            for entry in deployment.get("ready") or []:
+            for entry in deployment.ready:
                 item, info = next(
-                    (o, i) for o, i in placed if o.kind == entry["kind"] and o.name == entry["name"]
+                    (o, i) for o, i in placed if o.kind == entry.kind and o.name == entry.name
                 )
                 namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
                 where = namespace if info.namespaced else None
@@ -261,7 +261,7 @@ class _Worker:
 
     async def _watch_one(
         self,
-        entry: Mapping[str, Any],
+        entry: ReadyCondition,
         info: KindInfo,
         namespace: str | None,
         selector: str,
@@ -270,18 +270,16 @@ class _Worker:
         changes = Changes(self.kube, info, namespace, selector)
         try:
             async for event, obj in changes:
-                if obj["metadata"].get("name") != entry["name"]:
+                if obj["metadata"].get("name") != entry.name:
                     continue
                 why = "was deleted"
                 if event != "DELETED":
-                    reading = conditions.read(
-                        obj, entry["kind"], entry["condition"], entry.get("on_false")
-                    )
+                    reading = conditions.read(obj, entry.kind, entry.condition, entry.on_false)
                     if reading.state != "failed":
                         continue
                     why = f"failed: {reading.why}"
                 if not died.done():
-                    died.set_result(f"{entry['kind']}/{entry['name']} {why} while serving")
+                    died.set_result(f"{entry.kind}/{entry.name} {why} while serving")
                 return
         finally:
             changes.close()

@@ -9,10 +9,17 @@ stack only when the stack has no custom resource that could make it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from testbed.backends.kubernetes.stack_render import StackObject
+from testbed.config.stacks import (
+    GatewayEndpoint,
+    MetricsTarget,
+    ServiceEndpoint,
+    StackDeployment,
+    StackEndpoint,
+    StatusEndpoint,
+)
 
 Problem = tuple[str, tuple[str | int, ...]]
 
@@ -41,42 +48,42 @@ def _operator_made(objects: Sequence[StackObject]) -> bool:
 
 
 def reference_problems(
-    deployment: Mapping[str, Any], objects: Sequence[StackObject]
+    deployment: StackDeployment, objects: Sequence[StackObject]
 ) -> list[Problem]:
     """Names in ``ready``/``endpoint``/``metrics`` that the stack cannot satisfy; each with
     its field path (relative to the deployment) and the fix."""
     found: list[Problem] = []
-    for j, entry in enumerate(deployment.get("ready") or []):
-        if not _have(objects, entry["kind"], entry["name"]):
+    for j, entry in enumerate(deployment.ready):
+        if not _have(objects, entry.kind, entry.name):
             found.append(
                 (
-                    f"ready[{j}] waits for {entry['kind']}/{entry['name']}, which the stack does"
+                    f"ready[{j}] waits for {entry.kind}/{entry.name}, which the stack does"
                     f" not have (its objects: {_listing(objects)}) — name one of them",
                     ("ready", j),
                 )
             )
-    endpoint = deployment.get("endpoint") or {}
-    if "gateway" in endpoint and not _have(objects, "Gateway", endpoint["gateway"]):
+    endpoint = deployment.endpoint
+    if isinstance(endpoint, GatewayEndpoint) and not _have(objects, "Gateway", endpoint.gateway):
         found.append(
             (
-                f"endpoint names Gateway {endpoint['gateway']}, which the stack does not have"
+                f"endpoint names Gateway {endpoint.gateway}, which the stack does not have"
                 f" (its Gateways: {_listing(objects, 'Gateway')})",
                 ("endpoint", "gateway"),
             )
         )
-    if "url_from" in endpoint and not _have(objects, endpoint["kind"], endpoint["name"]):
+    if isinstance(endpoint, StatusEndpoint) and not _have(objects, endpoint.kind, endpoint.name):
         found.append(
             (
-                f"endpoint reads {endpoint['url_from']} of {endpoint['kind']}/{endpoint['name']},"
+                f"endpoint reads {endpoint.url_from} of {endpoint.kind}/{endpoint.name},"
                 f" which the stack does not have (its objects: {_listing(objects)})",
                 ("endpoint", "name"),
             )
         )
-    services = [("endpoint", endpoint)]
-    if deployment.get("metrics"):
-        services.append(("metrics", deployment["metrics"]))
+    services: list[tuple[str, StackEndpoint | MetricsTarget]] = [("endpoint", endpoint)]
+    if deployment.metrics:
+        services.append(("metrics", deployment.metrics))
     for field, target in services:
-        name = target.get("service")
+        name = target.service if isinstance(target, ServiceEndpoint | MetricsTarget) else None
         if name and not _have(objects, "Service", name) and not _operator_made(objects):
             found.append(
                 (

@@ -30,6 +30,13 @@ from urllib.parse import urlsplit
 from testbed.backends.kubernetes.stack_render import StackObject
 from testbed.clients.kube import Kube, PortForward
 from testbed.clients.kube.rest import KindInfo
+from testbed.config.stacks import (
+    GatewayEndpoint,
+    ServiceEndpoint,
+    StackDeployment,
+    StackEndpoint,
+    StatusEndpoint,
+)
 from testbed.core.errors import ServerStartError
 
 GATEWAY_LABEL = "gateway.networking.k8s.io/gateway-name"
@@ -119,16 +126,16 @@ def _service(kube: Kube, name: str, namespace: str, why: str) -> dict[str, Any]:
 def resolve(
     kube: Kube,
     namespace: str,
-    endpoint: Mapping[str, Any],
+    endpoint: StackEndpoint,
     placed: Sequence[tuple[StackObject, KindInfo]],
 ) -> Target:
     """The endpoint's target (blocking: reads the cluster)."""
-    if "service" in endpoint:
-        item = _placed(placed, "Service", endpoint["service"])
+    if isinstance(endpoint, ServiceEndpoint):
+        item = _placed(placed, "Service", endpoint.service)
         ns = _namespace_of(item[0] if item else None, namespace)
-        svc = _service(kube, endpoint["service"], ns, "endpoint")
-        return Target(env_url(svc, endpoint["port"], namespace), svc, endpoint["port"])
-    if "gateway" in endpoint:
+        svc = _service(kube, endpoint.service, ns, "endpoint")
+        return Target(env_url(svc, endpoint.port, namespace), svc, endpoint.port)
+    if isinstance(endpoint, GatewayEndpoint):
         return _gateway(kube, namespace, endpoint, placed)
     return _status_url(kube, namespace, endpoint, placed)
 
@@ -142,10 +149,10 @@ def _read(kube: Kube, item: StackObject, info: KindInfo, namespace: str) -> dict
 def _gateway(
     kube: Kube,
     namespace: str,
-    endpoint: Mapping[str, Any],
+    endpoint: GatewayEndpoint,
     placed: Sequence[tuple[StackObject, KindInfo]],
 ) -> Target:
-    name, port = str(endpoint["gateway"]), int(endpoint["port"])
+    name, port = endpoint.gateway, endpoint.port
     item, info = _must(placed, "Gateway", name)
     gateway = _read(kube, item, info, namespace)
     ns = _namespace_of(item, namespace)
@@ -175,16 +182,16 @@ def _is_address_of(service: Mapping[str, Any], address: str, namespace: str) -> 
 def _status_url(
     kube: Kube,
     namespace: str,
-    endpoint: Mapping[str, Any],
+    endpoint: StatusEndpoint,
     placed: Sequence[tuple[StackObject, KindInfo]],
 ) -> Target:
-    item, info = _must(placed, endpoint["kind"], endpoint["name"])
+    item, info = _must(placed, endpoint.kind, endpoint.name)
     value: Any = _read(kube, item, info, namespace)
-    for part in str(endpoint["url_from"]).split("."):
+    for part in endpoint.url_from.split("."):
         value = value.get(part) if isinstance(value, Mapping) else None
     if not isinstance(value, str) or not value.startswith(("http://", "https://")):
         raise ServerStartError(
-            f"{item.describe()} has no URL at {endpoint['url_from']} (found {value!r}) after"
+            f"{item.describe()} has no URL at {endpoint.url_from} (found {value!r}) after"
             " its ready conditions held — wait for the condition that sets it"
         )
     url = urlsplit(value)
@@ -272,22 +279,22 @@ def _refused(pods: list[str], port: int, died: asyncio.Future[str]) -> Callable[
 async def reach(
     kube: Kube,
     namespace: str,
-    deployment: Mapping[str, Any],
+    deployment: StackDeployment,
     placed: Sequence[tuple[StackObject, KindInfo]],
     in_cluster: bool,
     died: asyncio.Future[str],
 ) -> AsyncIterator[Where]:
     """The stack's URLs while the block runs (port-forwards from here when needed)."""
-    target = await asyncio.to_thread(resolve, kube, namespace, deployment["endpoint"], placed)
-    metrics = deployment.get("metrics")
+    target = await asyncio.to_thread(resolve, kube, namespace, deployment.endpoint, placed)
+    metrics = deployment.metrics
     async with contextlib.AsyncExitStack() as stack:
         base = await stack.enter_async_context(_open(stack, kube, target, in_cluster, died))
         metrics_url = None
         if metrics:
-            item = _placed(placed, "Service", metrics["service"])
+            item = _placed(placed, "Service", metrics.service)
             ns = _namespace_of(item[0] if item else None, namespace)
-            svc = await asyncio.to_thread(_service, kube, metrics["service"], ns, "metrics")
-            mt = Target("", svc, metrics["port"])
+            svc = await asyncio.to_thread(_service, kube, metrics.service, ns, "metrics")
+            mt = Target("", svc, metrics.port)
             opened = _open(stack, kube, mt, in_cluster, died, spread=False)
             metrics_url = await stack.enter_async_context(opened)
         yield Where(base, target.cluster_url, metrics_url)

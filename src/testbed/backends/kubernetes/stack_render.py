@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError, MissingDependency
 from testbed.core.kube.labels import labelled
 
@@ -58,28 +59,28 @@ class StackObject:
         return f"{self.kind}/{self.name}"
 
 
-def source_path(deployment: Mapping[str, Any], base_dir: Path) -> Path:
+def source_path(deployment: StackDeployment, base_dir: Path) -> Path:
     """The deployment's ``manifests:`` path; InputError when it does not exist."""
-    path = Path(str(deployment["manifests"])).expanduser()
+    path = Path(deployment.manifests).expanduser()
     path = path if path.is_absolute() else base_dir / path
     if not path.exists():
         raise InputError(
-            f"manifests: no file or folder {deployment['manifests']} (relative to {base_dir})"
+            f"manifests: no file or folder {deployment.manifests} (relative to {base_dir})"
             " — check the path"
         )
     return path
 
 
 def render_stack(
-    deployment: Mapping[str, Any], base_dir: Path, context: Mapping[str, Any]
+    deployment: StackDeployment, base_dir: Path, context: Mapping[str, Any]
 ) -> list[StackObject]:
     """Every object of the stack for one treatment (InputError at ``file:line``)."""
     root = source_path(deployment, base_dir)
-    own = {"deployment": {"name": deployment["name"], "model": deployment.get("model", "")}}
+    own: dict[str, Any] = {"deployment": {"name": deployment.name, "model": deployment.model}}
     own.update({k: v for k, v in context.items() if k != "labels"})
-    values = render_values(deployment.get("values") or {}, own)
+    values = render_values(deployment.values, own)
     names = {**values, "values": values, **own, "labels": context.get("labels") or {}}
-    templated = bool(deployment.get("templated", True))
+    templated = deployment.templated
     if root.is_dir() and any((root / k).is_file() for k in KUSTOMIZATIONS):
         objects = _kustomize(root, names, templated)
     else:

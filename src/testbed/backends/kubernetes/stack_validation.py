@@ -10,7 +10,7 @@ from testbed.backends.kubernetes.stack import render_worker
 from testbed.backends.kubernetes.stack_checks import reference_problems
 from testbed.config.loader import LoadedCampaign
 from testbed.config.provenance import Path as DocPath
-from testbed.config.server_kinds import kind_of
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import CampaignError, InputError
 from testbed.plan.model import Plan
 
@@ -18,25 +18,25 @@ from testbed.plan.model import Plan
 def check_stacks(loaded: LoadedCampaign, plan: Plan) -> None:
     """Each stack worker's manifests render with its values, parse, and hold what its
     ``ready``/``endpoint``/``metrics`` name (placeholders: the run of ``testbed plan``)."""
-    stacks = [w for w in plan.workers.values() if kind_of(w.config).stack]
+    stacks = [(w, w.config) for w in plan.workers.values() if isinstance(w.config, StackDeployment)]
     if not stacks:
         return
     index = {d.name: i for i, d in enumerate(loaded.campaign.deployments)}
     backend = loaded.campaign.backend.model_dump(mode="json")
     names: dict[str, set[str]] = {}  # deployment → kind/name of its objects
-    for worker in stacks:
+    for worker, stack in stacks:
         i = index[worker.deployment]
         combo = ", ".join(f"{k}={v}" for k, v in worker.params.items())
         with_params = f" (with {combo})" if combo else ""
         try:
-            objects = render_worker(f"{loaded.campaign.name}-plan", worker.id, worker.config,
-                                    backend, loaded.base_dir)  # fmt: skip
+            objects = render_worker(f"{loaded.campaign.name}-plan", worker.id, stack, backend,
+                                    loaded.base_dir)  # fmt: skip
         except InputError as exc:
             at: DocPath = ("deployments", i, "manifests")
             raise CampaignError(
                 f"{loaded.where(at)}: deployments[{i}].manifests{with_params}: {exc}"
             ) from None
-        for message, field in reference_problems(worker.config, objects):
+        for message, field in reference_problems(stack, objects):
             at = ("deployments", i, *field)
             raise CampaignError(f"{loaded.where(at)}: deployments[{i}]: {message}{with_params}")
         names.setdefault(worker.deployment, {o.describe() for o in objects})

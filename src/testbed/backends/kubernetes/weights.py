@@ -20,6 +20,7 @@ from typing import Any
 
 from testbed.backends.kubernetes.names import MODELS_MOUNT, dns_name, testbed_image
 from testbed.config.backend_settings import S3Credentials
+from testbed.config.deployments import AnyDeployment, ServerDeployment
 from testbed.config.server_kinds import kind_of
 
 S3_SECRET = "testbed-s3"  # noqa: S105 - a Secret object's name
@@ -59,9 +60,9 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def pod_model(deployment: Mapping[str, Any], backend: Mapping[str, Any]) -> PodModel:
+def pod_model(deployment: ServerDeployment, backend: Mapping[str, Any]) -> PodModel:
     """The model pieces of a worker's pod (see the module docstring)."""
-    model = str(deployment.get("model") or "")
+    model = deployment.model
     if not kind_of(deployment).weights or model.startswith("bundled:"):
         return PodModel(argument=model)
     if model.startswith("s3://"):
@@ -91,9 +92,9 @@ def pod_model(deployment: Mapping[str, Any], backend: Mapping[str, Any]) -> PodM
     return PodModel(argument=model, env=env)
 
 
-def _s3_model(url: str, deployment: Mapping[str, Any], backend: Mapping[str, Any]) -> PodModel:
+def _s3_model(url: str, deployment: ServerDeployment, backend: Mapping[str, Any]) -> PodModel:
     bucket, prefix = split_s3(url)
-    endpoint = deployment.get("s3_endpoint_url")
+    endpoint = deployment.s3_endpoint_url
     if backend.get("datashim"):
         dataset = dataset_name(url, endpoint)
         # Datashim's admission hook mounts labelled datasets at /mnt/datasets/<name>.
@@ -124,13 +125,13 @@ def _s3_model(url: str, deployment: Mapping[str, Any], backend: Mapping[str, Any
 
 
 def run_secrets(
-    deployments: Sequence[Mapping[str, Any]], backend: Mapping[str, Any], reveal: Any
+    deployments: Sequence[AnyDeployment], backend: Mapping[str, Any], reveal: Any
 ) -> list[tuple[str, dict[str, str]]]:
     """``(name, stringData)`` of the Secrets a run needs. ``reveal`` turns a ``${env:NAME}``
     reference into its value (a run) or a mask (``plan --manifests``)."""
     secrets = []
     s3 = S3Credentials.model_validate(backend.get("s3") or {})  # the model's defaults
-    if any(str(d.get("model") or "").startswith("s3://") for d in deployments):
+    if any(d.model.startswith("s3://") for d in deployments):
         key_id = reveal(s3.access_key_id)
         secret = reveal(s3.secret_access_key)
         # Both spellings: boto3's variables, and the keys a Datashim Dataset's secret uses.
@@ -147,17 +148,17 @@ def run_secrets(
 
 
 def datasets(
-    deployments: list[Mapping[str, Any]], backend: Mapping[str, Any]
+    deployments: Sequence[ServerDeployment], backend: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """The Datashim ``Dataset`` specs (name, bucket, endpoint) the run's s3 models need."""
     if not backend.get("datashim"):
         return []
     found: dict[str, dict[str, Any]] = {}
     for d in deployments:
-        model = str(d.get("model") or "")
+        model = d.model
         if not model.startswith("s3://"):
             continue
-        endpoint = d.get("s3_endpoint_url")
+        endpoint = d.s3_endpoint_url
         bucket, _ = split_s3(model)
         found[dataset_name(model, endpoint)] = {"bucket": bucket, "endpoint": endpoint}
     return [{"name": name, **spec} for name, spec in sorted(found.items())]

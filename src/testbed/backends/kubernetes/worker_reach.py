@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Callable
 
 from testbed.backends.kubernetes.names import worker_name
 from testbed.clients.kube import Kube, PortForward
+from testbed.config.deployments import ServerDeployment
 from testbed.servers.adapters import adapter_for
 
 
@@ -23,16 +23,16 @@ async def reach(
     namespace: str,
     pod: str,
     worker_id: str,
-    deployment: Mapping[str, Any],
+    deployment: ServerDeployment,
     died: asyncio.Future[str],
     in_cluster: bool,
 ) -> AsyncIterator[tuple[str, str | None]]:
     """``(base URL, TGIS gRPC target or None)`` of the worker's server: its Service in
     the cluster (``in_cluster``), else port-forwards from here; ``died`` is set when a
     forwarded port finds nothing listening."""
-    adapter = adapter_for(str(deployment["server"]))
+    adapter = adapter_for(deployment.server)
     port = adapter.container_port
-    grpc = adapter.container_grpc_port(deployment.get("params") or {})
+    grpc = adapter.container_grpc_port(deployment.params)
     if in_cluster:
         host = f"{worker_name(worker_id)}.{namespace}.svc"
         yield f"http://{host}:{port}", f"{host}:{grpc}" if grpc else None

@@ -27,12 +27,13 @@ from testbed.backends.local import capture, gpus
 from testbed.backends.local.ports import free_port
 from testbed.backends.local.readiness import http_get, wait_ready
 from testbed.clients.endpoint import Endpoint
-from testbed.config.deployments import gpu_count
+from testbed.config.deployments import AnyDeployment, ServerDeployment, worker_gpus
 from testbed.config.server_kinds import kind_of
 from testbed.core import processes
-from testbed.core.errors import ServerStartError
+from testbed.core.errors import InputError, ServerStartError
 from testbed.results.rundir import PID_DIR
 from testbed.servers.adapters import adapter_for
+from testbed.servers.adapters.base import own_env
 from testbed.servers.models import parse_source, resolve_model
 from testbed.servers.startup_log import root_cause
 
@@ -73,11 +74,11 @@ class LocalBackend(Backend):
         return self._inventory
 
     async def infeasible(
-        self, workers: dict[str, dict[str, Any]]
+        self, workers: Mapping[str, AnyDeployment]
     ) -> tuple[dict[str, str], list[str]]:
         """Assign GPUs to the workers; those asking more than the run has are skipped."""
         inventory = await asyncio.to_thread(self.inventory)
-        wanted = {w: gpu_count(c["resources"].get("gpu")) for w, c in workers.items()}
+        wanted = {w: worker_gpus(c) for w, c in workers.items()}
         self._assignment = gpus.assign(wanted, inventory)
         notes = []
         if any(wanted.values()) or inventory.devices:
@@ -118,15 +119,15 @@ class LocalBackend(Backend):
                 held[device] = worker
         return ""
 
-    def _devices(self, worker_id: str, deployment: dict[str, Any]) -> tuple[int, ...]:
+    def _devices(self, worker_id: str, deployment: ServerDeployment) -> tuple[int, ...]:
         """The worker's devices: assigned for the run, or (a lone server) assigned now."""
-        wanted = gpu_count((deployment.get("resources") or {}).get("gpu"))
+        wanted = deployment.resources.gpu_count
         if not wanted:
             return ()
         if worker_id not in self._assignment.devices:
             alone = gpus.assign({worker_id: wanted}, self.inventory())
             if worker_id in alone.unfit:
-                raise ServerStartError(f"{deployment['name']} {alone.unfit[worker_id]}")
+                raise ServerStartError(f"{deployment.name} {alone.unfit[worker_id]}")
             self._assignment.devices[worker_id] = alone.devices[worker_id]
         return self._assignment.devices[worker_id]
 
@@ -134,7 +135,7 @@ class LocalBackend(Backend):
         return processes.kill_leftovers(run_dir / PID_DIR)
 
     @classmethod
-    def preflight(cls, config: Mapping[str, Any], deployments: list[dict[str, Any]]) -> None:
+    def preflight(cls, config: Mapping[str, Any], deployments: Sequence[AnyDeployment]) -> None:
         """The GPU ids ``backend.gpus`` declares must be GPUs this machine offers."""
         del deployments
         if config.get("gpus") is not None:
@@ -157,28 +158,31 @@ class LocalBackend(Backend):
             capture.capture, self.run_dir, self.run_dir / PID_DIR, folder, workers
         )
 
-    async def prepare(self, deployments: list[dict[str, Any]]) -> list[str]:
+    async def prepare(self, deployments: Sequence[AnyDeployment]) -> list[str]:
         done = []
         seen: set[str] = set()
         for deployment in deployments:
-            model = str(deployment.get("model") or "")
+            model = deployment.model
             if not _reads_local_weights(deployment) or model in seen:
                 continue
+            assert isinstance(deployment, ServerDeployment)  # only these read weights here
             seen.add(model)
             folder = await asyncio.to_thread(
-                resolve_model, model, endpoint_url=deployment.get("s3_endpoint_url")
+                resolve_model, model, endpoint_url=deployment.s3_endpoint_url
             )
             done.append(f"model {model} ready in {folder}")
         return done
 
     @contextlib.asynccontextmanager
     async def provision(
-        self, worker_id: str, deployment: dict[str, Any], work_dir: Path
+        self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AsyncIterator[Handle]:
-        adapter = adapter_for(deployment["server"])
+        if not isinstance(deployment, ServerDeployment):  # validation refuses these here
+            raise InputError(f"{deployment.name}: the local backend runs no {deployment.server}")
+        adapter = adapter_for(deployment.server)
         port = free_port(HOST)
         model_path = _model_path(deployment)
-        params = deployment.get("params") or {}
+        params = deployment.params
         protocols = adapter.served_protocols(params)
         grpc_port = free_port(HOST) if "tgis" in protocols else None
         argv = adapter.command(params, model_path, HOST, port)
@@ -190,7 +194,7 @@ class LocalBackend(Backend):
             **self.environ,
             **gpus.device_environment(devices, machine_has_gpus),
             **adapter.env(params, gpus=len(devices)),
-            **(params.get("env") or {}),
+            **own_env(params),
         }
         server = await processes.start(
             argv, env, work_dir / "server.log", self.run_dir / PID_DIR / f"{worker_id}.json"
@@ -198,11 +202,11 @@ class LocalBackend(Backend):
         exited = asyncio.ensure_future(server.process.wait())
         try:
             problem = await wait_ready(
-                HOST, port, adapter.readiness_path, deployment["startup_timeout_s"], exited
+                HOST, port, adapter.readiness_path, deployment.startup_timeout_s, exited
             )
             if problem:
                 raise ServerStartError(
-                    f"{deployment['name']} ({deployment['server']}) {problem}"
+                    f"{deployment.name} ({deployment.server}) {problem}"
                     f"{_because(server)}; log {server.log_path}:\n{server.log_tail()}"
                 )
             handle = Handle(
@@ -210,7 +214,7 @@ class LocalBackend(Backend):
                     base_url=f"http://{HOST}:{port}",
                     protocols=protocols,
                     model=adapter.served_model_name(deployment),
-                    server_kind=deployment["server"],
+                    server_kind=deployment.server,
                     tokenizer=str(model_path) if model_path else None,
                     metrics_path=adapter.metrics_path,
                     grpc_target=f"{HOST}:{grpc_port}" if grpc_port is not None else None,
@@ -221,14 +225,14 @@ class LocalBackend(Backend):
                     "port": port,
                     **({"gpus": list(devices)} if devices else {}),
                     **({"grpc_port": grpc_port} if grpc_port is not None else {}),
-                    "version": await _version(port, deployment["server"]),
+                    "version": await _version(port, deployment.server),
                 },
             )
 
             def on_exit(task: asyncio.Future[int]) -> None:
                 if not handle.died.done() and not task.cancelled():
                     handle.died.set_result(
-                        f"{deployment['name']} exited with code {task.result()} while serving"
+                        f"{deployment.name} exited with code {task.result()} while serving"
                         f"{_because(server)}; log {server.log_path}:\n{server.log_tail()}"
                     )
 
@@ -249,17 +253,15 @@ def _because(server: processes.ServerProcess) -> str:
     return f": {cause}" if cause else ""
 
 
-def _model_path(deployment: dict[str, Any]) -> Path | None:
+def _model_path(deployment: ServerDeployment) -> Path | None:
     """The local folder of a real server's model (prepared in the prepare phase)."""
     if not _reads_local_weights(deployment):
         return None
-    source = parse_source(str(deployment["model"]))
+    source = parse_source(deployment.model)
     if source.kind == "hub":
         return None
     return resolve_model(
-        str(deployment["model"]),
-        endpoint_url=deployment.get("s3_endpoint_url"),
-        prepare_bundled=False,
+        deployment.model, endpoint_url=deployment.s3_endpoint_url, prepare_bundled=False
     )
 
 
@@ -275,7 +277,7 @@ async def _version(port: int, server: str) -> str:
     return f"{server} (testbed {__version__})"
 
 
-def _reads_local_weights(deployment: dict[str, Any]) -> bool:
+def _reads_local_weights(deployment: AnyDeployment) -> bool:
     """A child process here that reads model weights from a folder of this machine."""
     kind = kind_of(deployment)
     return kind.local and kind.weights

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.config.deployments import gpu_count
+from testbed.config.deployments import AnyDeployment, worker_gpus
 from testbed.core.errors import InputError
 
 _LINE = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]+)\))?\s*$")
@@ -182,12 +182,12 @@ def device_environment(devices: Sequence[int] | None, machine_has_gpus: bool) ->
 
 
 def plan_assignment(
-    backend: Mapping[str, Any], workers: Mapping[str, Mapping[str, Any]]
+    backend: Mapping[str, Any], workers: Mapping[str, AnyDeployment]
 ) -> tuple[Inventory, Assignment] | None:
     """What ``testbed plan`` shows for a local run: this machine's GPUs and each worker's;
     None when no worker asks for a GPU and the machine has none."""
     inventory = discover(backend.get("gpus"), os.environ)
-    wanted = {w: gpu_count((c.get("resources") or {}).get("gpu")) for w, c in workers.items()}
+    wanted = {w: worker_gpus(c) for w, c in workers.items()}
     if not any(wanted.values()) and not inventory.devices:
         return None
     return inventory, assign(wanted, inventory)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.config.deployments import Resources
+from testbed.config.stacks import StackDeployment
 from testbed.core.kube.gpu import GPU
 from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.execution.export.objects import (
@@ -87,10 +87,8 @@ def resources(task: Task, plan: Plan, servers_here: bool) -> dict[str, Any]:
     resources; otherwise the pod only drives probes (the servers are pods of their own)."""
     if not servers_here:
         return {"requests": {"cpu": "1", "memory": "1Gi"}}
-    configs = [
-        Resources.model_validate(plan.workers[w].config.get("resources") or {})
-        for w in task.treatment.workers
-    ]
+    deployments = [plan.workers[w].config for w in task.treatment.workers]
+    configs = [d.resources for d in deployments if not isinstance(d, StackDeployment)]
     cpu = sum(c.cpu for c in configs) or 1.0
     memory = sum(c.memory_gb for c in configs) or 1.0
     gpu = sum(c.gpu for c in configs if isinstance(c.gpu, int))

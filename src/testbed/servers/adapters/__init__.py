@@ -6,6 +6,8 @@ container specs, so backends and planners can use them anywhere.
 
 from __future__ import annotations
 
+from typing import Any
+
 from testbed.core.errors import InputError
 from testbed.servers.adapters.base import ServerAdapter
 from testbed.servers.adapters.hf import HfAdapter
@@ -14,7 +16,7 @@ from testbed.servers.adapters.tgi import TgiAdapter
 from testbed.servers.adapters.tgis import TgisAdapter
 from testbed.servers.adapters.vllm import VllmAdapter
 
-_ADAPTERS: dict[str, type[ServerAdapter]] = {
+_ADAPTERS: dict[str, type[ServerAdapter[Any]]] = {
     "sim": SimAdapter,
     "hf": HfAdapter,
     "vllm": VllmAdapter,
@@ -23,7 +25,7 @@ _ADAPTERS: dict[str, type[ServerAdapter]] = {
 }
 
 
-def adapter_for(kind: str) -> ServerAdapter:
+def adapter_for(kind: str) -> ServerAdapter[Any]:
     """The adapter of server kind ``kind`` (``sim``, ``hf``, ``vllm``, ``tgi``, ``tgis``)."""
     try:
         return _ADAPTERS[kind]()

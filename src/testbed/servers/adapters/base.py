@@ -8,29 +8,32 @@ ask the adapter or the table and never branch on the kind themselves: the local 
 :meth:`ServerAdapter.command` and :meth:`ServerAdapter.env` for a child process, the
 Kubernetes backend :meth:`ServerAdapter.container` for a pod's container.
 
-Adapters read plain data: ``params`` is the deployment's ``params`` section as a mapping
-(``dtype``, ``max_model_len``, ``max_batch_size``, ``tensor_parallel``, ``extra_args``,
-``env`` and the kind's own fields); ``deployment`` the whole resolved deployment.
+Adapters read the validated models of ``config.deployments``: ``deployment`` is the resolved
+deployment, ``params`` its ``params`` section — the kind's own class (``HfParams``,
+``VllmParams`` …, ``SimParams``): each adapter is generic in the class it reads, so the
+defaults are the model's, never restated here.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from testbed.config.deployments import ServerDeployment, ServerParams
 from testbed.config.server_kinds import ServerProtocol, server_kind
+from testbed.config.sim import SimParams
 from testbed.servers.models import parse_source
 
 __all__ = ["GRPC_PORT", "ServerAdapter", "ServerProtocol"]
 
-Params = Mapping[str, Any]
+#: The params class an adapter reads: its kind's own.
+Params = TypeVar("Params", bound=ServerParams | SimParams)
 #: The port TGIS serves gRPC on in its image; testbed's own servers use it in theirs too.
 GRPC_PORT = 8033
 
 
-class ServerAdapter(abc.ABC):
+class ServerAdapter(abc.ABC, Generic[Params]):
     """One server kind. Subclasses set the class attributes and build the command line."""
 
     kind: ClassVar[str]
@@ -76,19 +79,19 @@ class ServerAdapter(abc.ABC):
         del gpus
         return self.container_env(params)
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
+    def served_model_name(self, deployment: ServerDeployment) -> str:
         """The model name requests must carry (``/v1/models``)."""
-        return parse_source(str(deployment.get("model") or "")).served_name
+        return parse_source(deployment.model).served_name
 
-    def container(self, deployment: Mapping[str, Any], model: str) -> dict[str, Any]:
+    def container(self, deployment: ServerDeployment, model: str) -> dict[str, Any]:
         """A Kubernetes container spec (image, args, env, ports, readiness probe) that serves
         ``model`` (a path inside the pod, or a hub id); resources and volumes are the
         backend's business."""
-        params: Params = deployment.get("params") or {}
-        env = {**self.container_env(params), **(params.get("env") or {})}
+        params: Params = deployment.params  # type: ignore[assignment]  # the kind's own class
+        env = {**self.container_env(params), **own_env(params)}
         spec: dict[str, Any] = {
             "name": "server",
-            "image": deployment.get("image") or self.default_image,
+            "image": deployment.image or self.default_image,
             "args": self.container_args(params, model, self.served_model_name(deployment)),
             "env": [{"name": k, "value": str(v)} for k, v in sorted(env.items())],
             "ports": [
@@ -123,6 +126,11 @@ class ServerAdapter(abc.ABC):
         return {}
 
 
+def own_env(params: ServerParams | SimParams) -> dict[str, str]:
+    """The deployment's own ``params.env`` (the simulator takes none)."""
+    return dict(params.env) if isinstance(params, ServerParams) else {}
+
+
 def flag(name: str, value: Any) -> list[str]:
     """``[name, str(value)]``, or nothing when the value is None (the server's default)."""
     return [] if value is None else [name, str(value)]
@@ -133,7 +141,6 @@ def switch(name: str, on: Any) -> list[str]:
     return [name] if on else []
 
 
-def extra(params: Params) -> list[str]:
-    """``extra_args``, appended verbatim (a string is split on whitespace)."""
-    value = params.get("extra_args") or []
-    return value.split() if isinstance(value, str) else [str(v) for v in value]
+def extra(params: ServerParams) -> list[str]:
+    """``extra_args``, appended verbatim."""
+    return list(params.extra_args)

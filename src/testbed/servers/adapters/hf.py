@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from testbed.config.deployments import HfParams
 from testbed.core.errors import InputError
-from testbed.servers.adapters.base import Params, extra, flag
+from testbed.servers.adapters.base import extra, flag
 from testbed.servers.adapters.own import OwnServerAdapter
 
 
-class HfAdapter(OwnServerAdapter):
+class HfAdapter(OwnServerAdapter[HfParams]):
     kind = "hf"
 
-    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+    def args(self, params: HfParams, model: str, port: int, served_name: str) -> list[str]:
         settings = {
-            "max_batch_size": params.get("max_batch_size"),
-            "max_model_len": params.get("max_model_len"),
+            "max_batch_size": params.max_batch_size,
+            "max_model_len": params.max_model_len,
             "served_model_name": served_name,
         }
         sets = [f"{k}={v}" for k, v in settings.items() if v is not None]
@@ -26,14 +27,14 @@ class HfAdapter(OwnServerAdapter):
             model,
             "--port",
             str(port),
-            *flag("--threads", params.get("threads", 1)),
-            *flag("--dtype", params.get("dtype")),
-            *flag("--protocols", ",".join(params.get("protocols") or []) or None),
+            *flag("--threads", params.threads),
+            *flag("--dtype", params.dtype),
+            *flag("--protocols", ",".join(params.protocols) or None),
             *[arg for item in sets for arg in ("--set", item)],
             *extra(params),
         ]
 
-    def command(self, params: Params, model_path: Path | None, host: str, port: int) -> list[str]:
+    def command(self, params: HfParams, model_path: Path | None, host: str, port: int) -> list[str]:
         if model_path is None:
             raise InputError(
                 "the hf server needs a local model (bundled:NAME, a folder or s3://…),"

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from testbed.config.deployments import VllmParams
 from testbed.core.errors import ServerStartError
 
 GIB = 1 << 30
@@ -88,13 +88,13 @@ def node_memory(node: int = 0, root: Path = Path("/sys")) -> NodeMemory:
     return NodeMemory(total, available, source)
 
 
-def explicit(params: Mapping[str, Any], environ: Mapping[str, str]) -> bool:
+def explicit(params: VllmParams, environ: Mapping[str, str]) -> bool:
     """Whether the deployment already says how much memory vLLM may take."""
-    extra = " ".join(str(a) for a in params.get("extra_args") or [])
+    extra = " ".join(params.extra_args)
     return (
-        params.get("kv_cache_gb") is not None
-        or params.get("gpu_memory_utilization") is not None
-        or VARIABLE in (params.get("env") or {})
+        params.kv_cache_gb is not None
+        or params.gpu_memory_utilization is not None
+        or VARIABLE in params.env
         or VARIABLE in environ
         or "--kv-cache-memory-bytes" in extra
         or "--gpu-memory-utilization" in extra

@@ -5,18 +5,24 @@ the ``testbed serve`` command, here or in testbed's image, and the protocols the
 from __future__ import annotations
 
 import sys
+from typing import TypeVar
 
 from testbed import __version__
-from testbed.servers.adapters.base import Params, ServerAdapter, ServerProtocol
+from testbed.config.deployments import HfParams
+from testbed.config.sim import SimParams
+from testbed.servers.adapters.base import ServerAdapter, ServerProtocol
+
+#: testbed's own servers choose their protocols with a ``protocols`` parameter.
+OwnParams = TypeVar("OwnParams", bound=HfParams | SimParams)
 
 
-class OwnServerAdapter(ServerAdapter):
+class OwnServerAdapter(ServerAdapter[OwnParams]):
     """A kind served by ``testbed serve KIND``; subclasses give :meth:`args`."""
 
     default_image = f"testbed:{__version__}"
 
-    def served_protocols(self, params: Params) -> tuple[ServerProtocol, ...]:
-        return tuple(params.get("protocols") or self.protocols)
+    def served_protocols(self, params: OwnParams) -> tuple[ServerProtocol, ...]:
+        return tuple(params.protocols) or self.protocols
 
     def grpc_args(self, grpc_port: int) -> list[str]:
         return ["--grpc-port", str(grpc_port)]
@@ -28,7 +34,7 @@ class OwnServerAdapter(ServerAdapter):
     def container_command(self) -> list[str]:
         return ["testbed"]
 
-    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
+    def container_args(self, params: OwnParams, model: str, served_name: str) -> list[str]:
         grpc = self.container_grpc_port(params)
         return [
             *self.args(params, model, self.container_port, served_name),

@@ -12,12 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from testbed.config.deployments import ServerDeployment
 from testbed.config.sim import SimParams
-from testbed.servers.adapters.base import Params
 from testbed.servers.adapters.own import OwnServerAdapter
-
-#: Sim-only fields the generic deployment carries that the simulator does not take.
-_GENERIC_ONLY = ("extra_args", "env")
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -30,10 +27,9 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def set_args(params: Params) -> list[str]:
+def set_args(params: SimParams) -> list[str]:
     """``--set key=value`` for every parameter that differs from the simulator's default."""
-    given = {k: v for k, v in dict(params).items() if k not in _GENERIC_ONLY}
-    chosen = _flatten(SimParams.model_validate(given).model_dump(mode="json"))
+    chosen = _flatten(params.model_dump(mode="json"))
     defaults = _flatten(SimParams().model_dump(mode="json"))
     out: list[str] = []
     for key, value in chosen.items():
@@ -42,17 +38,19 @@ def set_args(params: Params) -> list[str]:
     return out
 
 
-class SimAdapter(OwnServerAdapter):
+class SimAdapter(OwnServerAdapter[SimParams]):
     kind = "sim"
 
-    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+    def args(self, params: SimParams, model: str, port: int, served_name: str) -> list[str]:
         del model, served_name  # the simulator's name is its model_name parameter
         return ["serve", "sim", "--port", str(port), *set_args(params)]
 
-    def command(self, params: Params, model_path: Path | None, host: str, port: int) -> list[str]:
+    def command(
+        self, params: SimParams, model_path: Path | None, host: str, port: int
+    ) -> list[str]:
         del model_path
         return self.local_command(self.args(params, "", port, ""), host)
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
-        params = deployment.get("params") or {}
-        return str(params.get("model_name") or SimParams().model_name)
+    def served_model_name(self, deployment: ServerDeployment) -> str:
+        assert isinstance(deployment.params, SimParams)  # the kind's own params
+        return deployment.params.model_name

@@ -11,9 +11,9 @@ Generic parameters map to ``text-generation-launcher`` flags: ``tensor_parallel`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from testbed.servers.adapters.base import Params, ServerAdapter, extra, flag
+from testbed.config.deployments import ServerDeployment, TgiParams
+from testbed.servers.adapters.base import ServerAdapter, extra, flag
 
 TGI_IMAGE = "ghcr.io/huggingface/text-generation-inference"
 TGI_TAG = "3.3.4"
@@ -36,33 +36,33 @@ LAUNCHER_FLAGS: Mapping[str, str] = {
 LAUNCHER_SWITCHES = frozenset({"--trust-remote-code", "--disable-custom-kernels", "--json-output"})
 
 
-class TgiAdapter(ServerAdapter):
+class TgiAdapter(ServerAdapter[TgiParams]):
     kind = "tgi"
     container_port = 8080
     default_image = f"{TGI_IMAGE}:{TGI_TAG}"
 
-    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+    def args(self, params: TgiParams, model: str, port: int, served_name: str) -> list[str]:
         del served_name  # TGI serves one model and accepts any name ("tgi")
-        dtype = params.get("dtype")
-        shards = params.get("tensor_parallel")
+        dtype = params.dtype
+        shards = params.tensor_parallel
         to = LAUNCHER_FLAGS
         return [
             to["model"],
             model,
             to["port"],
             str(port),
-            *flag(to["tensor_parallel"], shards if shards and shards > 1 else None),
+            *flag(to["tensor_parallel"], shards if shards > 1 else None),
             *flag(to["dtype"], dtype if dtype in _TGI_DTYPES else None),
-            *flag(to["max_batch_size"], params.get("max_batch_size")),
-            *flag(to["max_input_length"], params.get("max_input_length")),
-            *flag(to["max_model_len"], params.get("max_model_len")),
+            *flag(to["max_batch_size"], params.max_batch_size),
+            *flag(to["max_input_length"], params.max_input_length),
+            *flag(to["max_model_len"], params.max_model_len),
             *extra(params),
         ]
 
-    def container_env(self, params: Params) -> dict[str, str]:
-        if params.get("flash_attention", False):
+    def container_env(self, params: TgiParams) -> dict[str, str]:
+        if params.flash_attention:
             return {}
         return {"USE_FLASH_ATTENTION": "false"}
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
+    def served_model_name(self, deployment: ServerDeployment) -> str:
         return "tgi"  # what TGI's OpenAI routes report as the model

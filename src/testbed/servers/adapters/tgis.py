@@ -15,13 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.servers.adapters.base import (
-    GRPC_PORT,
-    Params,
-    ServerAdapter,
-    extra,
-    flag,
-)
+from testbed.config.deployments import ServerDeployment, TgisParams
+from testbed.servers.adapters.base import GRPC_PORT, ServerAdapter, extra, flag
 
 TGIS_IMAGE = "quay.io/opendatahub/text-generation-inference"
 TGIS_TAG = "stable"
@@ -45,12 +40,12 @@ LAUNCHER_FLAGS: Mapping[str, str] = {
 }
 
 
-class TgisAdapter(ServerAdapter):
+class TgisAdapter(ServerAdapter[TgisParams]):
     kind = "tgis"
     container_port = 3000
     default_image = f"{TGIS_IMAGE}:{TGIS_TAG}"
 
-    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+    def args(self, params: TgisParams, model: str, port: int, served_name: str) -> list[str]:
         del served_name
         to = LAUNCHER_FLAGS
         return [
@@ -61,27 +56,26 @@ class TgisAdapter(ServerAdapter):
             to["grpc_port"],
             str(GRPC_PORT),
             to["deployment_framework"],
-            str(params["deployment_framework"]),  # required by the config: no default here
-            *flag(to["dtype"], params.get("dtype")),
-            *flag(to["max_batch_size"], params.get("max_batch_size")),
-            *flag(to["max_model_len"], params.get("max_model_len")),
+            params.deployment_framework,  # required by the config: no default
+            *flag(to["dtype"], params.dtype),
+            *flag(to["max_batch_size"], params.max_batch_size),
+            *flag(to["max_model_len"], params.max_model_len),
             *extra(params),
         ]
 
-    def container_env(self, params: Params) -> dict[str, str]:
+    def container_env(self, params: TgisParams) -> dict[str, str]:
         return {
-            "NUM_GPUS": str(params.get("tensor_parallel") or 1),
-            "FLASH_ATTENTION": _bool(params.get("flash_attention", False)),
-            "PT2_COMPILE": _bool(params.get("pt2_compile", False)),
+            "NUM_GPUS": str(params.tensor_parallel),
+            "FLASH_ATTENTION": _bool(params.flash_attention),
+            "PT2_COMPILE": _bool(params.pt2_compile),
         }
 
     def container_command(self) -> list[str]:
         return ["text-generation-launcher"]
 
-    def container(self, deployment: Mapping[str, Any], model: str) -> dict[str, Any]:
+    def container(self, deployment: ServerDeployment, model: str) -> dict[str, Any]:
         spec = super().container(deployment, model)
-        resources = deployment.get("resources") or {}
-        if not resources.get("gpu"):
+        if not deployment.resources.gpu:
             env = [e for e in spec["env"] if e["name"] not in ("CUDA_VISIBLE_DEVICES", "NUM_GPUS")]
             # CPU only: no CUDA device, and NUM_GPUS would contradict the missing GPUs.
             spec["env"] = sorted(
@@ -89,5 +83,5 @@ class TgisAdapter(ServerAdapter):
             )
         return spec
 
-    def served_model_name(self, deployment: Mapping[str, Any]) -> str:
-        return str(deployment.get("model") or "")
+    def served_model_name(self, deployment: ServerDeployment) -> str:
+        return deployment.model

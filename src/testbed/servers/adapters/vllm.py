@@ -23,15 +23,10 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from testbed.config.deployments import VllmParams
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.servers.adapters import kv_cache
-from testbed.servers.adapters.base import (
-    Params,
-    ServerAdapter,
-    extra,
-    flag,
-    switch,
-)
+from testbed.servers.adapters.base import ServerAdapter, extra, flag, switch
 
 ENTRY = ["-m", "vllm.entrypoints.openai.api_server"]
 VLLM_VERSION = "0.32.0"
@@ -40,18 +35,20 @@ _REPO = Path(__file__).resolve().parents[4]  # src/testbed/servers/adapters/vllm
 
 
 def vllm_python(
-    params: Params, environ: Mapping[str, str] | None = None, option: str = "params.python"
+    python: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    option: str = "params.python",
 ) -> Path:
     """The interpreter that has vLLM installed (see the module docstring for the order).
 
-    ``option`` is what the user sets to choose it, for the messages (the emulator is handed
-    this lookup with ``--vllm-python``)."""
+    ``python`` is the one the user chose with ``option``, named in the messages
+    (``params.python``; the emulator is handed this lookup with ``--vllm-python``)."""
     env = os.environ if environ is None else environ
-    explicit = params.get("python") or env.get(PYTHON_ENV)
+    explicit = python or env.get(PYTHON_ENV)
     if explicit:
-        path = Path(str(explicit)).expanduser()
+        path = Path(explicit).expanduser()
         if not path.exists():
-            source = option if params.get("python") else PYTHON_ENV
+            source = option if python else PYTHON_ENV
             raise InputError(
                 f"{source} is {path}, which does not exist; point it at the python of a"
                 " virtual environment with vLLM installed"
@@ -67,11 +64,11 @@ def vllm_python(
     )
 
 
-class VllmAdapter(ServerAdapter):
+class VllmAdapter(ServerAdapter[VllmParams]):
     kind = "vllm"
     default_image = f"vllm/vllm-openai:v{VLLM_VERSION}"
 
-    def args(self, params: Params, model: str, port: int, served_name: str) -> list[str]:
+    def args(self, params: VllmParams, model: str, port: int, served_name: str) -> list[str]:
         return [
             "--model",
             model,
@@ -79,26 +76,28 @@ class VllmAdapter(ServerAdapter):
             served_name,
             "--port",
             str(port),
-            *flag("--dtype", params.get("dtype")),
-            *flag("--max-model-len", params.get("max_model_len")),
-            *flag("--max-num-seqs", params.get("max_batch_size")),
-            *flag("--tensor-parallel-size", params.get("tensor_parallel")),
-            *switch("--enforce-eager", params.get("enforce_eager")),
-            *flag("--gpu-memory-utilization", params.get("gpu_memory_utilization")),
+            *flag("--dtype", params.dtype),
+            *flag("--max-model-len", params.max_model_len),
+            *flag("--max-num-seqs", params.max_batch_size),
+            *flag("--tensor-parallel-size", params.tensor_parallel),
+            *switch("--enforce-eager", params.enforce_eager),
+            *flag("--gpu-memory-utilization", params.gpu_memory_utilization),
             *extra(params),
         ]
 
-    def command(self, params: Params, model_path: Path | None, host: str, port: int) -> list[str]:
+    def command(
+        self, params: VllmParams, model_path: Path | None, host: str, port: int
+    ) -> list[str]:
         if model_path is None:
             raise InputError(
                 "a local vLLM server gets its model as a folder (bundled:NAME, a path or"
                 " s3://…); hub ids need network access this backend does not assume"
             )
-        python = vllm_python(params)
+        python = vllm_python(params.python)
         args = self.args(params, str(model_path), port, model_path.name)
         return [str(python), *ENTRY, *args, "--host", host]
 
-    def env(self, params: Params, gpus: int = 0) -> dict[str, str]:
+    def env(self, params: VllmParams, gpus: int = 0) -> dict[str, str]:
         # A local server always gets a folder: nothing may try the hub.
         offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         env = {**offline, **self.container_env(params)}
@@ -108,13 +107,13 @@ class VllmAdapter(ServerAdapter):
             env[kv_cache.VARIABLE] = str(size)
         return env
 
-    def container_env(self, params: Params) -> dict[str, str]:
+    def container_env(self, params: VllmParams) -> dict[str, str]:
         env = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-        kv = params.get("kv_cache_gb")
+        kv = params.kv_cache_gb
         if kv is not None:  # whole GiB: vLLM parses the variable as an integer
-            env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(float(kv))))
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, math.ceil(kv)))
         return env
 
-    def container_args(self, params: Params, model: str, served_name: str) -> list[str]:
+    def container_args(self, params: VllmParams, model: str, served_name: str) -> list[str]:
         # The image's entry point is the API server; it listens on 0.0.0.0 by default.
         return self.args(params, model, self.container_port, served_name)
