@@ -31,6 +31,7 @@ __all__ = [
     "ConnectionPool",
     "Connector",
     "HttpClientError",
+    "StatusSink",
     "pool_for",
     "tcp_connector",
 ]
@@ -43,8 +44,9 @@ Connector = Callable[
 _CLOSE_WAIT_S = 2.0
 
 
-class _Discard:
-    """A sink that keeps only the status (for :meth:`ConnectionPool.reachable`)."""
+class StatusSink:
+    """A sink that keeps only the status and discards the body (what
+    :meth:`ConnectionPool.reachable` needs); a sink that keeps more overrides the rest."""
 
     status = 0
 
@@ -163,7 +165,7 @@ class ConnectionPool:
         an answer cut short, it tells a server that cut it from one that went away. A dying
         process's listening socket may still accept a connection, so a connection alone
         proves nothing; an answer does."""
-        probe = _Discard()
+        probe = StatusSink()
         try:
             await self.send(self.encode("GET", "/health"), probe, timeout_s)
         except (HttpClientError, TimeoutError):

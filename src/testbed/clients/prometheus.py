@@ -22,7 +22,7 @@ and parsing only the handful we read keeps a scrape's CPU cost small.
 
 from __future__ import annotations
 
-from testbed.clients.http import ConnectionPool
+from testbed.clients.http import ConnectionPool, StatusSink
 
 #: The server-neutral fields a scrape yields (None when the server exposes no such metric).
 FIELDS = ("running", "waiting", "kv_cache_usage", "prompt_tokens", "generation_tokens")
@@ -75,27 +75,16 @@ def parse(text: str) -> dict[str, float | None]:
     return out
 
 
-class _TextSink:
-    """Collects one whole response body (the HTTP client's ``BodySink``)."""
+class _TextSink(StatusSink):
+    """Collects one whole response body, and why it was cut if it was."""
 
     def __init__(self) -> None:
-        self.status = 0
         self.parts: list[bytes] = []
         self.cut: str | None = None
-
-    def on_sent(self, t_ns: int) -> None:
-        del t_ns
-
-    def on_head(self, status: int, headers: dict[str, str], t_ns: int) -> None:
-        del headers, t_ns
-        self.status = status
 
     def on_data(self, data: bytes, t_ns: int) -> None:
         del t_ns
         self.parts.append(data)
-
-    def on_end(self, t_ns: int) -> None:
-        del t_ns
 
     def on_cut(self, reason: str, t_ns: int) -> None:
         del t_ns

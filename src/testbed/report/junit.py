@@ -31,6 +31,25 @@ def _text(value: Any) -> str:
     return _INVALID.sub("?", redact(str(value)))
 
 
+def _testcase(suite: ET.Element, classname: str, row: Mapping[str, Any]) -> ET.Element:
+    """A ``<testcase>`` of ``suite`` for one row of the run document: named by its folder,
+    timed by its ``duration_s``."""
+    return ET.SubElement(
+        suite,
+        "testcase",
+        classname=_text(classname),
+        name=_text(row["dir"]),
+        time=f"{float(row.get('duration_s') or 0.0):.3f}",
+    )
+
+
+def _close(suite: ET.Element, counts: Mapping[str, int], totals: dict[str, int]) -> None:
+    """Write a suite's counts on it and add them to the run's totals."""
+    for key, value in counts.items():
+        suite.set(key, str(value))
+        totals[key] += value
+
+
 def render(document: Mapping[str, Any], run_dir: Path | None = None) -> str:
     """The junit.xml text of a run document. With ``run_dir``, each correctness treatment
     also gets a suite with one test case per case result, so CI lists cases."""
@@ -57,9 +76,7 @@ def render(document: Mapping[str, Any], run_dir: Path | None = None) -> str:
             if kind:
                 counts[kind] += 1
             seconds += float(row.get("duration_s") or 0.0)
-        for key, value in counts.items():
-            suite.set(key, str(value))
-            totals[key] += value
+        _close(suite, counts, totals)
         suite.set("time", f"{seconds:.3f}")
         total_time += seconds
     if run_dir is not None:
@@ -88,13 +105,7 @@ def _steps_suite(suites: ET.Element, document: Mapping[str, Any], totals: dict[s
     for row in steps:
         counts["tests"] += 1
         seconds += float(row.get("duration_s") or 0.0)
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=_text(f"{campaign}.steps.{row['phase']}"),
-            name=_text(row["dir"]),
-            time=f"{float(row.get('duration_s') or 0.0):.3f}",
-        )
+        case = _testcase(suite, f"{campaign}.steps.{row['phase']}", row)
         status = str(row.get("status"))
         if status == OK:
             continue
@@ -110,22 +121,15 @@ def _steps_suite(suites: ET.Element, document: Mapping[str, Any], totals: dict[s
             never = status in ("not run", "skipped")
             message = status if never else f"{status} (on_error: continue): {why}"
             ET.SubElement(case, "skipped", message=_text(message))
-    for key, value in counts.items():
-        suite.set(key, str(value))
-        totals[key] += value
+    _close(suite, counts, totals)
     suite.set("time", f"{seconds:.3f}")
     return seconds
 
 
 def _case(suite: ET.Element, row: Mapping[str, Any], campaign: str) -> str | None:
     """Add one test case; return the counter it increments (None for a pass)."""
-    case = ET.SubElement(
-        suite,
-        "testcase",
-        classname=_text(f"{campaign}.{row['probe']}.{'+'.join(row.get('deployments') or [])}"),
-        name=_text(row["dir"]),
-        time=f"{float(row.get('duration_s') or 0.0):.3f}",
-    )
+    deployments = "+".join(row.get("deployments") or [])
+    case = _testcase(suite, f"{campaign}.{row['probe']}.{deployments}", row)
     if row.get("source"):  # an assembled run: the folder (task) the treatment came from
         properties = ET.SubElement(case, "properties")
         ET.SubElement(properties, "property", name="source", value=_text(row["source"]))
@@ -175,9 +179,7 @@ def _criteria_suite(
             kind = _case(suite, row, campaign)
             if kind:
                 counts[kind] += 1
-    for key, value in counts.items():
-        suite.set(key, str(value))
-        totals[key] += value
+    _close(suite, counts, totals)
 
 
 def _case_suites(
@@ -192,6 +194,4 @@ def _case_suites(
             continue
         suite = ET.SubElement(suites, "testsuite", name=_text(f"{campaign}.cases.{row['dir']}"))
         counts = junit_cases(suite, records, _text(f"{campaign}.{row['dir']}"))
-        for key, value in counts.items():
-            suite.set(key, str(value))
-            totals[key] += value
+        _close(suite, counts, totals)

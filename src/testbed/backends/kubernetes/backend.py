@@ -32,36 +32,29 @@ from testbed.backends.kubernetes.names import (
     run_selector,
     server_image,
     settings_of,
-    worker_name,
 )
 from testbed.backends.kubernetes.node_fit import infeasible_reason
 from testbed.backends.kubernetes.probe_runner import ProbeJobs
 from testbed.backends.kubernetes.rbac import rbac_objects
 from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
+from testbed.backends.kubernetes.run_cleanup import delete_run_objects
 from testbed.backends.kubernetes.stack import Stacks
-from testbed.backends.kubernetes.stack_journal import remove_journalled
 from testbed.backends.kubernetes.stack_validation import check_stacks
 from testbed.backends.kubernetes.weights import run_secrets
-from testbed.clients.kube import ConnectionSpec, Kube, PortForward
+from testbed.backends.kubernetes.worker_reach import reach
+from testbed.clients.kube import ConnectionSpec, Kube
 from testbed.clients.kube.logs import LogStream, follow_into
 from testbed.config.backend_settings import BackendSettings, KubernetesSettings
 from testbed.config.deployments import AnyDeployment, ServerDeployment
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import (
     ClusterAccessDenied,
-    ClusterConflict,
     ClusterError,
     ClusterNotFound,
     InputError,
 )
 from testbed.core.secrets import resolve
 from testbed.results.outcome import ProbeOutcome
-from testbed.servers.adapters import adapter_for
-
-#: Kinds a run's label selects, deleted in this order (pods go with their Deployments).
-RUN_KINDS = ("Job", "Deployment", "Service", "ReplicaSet", "Pod", "Secret", "ConfigMap")
-GONE_TIMEOUT_S = 120.0
-
 
 #: In a run directory while objects of the run may exist in the cluster.
 OBJECTS_MARKER = ".kubernetes-objects"
@@ -285,7 +278,9 @@ class KubernetesBackend(Backend):
             )
             # Set by the pod's death (watch_death) or by a port-forward nothing answers.
             died: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            async with self._reach(kube, pod_name, worker_id, deployment, died) as (
+            async with reach(
+                kube, self.namespace, pod_name, worker_id, deployment, died, self.in_cluster()
+            ) as (
                 base_url,
                 grpc_target,
             ):
@@ -313,44 +308,6 @@ class KubernetesBackend(Backend):
                 await asyncio.to_thread(follower.close)
             if not self.keep:
                 await asyncio.shield(self._delete_worker(kube, objects))
-
-    @contextlib.asynccontextmanager
-    async def _reach(
-        self,
-        kube: Kube,
-        pod: str,
-        worker_id: str,
-        deployment: ServerDeployment,
-        died: asyncio.Future[str],
-    ) -> AsyncIterator[tuple[str, str | None]]:
-        """``(base URL, TGIS gRPC target or None)`` of the worker's server: its Service in
-        the cluster, else port-forwards from here."""
-        adapter = adapter_for(deployment.server)
-        port = adapter.container_port
-        grpc = adapter.container_grpc_port(deployment.params)
-        if self.in_cluster():
-            host = f"{worker_name(worker_id)}.{self.namespace}.svc"
-            yield f"http://{host}:{port}", f"{host}:{grpc}" if grpc else None
-            return
-
-        def refused(which: int) -> Callable[[str], None]:
-            def note(message: str) -> None:
-                if not died.done():
-                    died.set_result(f"pod {pod} does not answer on port {which}: {message}")
-
-            return note
-
-        async with contextlib.AsyncExitStack() as stack:
-            local = await stack.enter_async_context(
-                PortForward(kube.api, self.namespace, pod, port, refused(port))
-            )
-            target = None
-            if grpc:
-                grpc_local = await stack.enter_async_context(
-                    PortForward(kube.api, self.namespace, pod, grpc, refused(grpc))
-                )
-                target = f"127.0.0.1:{grpc_local}"
-            yield f"http://127.0.0.1:{local}", target
 
     async def _delete_worker(self, kube: Kube, objects: list[dict[str, Any]]) -> None:
         for obj in objects:
@@ -388,41 +345,13 @@ class KubernetesBackend(Backend):
         return done
 
     async def _cleanup(self) -> list[str]:
-        kube = await self.kube()
-        # Stacks first: their custom objects go before the CRDs and the namespace they need.
-        stacks = await remove_journalled(kube, self.run_id, self.run_dir)
-        selector = run_selector(self.run_id)
-        kinds = [*RUN_KINDS, *(["Dataset"] if self.settings.datashim else [])]
-        gone = await asyncio.to_thread(kube.delete_labelled, kinds, self.namespace, selector)
-        if owns_namespace(self.settings) and await asyncio.to_thread(
-            kube.delete, "Namespace", self.namespace
-        ):
-            gone.append(f"Namespace/{self.namespace}")
-        if gone:
-            await self._wait_gone(kube, kinds, selector)
-        self._applied.clear()
-        return [f"deleted {name}" for name in [*stacks, *gone]]
-
-    async def _wait_gone(self, kube: Kube, kinds: list[str], selector: str) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + GONE_TIMEOUT_S
-        while loop.time() < deadline:
-            left = await asyncio.to_thread(_remaining, kube, kinds, self.namespace, selector)
-            if owns_namespace(self.settings):
-                ns = await asyncio.to_thread(kube.get, "Namespace", self.namespace)
-                left += [f"Namespace/{self.namespace}"] if ns is not None else []
-            if not left:
-                return
-            await asyncio.sleep(0.2)  # deletion has no watchable end across kinds; poll briefly
-        raise ClusterConflict(
-            f"objects of run {self.run_id} still exist {GONE_TIMEOUT_S:.0f} s after deletion;"
-            f" remove them with `testbed cleanup {self.run_dir}`"
+        done = await delete_run_objects(
+            await self.kube(),
+            self.run_id,
+            self.run_dir,
+            self.namespace,
+            owns_namespace(self.settings),
+            self.settings.datashim,
         )
-
-
-def _remaining(kube: Kube, kinds: list[str], namespace: str, selector: str) -> list[str]:
-    return [
-        f"{kind}/{item['metadata']['name']}"
-        for kind in kinds
-        for item in kube.list_served(kind, namespace, selector)
-    ]
+        self._applied.clear()
+        return done

@@ -59,17 +59,10 @@ def capture(kube: Kube, namespace: str, selector: str | None, folder: Path) -> l
 
 
 def _age(meta: dict[str, Any]) -> str:
-    stamp = meta.get("creationTimestamp")
     try:
-        times.parse_time(str(stamp))
+        return times.human_age(meta.get("creationTimestamp"))
     except ValueError:
         return "<unknown>"
-    seconds = int(times.seconds_since(stamp))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
 
 
 def _row(kind: str, item: dict[str, Any]) -> list[str]:

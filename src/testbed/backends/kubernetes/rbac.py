@@ -27,7 +27,7 @@ _KINDS = {
     "Deployment": ("apps", "deployments"),
     "Dataset": ("datashim.io", "datasets"),
 }
-#: What every run reads and sweeps (cleanup lists each kind of backend.RUN_KINDS by label
+#: What every run reads and sweeps (cleanup lists each kind of run_cleanup.RUN_KINDS by label
 #: and deletes what it finds; readiness follows the Deployment's ReplicaSet and pods).
 _BASE: dict[tuple[str, str], set[str]] = {
     ("", "pods"): {"list", "watch", "delete"},

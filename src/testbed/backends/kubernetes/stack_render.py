@@ -16,12 +16,11 @@ it — so ``kubectl get … -l testbed.io/run=RUN`` and cleanup find it; a stack
 
 from __future__ import annotations
 
-import copy
 import shutil
 import subprocess
 import tempfile
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import yaml
 
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError, MissingDependency
+from testbed.core.kube.labels import labelled
 
 KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -236,40 +236,3 @@ def _kustomize(root: Path, names: Mapping[str, Any], templated: bool) -> list[St
         words = done.stderr.strip().replace(str(copy_root), str(root))
         raise InputError(f"manifests: `kubectl kustomize {root}` failed: {words}")
     return parse_objects(done.stdout, f"{root} (kustomized)")
-
-
-def labelled(obj: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
-    """A copy of ``obj`` with ``labels`` on it and on every pod template inside it."""
-    out = copy.deepcopy(dict(obj))
-    if not labels:
-        return out
-    _add_labels(out, labels)
-    for pod_template in _pod_templates(out.get("spec")):
-        _add_labels(pod_template, labels)
-    return out
-
-
-def _add_labels(obj: dict[str, Any], labels: Mapping[str, str]) -> None:
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = obj["metadata"] = {}
-    if not isinstance(metadata.get("labels"), dict):
-        metadata["labels"] = {}
-    mine = metadata["labels"]
-    for key, value in labels.items():
-        # The stack's own app.kubernetes.io/managed-by (Helm) stays: a selector may hold it.
-        if not (key.startswith("app.kubernetes.io/") and key in mine):
-            mine[key] = value
-
-
-def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:
-    """Pod templates wherever a controller keeps them (a ``template`` with containers)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            spec = value.get("spec") if isinstance(value, dict) else None
-            if key == "template" and isinstance(spec, dict) and "containers" in spec:
-                yield value
-            yield from _pod_templates(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _pod_templates(item)

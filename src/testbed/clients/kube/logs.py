@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from testbed.clients.kube.rest import Kube
+from testbed.clients.kube.rest import Kube, interrupt
 from testbed.core.errors import ClusterError
 
 
@@ -70,9 +70,7 @@ class LogStream(threading.Thread):
         with self._lock:
             response = self._response
         if response is not None:
-            with contextlib.suppress(Exception):
-                response.shutdown()  # interrupts a read blocked in the thread
-                response.close()
+            interrupt(response)
         if self.is_alive() and self is not threading.current_thread():
             self.join(timeout=2.0)
 

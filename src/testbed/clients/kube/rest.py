@@ -12,6 +12,7 @@ Every API error leaves this module as a :mod:`testbed.core.errors` ``Cluster*`` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterable, Mapping
@@ -332,3 +333,12 @@ class Kube:
                 return ""  # not started yet, or no previous instance
             raise
         return bytes(raw.data).decode("utf-8", "replace")
+
+
+def interrupt(response: Any) -> None:
+    """End a streamed response (a watch, a followed log) that another thread is blocked
+    reading: ``shutdown()`` wakes that read (urllib3 2.3 and later), ``close()`` ends it."""
+    with contextlib.suppress(Exception):
+        if hasattr(response, "shutdown"):
+            response.shutdown()
+        response.close()

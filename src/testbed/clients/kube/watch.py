@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import orjson
 
 from testbed.clients.kube.errors import from_status
-from testbed.clients.kube.rest import KindInfo, Kube
+from testbed.clients.kube.rest import KindInfo, Kube, interrupt
 from testbed.core.errors import ClusterError
 
 WATCH_WINDOW_S = 60  # one watch request lasts this long before it is renewed
@@ -91,10 +91,7 @@ class Watcher(threading.Thread):
         with self._lock:
             response = self._response
         if response is not None:
-            with contextlib.suppress(Exception):
-                if hasattr(response, "shutdown"):
-                    response.shutdown()  # interrupts a read blocked in this thread
-                response.close()
+            interrupt(response)
 
     def run(self) -> None:
         try:

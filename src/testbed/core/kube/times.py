@@ -3,7 +3,8 @@
 The API writes UTC with a ``Z``: whole seconds for ``Time`` (``creationTimestamp``),
 microseconds for ``MicroTime`` (an Event's ``eventTime``), nanoseconds in container log
 lines (``kubectl logs --timestamps``). Clients may send offsets (``+00:00``) or fewer
-decimals; a time without a zone is read as UTC.
+decimals; a time without a zone is read as UTC. Ages are shown as kubectl shows them
+(:func:`human_age`).
 """
 
 from __future__ import annotations
@@ -49,3 +50,30 @@ def seconds_since(stamp: object, now: _dt.datetime | None = None) -> float:
     except ValueError:
         return 0.0
     return ((now or _dt.datetime.now(_dt.UTC)) - then).total_seconds()
+
+
+def human_age(timestamp: str | None, now: _dt.datetime | None = None) -> str:
+    """kubectl's ``HumanDuration`` of the time since ``timestamp`` (its AGE column): "<unknown>"
+    without one; ``now`` defaults to the wall time now."""
+    if not timestamp:
+        return "<unknown>"
+    when = parse_time(timestamp)
+    seconds = int(((now or _dt.datetime.now(_dt.UTC)) - when).total_seconds())
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    return f"{days // 365}y{days % 365}d" if days < 365 * 8 else f"{days // 365}y"

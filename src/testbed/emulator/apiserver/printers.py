@@ -2,46 +2,20 @@
 
 pods: NAME READY STATUS RESTARTS AGE, with IP and NODE for ``-o wide``; deployments,
 replicasets, daemonsets, jobs, services, nodes, events, and the small kinds, as kubectl shows
-them from a cluster. Ages are kubectl's ``HumanDuration``. :mod:`.tables` answers with them.
+them from a cluster. Ages are kubectl's ``HumanDuration``
+(:func:`~testbed.core.kube.times.human_age`). :mod:`.tables` answers with them.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable
 from typing import Any
 
-from testbed.core.kube.times import parse_time
+from testbed.core.kube.times import human_age, parse_time
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int]  # name, type, priority (1: only with -o wide)
 Printer = tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]
-
-
-def human_age(timestamp: str | None, now: _dt.datetime | None = None) -> str:
-    """kubectl's ``HumanDuration`` of the time since ``timestamp``."""
-    if not timestamp:
-        return "<unknown>"
-    when = parse_time(timestamp)
-    seconds = int(((now or _dt.datetime.now(_dt.UTC)) - when).total_seconds())
-    if seconds < 0:
-        return "0s"
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    if days < 365 * 2:
-        return f"{days}d"
-    return f"{days // 365}y{days % 365}d" if days < 365 * 8 else f"{days // 365}y"
 
 
 def _age(obj: Obj) -> str:

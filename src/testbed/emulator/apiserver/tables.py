@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.emulator.apiserver.printers import PRINTERS, Obj, Printer, human_age, name_and_age
+from testbed.core.kube.times import human_age
+from testbed.emulator.apiserver.printers import PRINTERS, Obj, Printer, name_and_age
 from testbed.emulator.storage.resources import ResourceType
 from testbed.emulator.storage.selectors import field_value
 

@@ -20,6 +20,7 @@ import orjson
 
 from testbed.core.errors import InputError
 from testbed.probes.scale import stages
+from testbed.probes.scale.template import WORKLOAD_LABEL
 from testbed.results.files import write_atomic
 
 SAMPLED = "sampled.json"
@@ -44,7 +45,7 @@ class Facts:
         metadata = pod.get("metadata") or {}
         key = f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
         labels = metadata.get("labels") or {}
-        entry = self.pods.setdefault(key, _entity(labels.get("testbed.io/scale-workload", "")))
+        entry = self.pods.setdefault(key, _entity(labels.get(WORKLOAD_LABEL, "")))
         entry["node"] = (pod.get("spec") or {}).get("nodeName") or entry.get("node")
         _owners(entry, metadata)
         if any(
@@ -64,7 +65,7 @@ class Facts:
         kind = obj.get("kind", "")
         key = f"{metadata.get('namespace', '')}/{kind}/{metadata.get('name', '')}"
         labels = metadata.get("labels") or {}
-        entry = self.objects.setdefault(key, _entity(labels.get("testbed.io/scale-workload", "")))
+        entry = self.objects.setdefault(key, _entity(labels.get(WORKLOAD_LABEL, "")))
         entry["kind"] = kind
         entry["uid"] = metadata.get("uid") or entry.get("uid")
         _owners(entry, metadata)

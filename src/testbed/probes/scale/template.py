@@ -11,16 +11,16 @@ every other field is kept as the user wrote it. Unknown placeholders are errors,
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib.resources
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testbed.config.yamlsource import safe_load_all
 from testbed.core.errors import InputError, MissingDependency
+from testbed.core.kube.labels import labelled
 
 RUN_LABEL = "testbed.io/scale-run"
 WORKLOAD_LABEL = "testbed.io/scale-workload"
@@ -102,40 +102,7 @@ def _render_text(template: Template, values: Mapping[str, Any]) -> str:
 
 def label(obj: dict[str, Any], run: str, workload: str) -> dict[str, Any]:
     """A copy of ``obj`` with the run and workload labels on it and on its pod templates."""
-    out = copy.deepcopy(obj)
-    tags = {RUN_LABEL: run, WORKLOAD_LABEL: workload}
-    _add_labels(out, tags)
-    for pod_template in _pod_templates(out.get("spec")):
-        _add_labels(pod_template, tags)
-    return out
-
-
-def _add_labels(obj: dict[str, Any], tags: Mapping[str, str]) -> None:
-    metadata = obj.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = obj["metadata"] = {}
-    labels = metadata.get("labels")
-    if not isinstance(labels, dict):
-        labels = metadata["labels"] = {}
-    labels.update(tags)
-
-
-def _pod_templates(node: Any) -> Iterator[dict[str, Any]]:
-    """Every pod template in a spec, wherever a controller keeps it: a mapping named
-    ``template`` whose spec has containers (Job, Deployment, PyTorchJob replica specs, …)."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key == "template" and isinstance(value, dict) and _has_containers(value):
-                yield value
-            yield from _pod_templates(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _pod_templates(item)
-
-
-def _has_containers(template: dict[str, Any]) -> bool:
-    spec = template.get("spec")
-    return isinstance(spec, dict) and isinstance(spec.get("containers"), list)
+    return labelled(obj, {RUN_LABEL: run, WORKLOAD_LABEL: workload})
 
 
 def workload_name(prefix: str, index: int) -> str:
