@@ -189,7 +189,7 @@ async def _phases(
             plan,
             loaded.campaign.execution.seed,
             loaded.base_dir,
-            loaded.campaign.backend.model_dump(mode="json"),
+            loaded.campaign.backend,
             # a worker given --endpoint runs its probe itself: it is the probe Job
             campaign=None if options.endpoints is not None else shipped_campaign(loaded, plan),
             record_tee=options.record_tee,

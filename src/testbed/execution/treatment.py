@@ -14,12 +14,13 @@ import importlib
 import json
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from testbed.backends.base import Backend, Handle, ProbeRun, ShippedCampaign
 from testbed.config.ab import AbProbe
+from testbed.config.backend_settings import BackendSettings, KubernetesSettings
 from testbed.config.correctness import CorrectnessProbe
 from testbed.config.load import LoadProbe
 from testbed.config.scale import ScaleProbe
@@ -47,7 +48,7 @@ class Setting:
     plan: Plan
     seed: int
     base_dir: Path  # relative paths of the campaign start here
-    backend: Mapping[str, Any] = field(default_factory=dict)  # the campaign's backend section
+    backend: BackendSettings | None = None  # the campaign's backend section
     campaign: ShippedCampaign | None = None  # what probes run elsewhere get (cluster Jobs)
     record_tee: Callable[[dict[str, Any]], None] | None = None  # sees each record (--stream)
 
@@ -84,7 +85,7 @@ async def run_treatment(
             deployment=workers[0].document if workers else {},
             progress=progress,
             base_dir=setting.base_dir,
-            cluster=setting.backend,
+            cluster=setting.backend if isinstance(setting.backend, KubernetesSettings) else None,
         )
         mine = {w.id: handles[w.id] for w in workers}
         configs = {w.id: w.config for w in workers}

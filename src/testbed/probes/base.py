@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.clients.endpoint import Endpoint
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.results.files import RecordWriter
 from testbed.results.outcome import ProbeOutcome
 
@@ -36,4 +37,4 @@ class ProbeContext:
     progress: Callable[[str], None] = lambda _msg: None  # one-line status for the live display
     # the campaign's backend section (kind, namespace, context, kubeconfig …): the scale
     # probe reaches the cluster itself, since it has no worker
-    cluster: Mapping[str, Any] = field(default_factory=dict)
+    cluster: KubernetesSettings | None = None  # None: the campaign's backend is no cluster

@@ -18,6 +18,7 @@ from typing import Any
 
 from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import Kube
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.scale import ScaleProbe
 from testbed.core.errors import InfrastructureError, InputError, TestbedError
 from testbed.core.ids import short_hash
@@ -35,9 +36,9 @@ from testbed.probes.scale.submit import (
 DEFAULT_NAMESPACE = "testbed-scale"
 
 
-def connection(cluster: Any) -> Kube:
+def connection(cluster: KubernetesSettings | None) -> Kube:
     """The cluster of a campaign's backend section (InputError when it names none)."""
-    if not cluster or cluster.get("kind") != "kubernetes":
+    if cluster is None:
         raise InputError("the scale probe needs a cluster: set `backend: kubernetes`")
     return Kube.connect(ConnectionSpec.from_backend(cluster))
 
@@ -57,7 +58,8 @@ def finished(out_dir: Path, wait_for: str, submitting: threading.Event) -> Calla
 async def run(ctx: ProbeContext) -> ProbeOutcome:
     config: ScaleProbe = ctx.config
     kube = await asyncio.to_thread(connection, ctx.cluster)
-    namespace = config.namespace or ctx.cluster.get("namespace") or DEFAULT_NAMESPACE
+    given = ctx.cluster.namespace if ctx.cluster is not None else None
+    namespace = config.namespace or given or DEFAULT_NAMESPACE
     template = template_for(config, ctx.base_dir)
     prefix = f"tb-{short_hash(str(ctx.out_dir.resolve()), 8)}"
     stop_submit, stop_sample, submitting = threading.Event(), threading.Event(), threading.Event()
