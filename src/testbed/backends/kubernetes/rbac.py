@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.backends.kubernetes.names import settings_of
+from testbed.backends.kubernetes.names import owns_namespace, settings_of
 from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 
@@ -45,10 +45,6 @@ DIAGNOSTIC = {("", "events"): {"list"}}
 _VERB_ORDER = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
 
 
-def owns_namespace(loaded: LoadedCampaign) -> bool:
-    return not getattr(loaded.campaign.backend, "namespace", None)
-
-
 def worker_rules(loaded: LoadedCampaign) -> list[Rule]:
     """The rules (namespaced resources, plus ``namespaces`` when a run makes its own)."""
     need = {key: set(verbs) for key, verbs in {**_BASE, **DIAGNOSTIC}.items()}
@@ -60,10 +56,10 @@ def worker_rules(loaded: LoadedCampaign) -> list[Rule]:
         if kind == "Dataset":
             verbs.add("list")  # swept by label like the other kinds
         need.setdefault((group, resource), set()).update(verbs)
-    backend = loaded.campaign.backend
-    if getattr(backend, "datashim", False) and not owns_namespace(loaded):
+    backend = settings_of(loaded.campaign.backend)
+    if backend.datashim and not owns_namespace(backend):
         need[("", "namespaces")] = {"patch"}  # the Datashim label on the given namespace
-    if getattr(backend, "probes", "") == "cluster":
+    if backend.remote_probes:
         need[("", "configmaps")] |= {"create", "delete"}
         need[("batch", "jobs")] |= {"create", "get", "watch", "delete"}
         need[("", "pods")] |= {"get"}
@@ -82,13 +78,13 @@ def rbac_objects(loaded: LoadedCampaign, namespace: str, account: str) -> list[d
     labels = {"app.kubernetes.io/managed-by": "testbed"}
     subject = {"kind": "ServiceAccount", "name": account, "namespace": namespace}
     rules = worker_rules(loaded)
-    if owns_namespace(loaded):
+    given = settings_of(loaded.campaign.backend).namespace
+    if given is None:
         name = f"{namespace}-{account}"  # cluster-scoped: unique per pipeline namespace
         meta: dict[str, Any] = {"name": name, "labels": labels}
         role_kind, binding_kind = "ClusterRole", "ClusterRoleBinding"
     else:
-        where = getattr(loaded.campaign.backend, "namespace", None) or namespace
-        meta = {"name": account, "namespace": where, "labels": labels}
+        meta = {"name": account, "namespace": given, "labels": labels}
         role_kind, binding_kind = "Role", "RoleBinding"
     return [
         {"apiVersion": api, "kind": role_kind, "metadata": dict(meta), "rules": rules},
@@ -111,7 +107,7 @@ def _rendered_kinds(loaded: LoadedCampaign) -> set[str]:
     }
     namespace = backend.namespace or "testbed-export"
     objects = manifests.run_objects(
-        "export", namespace, owns_namespace(loaded), workers, backend, lambda ref: "redacted"
+        "export", namespace, owns_namespace(backend), workers, backend, lambda ref: "redacted"
     )
     return {o["kind"] for o in objects if o["kind"] in _KINDS}
 
