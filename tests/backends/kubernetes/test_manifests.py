@@ -316,3 +316,26 @@ def test_plan_manifests_include_the_probe_jobs_of_probes_in_cluster(tmp_path: Pa
     main(["plan", quickstart, "--set", "backend.kind=kubernetes", "--manifests", str(plain)])
     kinds = {yaml.safe_load(p.read_text())["kind"] for p in plain.glob("*.yaml")}
     assert kinds == {"Namespace", "Deployment", "Service"}
+
+
+def test_plan_manifests_of_a_local_campaign_is_refused_naming_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--manifests`` needs the cluster's settings: a local campaign exits 2 and writes nothing."""
+    from testbed.cli import main
+
+    out = tmp_path / "none"
+    quickstart = str(EXAMPLES / "quickstart.yaml")
+    assert main(["plan", quickstart, "--manifests", str(out)]) == 2
+    assert "backend is local — add --set backend.kind=kubernetes" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_backend_settings_of_another_kind_are_a_callers_bug() -> None:
+    """The Kubernetes backend narrows the validated section once; another kind never gets
+    through as if its fields were defaults."""
+    from testbed.backends.kubernetes.backend import KubernetesBackend
+    from testbed.config.backend_settings import LocalSettings
+
+    with pytest.raises(TypeError, match="kind local"):
+        KubernetesBackend.for_run(Path("run-1"), LocalSettings(), Path())
