@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.core.errors import InputError, MissingDependency
 from testbed.core.secrets import is_reference, resolve
 
@@ -39,18 +40,15 @@ class ConnectionSpec:
     insecure_skip_tls_verify: bool = False
 
     @classmethod
-    def from_backend(cls, backend: Any) -> ConnectionSpec:
-        """The spec of a campaign's ``backend:`` section (a model or its dict)."""
-        data: Mapping[str, Any] = (
-            backend if isinstance(backend, Mapping) else backend.model_dump(mode="python")
-        )
+    def from_backend(cls, backend: KubernetesSettings) -> ConnectionSpec:
+        """The spec of a campaign's ``backend:`` section."""
         return cls(
-            context=data.get("context"),
-            kubeconfig=data.get("kubeconfig"),
-            server=data.get("server"),
-            token=data.get("token"),
-            certificate_authority=data.get("certificate_authority"),
-            insecure_skip_tls_verify=bool(data.get("insecure_skip_tls_verify", False)),
+            context=backend.context,
+            kubeconfig=backend.kubeconfig,
+            server=backend.server,
+            token=backend.token,
+            certificate_authority=backend.certificate_authority,
+            insecure_skip_tls_verify=backend.insecure_skip_tls_verify,
         )
 
     def describe(self) -> str:
