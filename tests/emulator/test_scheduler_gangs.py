@@ -219,10 +219,12 @@ def test_priority_admission_and_preemption_with_the_real_words(tmp_path: Path) -
 
         seen: dict[str, Any] = {}
         stop = threading.Event()
+        watching = threading.Event()
 
         def follow() -> None:
             w = watch.Watch()
             for event in w.stream(h.core.list_namespaced_pod, "default", timeout_seconds=30):
+                watching.set()  # the low pods' ADDED events: the watch is open
                 pod = event["object"]
                 if condition(pod, "DisruptionTarget"):
                     seen[pod.metadata.name] = condition(pod, "DisruptionTarget")
@@ -231,6 +233,9 @@ def test_priority_admission_and_preemption_with_the_real_words(tmp_path: Path) -
 
         follower = threading.Thread(target=follow, daemon=True)
         follower.start()
+        # The preemption must happen under an open watch, not before it (a busy machine can
+        # start the thread late): the victim's DisruptionTarget is only seen by a live watch.
+        assert watching.wait(30), "the watch never opened"
         h.core.create_namespaced_pod("default", gpu_pod("high", 2, priority_class="high"))
         high = wait_for(
             "the preemptor bound",
