@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from tests.emulator.plane_harness import Harness, running_plane, wait_for
+from tests.fixtures.gangs import LABEL, PartialGangs
 
 from testbed.emulator import ClusterShape
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 
-LABEL = "scheduling.x-k8s.io/pod-group"
 GROUP, VERSION = "scheduling.x-k8s.io", "v1alpha1"
 
 
@@ -54,74 +54,6 @@ def priority_class(h: Harness, name: str, value: int, policy: str | None = None)
     client.SchedulingV1Api(h.api).create_priority_class(body)
 
 
-class GangWatcher:
-    """Watches every pod and checks, after each resourceVersion, that no gang is partly bound."""
-
-    def __init__(self, h: Harness) -> None:
-        self.h = h
-        self.state: dict[str, tuple[str, bool]] = {}  # name → (group, bound)
-        self.partial: list[str] = []
-        self.error: Exception | None = None
-        self.instants = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self._follow()
-        except Exception as exc:  # kept for the test to report
-            self.error = exc
-
-    def _follow(self) -> None:
-        """Short watches resumed from the last version, until asked to stop."""
-        last_rv: str | None = None
-        # its own client: the official client's ApiClient is not shared across threads here
-        core = client.CoreV1Api(config.new_client_from_config(str(self.h.kubeconfig)))
-        listed = core.list_namespaced_pod("default")
-        resume = listed.metadata.resource_version
-        for pod in listed.items:
-            self._apply("ADDED", pod)
-        while not self.stop.is_set():
-            stream = watch.Watch().stream(
-                core.list_namespaced_pod,
-                "default",
-                resource_version=resume,
-                timeout_seconds=1,
-                _request_timeout=10,
-            )
-            for event in stream:
-                pod = event["object"]
-                rv = pod.metadata.resource_version
-                if last_rv is not None and rv != last_rv:
-                    self._check()  # every change of this version is applied
-                last_rv = resume = rv
-                self._apply(event["type"], pod)
-        self._check()
-
-    def _apply(self, kind: str, pod: Any) -> None:
-        if kind == "DELETED":
-            self.state.pop(pod.metadata.name, None)
-        else:
-            group = (pod.metadata.labels or {}).get(LABEL, "")
-            self.state[pod.metadata.name] = (group, bool(pod.spec.node_name))
-
-    def _check(self) -> None:
-        self.instants += 1
-        groups: dict[str, set[bool]] = {}
-        for group, bound in self.state.values():
-            if group:
-                groups.setdefault(group, set()).add(bound)
-        self.partial += [f"{g} at instant {self.instants}" for g, s in groups.items() if len(s) > 1]
-
-    def __enter__(self) -> GangWatcher:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(15)
-
-
 def condition(pod: Any, kind: str) -> Any:
     return next((c for c in pod.status.conditions or [] if c.type == kind), None)
 
@@ -132,7 +64,7 @@ def bound(h: Harness, names: list[str]) -> list[str]:
 
 def test_a_gang_binds_whole_or_waits_with_coscheduling_words(tmp_path: Path) -> None:
     with running_plane(tmp_path, shape=ClusterShape(nodes=2, gpus_per_node=2)) as h:
-        with GangWatcher(h) as watcher:
+        with PartialGangs(h.kubeconfig) as watcher:
             pod_group(h, "a", 3)
             pod_group(h, "b", 3)
             pod_group(h, "c", 3)
@@ -186,7 +118,7 @@ def test_a_gang_binds_whole_or_waits_with_coscheduling_words(tmp_path: Path) -> 
                 h.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
             wait_for("gang b bound once a left", lambda: len(bound(h, b)) == 3)
         assert watcher.error is None
-        assert watcher.instants > 5
+        assert watcher.versions > 5
         assert watcher.partial == []
 
 
@@ -266,7 +198,7 @@ def test_a_higher_priority_gang_preempts_a_whole_lower_gang(tmp_path: Path) -> N
     with running_plane(tmp_path, shape=ClusterShape(nodes=2, gpus_per_node=2)) as h:
         priority_class(h, "low", 10)
         priority_class(h, "high", 1000)
-        with GangWatcher(h) as watcher:
+        with PartialGangs(h.kubeconfig) as watcher:
             pod_group(h, "low", 4)
             for i in range(4):
                 h.core.create_namespaced_pod(

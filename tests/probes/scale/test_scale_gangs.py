@@ -8,15 +8,14 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config, watch
 from tests.fixtures.cluster import emulated_cluster
+from tests.fixtures.gangs import PartialGangs
 
 from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import Kube
@@ -25,7 +24,6 @@ from testbed.probes.scale.submit import delete_all
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 TESTBED = [sys.executable, "-m", "testbed", "scale"]
-LABEL = "scheduling.x-k8s.io/pod-group"
 
 
 @pytest.fixture(scope="module")
@@ -40,71 +38,6 @@ def scale(kubeconfig: Path | None, *args: str) -> subprocess.CompletedProcess[st
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
-
-
-class PartialGangs:
-    """Follows the namespace's pods (list, then watches resumed from the last version) and
-    records every gang seen partly bound once all changes of a version are applied."""
-
-    def __init__(self, kubeconfig: Path, namespace: str) -> None:
-        self.kubeconfig, self.namespace = kubeconfig, namespace
-        self.state: dict[str, tuple[str, bool]] = {}  # pod → (gang, bound)
-        self.active: dict[str, bool] = {}  # pod → bound and not finished
-        self.partial: list[str] = []
-        self.versions = 0
-        self.most_bound = 0
-        self.error: Exception | None = None
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            self._follow()
-        except Exception as exc:  # reported by the test
-            self.error = exc
-
-    def _follow(self) -> None:
-        core = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig)))
-        listed = core.list_namespaced_pod(self.namespace)
-        version = listed.metadata.resource_version
-        for pod in listed.items:
-            self._apply("ADDED", pod)
-        last = None
-        while not self.stop.is_set():
-            stream = watch.Watch().stream(
-                core.list_namespaced_pod,
-                self.namespace,
-                resource_version=version,
-                timeout_seconds=1,
-                _request_timeout=10,
-            )
-            for event in stream:
-                pod = event["object"]
-                rv = pod.metadata.resource_version
-                if last is not None and rv != last:
-                    self._check()  # every change of the previous version is applied
-                last = version = rv
-                self._apply(event["type"], pod)
-        self._check()
-
-    def _apply(self, kind: str, pod: Any) -> None:
-        name = pod.metadata.name
-        if kind == "DELETED":
-            self.state.pop(name, None)
-            self.active.pop(name, None)
-        else:
-            group = (pod.metadata.labels or {}).get(LABEL, "")
-            self.state[name] = (group, bool(pod.spec.node_name))
-            finished = pod.status.phase in ("Succeeded", "Failed")
-            self.active[name] = bool(pod.spec.node_name) and not finished
-
-    def _check(self) -> None:
-        self.versions += 1
-        groups: dict[str, set[bool]] = {}
-        for group, bound in self.state.values():
-            groups.setdefault(group, set()).add(bound)
-        self.partial += [g for g, seen in groups.items() if g and len(seen) > 1]
-        self.most_bound = max(self.most_bound, sum(self.active.values()))
 
 
 def _complete(job: dict[str, Any]) -> bool:
