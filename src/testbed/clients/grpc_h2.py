@@ -20,7 +20,7 @@ import asyncio
 from collections import deque
 
 from testbed.clients import h2_wire as w
-from testbed.clients.grpc_stream import GrpcError, OnMessage, Stream, undecodable
+from testbed.clients.grpc_stream import GrpcError, OnMessage, Stream
 from testbed.core.clock import monotonic_ns
 
 #: The windows this client opens (bytes): large, so that WINDOW_UPDATEs are rare.
@@ -97,26 +97,7 @@ class GrpcConnection(asyncio.Protocol):
                 kind, flags = buf[pos + 3], buf[pos + 4]
                 sid = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                 if kind == w.DATA and self._block is None:
-                    stream = self._streams.get(sid)
-                    if (  # the hot path: a frame that is one whole message (a token)
-                        stream is not None
-                        and not flags
-                        and not stream.parts
-                        and length > 5
-                        and buf[pos + 9] == 0
-                        and int.from_bytes(buf[pos + 10 : pos + 14], "big") == length - 5
-                        and stream.unacked < _STREAM_REFILL
-                    ):
-                        self._unacked += length
-                        stream.unacked += length
-                        stream.messages += 1
-                        try:
-                            stream.on_message(buf[pos + 14 : end], t_ns)
-                        except Exception as exc:  # the consumer's decoding: this call only
-                            self._fail(stream, undecodable(exc))
-                            self._send_reset(stream.id)
-                    else:
-                        self._data(sid, flags, buf[pos + 9 : end], t_ns)
+                    self._data(sid, flags, buf[pos + 9 : end], t_ns)
                 else:
                     self._control(kind, flags, sid, buf[pos + 9 : end])
                 pos = end
