@@ -82,7 +82,7 @@ def check_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
         if probe == "load":
             found = load_capacity.excess(LoadProbe.model_validate(config), limits)
         elif probe == "ab":
-            # here, not above: the A/B package brings scipy (~1 s of every run's start)
+            # here, not above: the A/B package brings numpy (~0.1 s of every run's start)
             from testbed.probes.ab import capacity as ab_capacity
 
             found = ab_capacity.excess(AbProbe.model_validate(config), limits)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,3 +51,23 @@ def test_the_message_says_the_numbers() -> None:
     found = excess(AbProbe(stable="a", canary="b", bootstrap_resamples=10**9), SMALL)
     assert found is not None
     assert "more than the 16.0 GiB this process may use (ulimit -v)" in found.message
+
+
+def test_validating_an_ab_campaign_does_not_import_scipy(tmp_path: Path) -> None:
+    """The capacity check imports the A/B package; scipy (~0.5 s of CPU) waits for a run."""
+    campaign = tmp_path / "ab.yaml"
+    campaign.write_text(
+        "name: ab\nbackend: {kind: local}\ndeployments:\n"
+        "  - {name: s, server: sim}\n  - {name: t, server: sim}\n"
+        "ab: {stable: s, canary: t, requests: 10}\n"
+    )
+    check = (
+        "import sys\nfrom testbed.cli import main\n"
+        f"assert main(['validate', {str(campaign)!r}]) == 0\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
