@@ -31,9 +31,8 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-
 from statistics import NormalDist
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt

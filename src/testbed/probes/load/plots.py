@@ -19,16 +19,13 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from testbed.probes.figures import panels
 from testbed.results import metrics
 from testbed.results.metrics import Record
 
 #: A CDF line keeps at most this many points (quantiles): the picture looks the same, and
 #: an SVG of it stays small.
 CDF_POINTS = 400
-#: The margins around the panels (inches): fixed, instead of a layout engine. Constrained
-#: layout measured every tick label twice before each draw (~40 % of a figure's CPU); these
-#: panels' labels are short and known — fractions, ms, s, requests/s.
-MARGINS_IN = {"left": 0.9, "right": 0.2, "bottom": 0.6, "top": 0.55}
 LATENCY_LABELS = {
     "ttft_ms": "TTFT (ms)",
     "itl_ms": "ITL (ms)",
@@ -57,27 +54,6 @@ def write_all(
     return list(figures)
 
 
-def _figure(width: float, height: float, rows: int, cols: int) -> tuple[Figure, np.ndarray]:
-    """A figure of ``rows`` × ``cols`` panels inside :data:`MARGINS_IN`; a single column
-    shares its x axis (labels on the bottom panel only)."""
-    fig = Figure(figsize=(width, height))
-    shared = cols == 1
-    across = width - MARGINS_IN["left"] - MARGINS_IN["right"]
-    down = height - MARGINS_IN["bottom"] - MARGINS_IN["top"]
-    gap_x, gap_y = MARGINS_IN["left"], 0.3 if shared else MARGINS_IN["bottom"] + 0.1
-    panel_w = (across - (cols - 1) * gap_x) / cols
-    panel_h = (down - (rows - 1) * gap_y) / rows
-    fig.subplots_adjust(
-        left=MARGINS_IN["left"] / width,
-        right=1 - MARGINS_IN["right"] / width,
-        bottom=MARGINS_IN["bottom"] / height,
-        top=1 - MARGINS_IN["top"] / height,
-        wspace=gap_x / panel_w,
-        hspace=gap_y / panel_h,
-    )
-    return fig, np.asarray(fig.subplots(rows, cols, sharex=shared)).ravel()
-
-
 def latency_values(records: Sequence[Record]) -> dict[str, list[float]]:
     """TTFT, ITL, TPOT and e2e of ``records``, in ms, by metric name."""
     return {
@@ -99,7 +75,7 @@ def _cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
 def latency_cdfs(populations: Mapping[str, Sequence[Record]]) -> Figure:
     """CDFs of TTFT, ITL, TPOT and e2e: one panel each, one line per label of
     ``populations`` (label → the records behind it)."""
-    fig, axes = _figure(10, 6.5, 2, 2)
+    fig, axes = panels(10, 6.5, 2, 2)
     series = {name: latency_values(records) for name, records in populations.items()}
     for ax, (metric, label) in zip(axes, LATENCY_LABELS.items(), strict=True):
         for name, values in series.items():
@@ -131,7 +107,7 @@ def _point(summary: Mapping[str, Any]) -> dict[str, float | None]:
 def latency_vs_throughput(lines: Mapping[str, Sequence[Mapping[str, Any]]], title: str) -> Figure:
     """TTFT and ITL (p50 and p99) against achieved requests/s, one line per label; each
     line drawn through the summaries (of stages or treatments) it is given."""
-    fig, axes = _figure(10, 4, 1, 2)
+    fig, axes = panels(10, 4, 1, 2)
     for ax, metric in zip(axes, ("ttft_ms", "itl_ms"), strict=True):
         for name, summaries in lines.items():
             points = [p for p in map(_point, summaries) if p["rps"] is not None]
@@ -166,7 +142,7 @@ def time_series(records: Sequence[Record], window_ns: tuple[int, int] | None = N
         for r in records
         if r.get("sent_ns") is not None and (v := metrics.ttft_ms(r)) is not None
     ]
-    fig, axes = _figure(10, 6, 3, 1)
+    fig, axes = panels(10, 6, 3, 1)
     if flight:
         axes[0].step([t for t, _ in flight], [n for _, n in flight], where="post")
     axes[0].set_ylabel("in flight")

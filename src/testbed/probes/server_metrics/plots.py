@@ -16,6 +16,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from testbed.probes.figures import panels
+
 Sample = Mapping[str, Any]
 
 
@@ -62,8 +64,8 @@ def figure(
     names = list(dict.fromkeys(str(s["deployment"]) for s in ok))
     has_kv = any(s.get("kv_cache_usage") is not None for s in ok)
     rows = 3 if has_kv else 2
-    fig = Figure(figsize=(10, 2.2 * rows + 0.6), layout="constrained")
-    axes = list(fig.subplots(rows, 1, sharex=True))
+    fig, panes = panels(10, 2.2 * rows + 0.6, rows, 1)
+    axes = list(panes)
     for name in names:
         mine = [s for s in ok if s["deployment"] == name]
         t = [(int(s["t_ns"]) - origin) / 1e9 for s in mine]
