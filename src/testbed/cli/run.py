@@ -88,6 +88,7 @@ def handle(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
+    from testbed.config.backend_settings import KubernetesSettings
     from testbed.config.loader import load_campaign
     from testbed.core.errors import InputError
     from testbed.execution.pipeline import RunOptions, execute, open_new, open_resume
@@ -105,7 +106,8 @@ def handle(args: argparse.Namespace) -> int:
         if not args.file:
             raise InputError("give a campaign FILE, or --resume DIR")
         loaded = load_campaign(args.file, args.preset, args.sets + _image_sets(args))
-        if args.no_wait and not getattr(loaded.campaign.backend, "lease", None):
+        backend = loaded.campaign.backend
+        if args.no_wait and not (isinstance(backend, KubernetesSettings) and backend.lease):
             raise InputError("--no-wait applies to a shared cluster's turn: set backend.lease")
         run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
     console.print(f"run directory: [bold]{run_dir.path}[/bold]")

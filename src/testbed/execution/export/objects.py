@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from testbed.backends import backend_class
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
@@ -62,7 +63,9 @@ def options_for(
             "this campaign has steps:, which an exported pipeline does not run (its tasks"
             " are the treatments) — run it with `testbed run`, or remove steps: to export"
         )
-    if getattr(loaded.campaign.backend, "lease", None):
+    backend = loaded.campaign.backend
+    cluster = backend if isinstance(backend, KubernetesSettings) else None
+    if cluster is not None and cluster.lease:
         raise InputError(
             "backend.lease makes runs take turns, but every task of an exported pipeline would"
             " take it and they would queue behind each other — remove backend.lease to export"
@@ -74,13 +77,11 @@ def options_for(
             "an exported pipeline uploads each task's results to S3: give --upload"
             " s3://bucket/prefix or set results.upload in the campaign"
         )
-    backend = loaded.campaign.backend
-    default_image = getattr(backend, "image", None) or "testbed:latest"
     return ExportOptions(
         namespace=namespace
-        or getattr(backend, "namespace", None)
+        or (cluster and cluster.namespace)
         or slugify(f"testbed-{loaded.campaign.name}").lower()[:63],
-        image=image or default_image,
+        image=image or (cluster and cluster.image) or "testbed:latest",
         upload=target.rstrip("/"),
         s3_endpoint_url=s3_endpoint_url or results.s3_endpoint_url,
         campaign=slugify(loaded.campaign.name, max_length=40),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.loader import LoadedCampaign
 from testbed.config.templating import PLANNING, PlannedStep, plan_steps
 from testbed.core.errors import CampaignError
@@ -16,7 +17,8 @@ __all__ = ["PlannedStep", "check_steps", "planned_steps"]
 def planned_steps(loaded: LoadedCampaign, run: Mapping[str, str] = PLANNING) -> list[PlannedStep]:
     """The campaign's steps rendered for ``run`` (placeholders while planning; a namespace
     the campaign names is known already)."""
-    given = getattr(loaded.campaign.backend, "namespace", None)
+    backend = loaded.campaign.backend
+    given = backend.namespace if isinstance(backend, KubernetesSettings) else None
     if run is PLANNING and given:
         run = {**PLANNING, "namespace": given}
     return plan_steps(loaded.campaign, loaded.provenance, loaded.file, loaded.base_dir, run)
