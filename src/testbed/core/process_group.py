@@ -9,16 +9,15 @@ processes use these.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import asyncio
+from testbed.core.clock import monotonic_ns
 
 _PR_SET_PDEATHSIG = 1
 
@@ -62,6 +61,22 @@ def signal_child(process: asyncio.subprocess.Process, sig: int) -> None:
 def group_alive(pgid: int) -> bool:
     """Whether any process of group ``pgid`` still exists (zombies included)."""
     return signal_group(pgid, 0)
+
+
+async def wait_group(process: asyncio.subprocess.Process, timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for the group ``process`` leads to be gone: the leader's exit
+    reported, then every other member gone; whether it is."""
+    deadline = monotonic_ns() + int(timeout_s * 1e9)
+    while monotonic_ns() < deadline:
+        if process.returncode is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await asyncio.shield(process.wait())
+            continue
+        if not group_alive(process.pid):
+            return True
+        await asyncio.sleep(0.02)  # the leader is gone; its children are on their way
+    return process.returncode is not None and not group_alive(process.pid)
 
 
 def start_time(pid: int) -> str | None:

@@ -11,15 +11,19 @@ group if even that failed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.core.clock import monotonic_ns
-from testbed.core.process_group import die_with_parent, group_alive, signal_group, start_time
+from testbed.core.process_group import (
+    die_with_parent,
+    group_alive,
+    signal_group,
+    start_time,
+    wait_group,
+)
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -74,16 +78,7 @@ async def stop(server: ServerProcess, grace_s: float = 5.0) -> int | None:
         if process.returncode is not None and not group_alive(process.pid):
             break
         signal_group(process.pid, sig)
-        deadline = monotonic_ns() + int(wait_s * 1e9)
-        while monotonic_ns() < deadline:
-            if process.returncode is None:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.05):
-                        await process.wait()
-            if process.returncode is not None and not group_alive(process.pid):
-                break
-            if process.returncode is not None:
-                await asyncio.sleep(0.05)  # the leader exited; its group is going
+        await wait_group(process, wait_s)
     server.pid_file.unlink(missing_ok=True)
     return process.returncode
 

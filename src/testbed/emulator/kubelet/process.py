@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.core.clock import monotonic_ns
-from testbed.core.process_group import die_with_parent, group_alive, signal_group
+from testbed.core.process_group import die_with_parent, group_alive, signal_group, wait_group
 from testbed.emulator.kubelet.logs import RunLog
 
 SHIM = Path(__file__).with_name("shim.py")
@@ -123,10 +122,10 @@ async def stop(proc: HostProcess, grace_s: float) -> int:
     pgid = proc.pid
     if proc.process.returncode is None or group_alive(pgid):
         signal_group(pgid, signal.SIGTERM)
-        await _wait_group(proc, grace_s)
+        await wait_group(proc.process, grace_s)
     if proc.process.returncode is None or group_alive(pgid):
         signal_group(pgid, signal.SIGKILL)
-        await _wait_group(proc, 10.0)
+        await wait_group(proc.process, 10.0)
     return await proc.wait()
 
 
@@ -134,16 +133,3 @@ def kill_now(proc: HostProcess, reason: str) -> None:
     """SIGKILL the whole group at once (OOM, shutdown); ``reason`` is remembered."""
     proc.killed_for = proc.killed_for or reason
     signal_group(proc.pid, signal.SIGKILL)
-
-
-async def _wait_group(proc: HostProcess, timeout_s: float) -> None:
-    deadline = monotonic_ns() + int(timeout_s * 1e9)
-    while monotonic_ns() < deadline:
-        if proc.process.returncode is None:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.05):
-                    await asyncio.shield(proc.process.wait())
-            continue
-        if not group_alive(proc.pid):
-            return
-        await asyncio.sleep(0.02)  # the leader is gone; its children are on their way
