@@ -33,9 +33,10 @@ from testbed.core.errors import InfrastructureError, InputError, MissingDependen
 #: Files of a run directory that are never uploaded: temporary files of atomic writes and
 #: SQLite's live journal (the ledger is closed, hence whole, by the time a run is uploaded).
 _SKIP_SUFFIXES = (".tmp", "-wal", "-shm", "-journal")
-#: The part of a ranged, parallel download (bytes). Weights are files of hundreds of MB to
-#: tens of GB: 64 MiB parts (s5cmd uses 50 MB) are 16 requests per GiB rather than boto3's
-#: 128; a server that reads the whole object for each range (moto does) pays that per part.
+#: The part of a ranged, parallel download (bytes; boto3's default is 8 MiB). Weights are
+#: files of hundreds of MB to tens of GB: 64 MiB parts are 16 requests per GiB rather than
+#: 128, still ten at a time; a server that reads the whole object for each range (moto does)
+#: pays that per part.
 DOWNLOAD_PART = 64 << 20
 
 
