@@ -11,6 +11,8 @@ Figures (all lower-is-better, CPU time: steadier than wall-clock rates on a shar
   20 ms, ITL 5 ms — a chunk per token, as a real server sends them;
 - ``instant_cpu_ms_per_request``: the same at zero server latency (chunks coalesce);
 - ``sim_cpu_ms_per_request``: the simulator's CPU per request in that run;
+- ``tgis_stream_cpu_ms_per_request``: the streamed figure's request over TGIS gRPC (TTFT 20 ms,
+  ITL 5 ms, concurrency 32: a message per token) — gRPC's price next to HTTP's;
 - ``tgis_cpu_ms_per_request``: 64 streamed tokens over TGIS gRPC, concurrency 8, instant;
 - ``tgis_parse_us_per_message``: the gRPC client's per-message path alone (HTTP/2 framing,
   the protobuf decoder, the sink) over the reads of one connection that carried two real
@@ -256,6 +258,13 @@ def measure_all(args: argparse.Namespace) -> dict[str, float]:
                 return {"stream_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"]}
 
             figures |= best(args.repeat, stream)
+        if "tgis" in only:
+
+            def tgis_stream() -> dict[str, float]:
+                stage = load(sim, "tgis", 32, args.requests)
+                return {"tgis_stream_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"]}
+
+            figures |= best(args.repeat, tgis_stream)
     finally:
         sim.close()
     sim = Sim(0.0, 0.0)
