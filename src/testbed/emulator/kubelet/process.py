@@ -122,10 +122,9 @@ async def stop(proc: HostProcess, grace_s: float) -> int:
     pgid = proc.pid
     if proc.process.returncode is None or group_alive(pgid):
         signal_group(pgid, signal.SIGTERM)
-        await wait_group(proc.process, grace_s)
-    if proc.process.returncode is None or group_alive(pgid):
-        signal_group(pgid, signal.SIGKILL)
-        await wait_group(proc.process, 10.0)
+        if not await wait_group(proc.process, grace_s):
+            signal_group(pgid, signal.SIGKILL)
+            await wait_group(proc.process, 10.0)
     return await proc.wait()
 
 
