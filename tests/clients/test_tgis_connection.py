@@ -3,13 +3,15 @@
 A connection lost mid-stream cuts the answer short (the sink's error, what came is kept);
 one lost before any answer, or a port that does not speak HTTP/2, is an unreachable server;
 a deadline raises TimeoutError and resets the stream on the server. The scripted server is
-tests/fixtures/h2_server.py; the last test runs against grpcio's server (the simulator).
+tests/fixtures/h2_server.py; the last test runs against grpcio's server and the simulator's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -122,16 +124,56 @@ async def test_a_deadline_cancels_the_stream_on_the_server() -> None:
     assert script.peers[0].requests[0][1]["grpc-timeout"][1] == "300m"
 
 
-async def test_against_grpcio_many_streams_and_a_long_answer() -> None:
-    """The simulator's gRPC door is grpcio's server: 64 streams at once share one
-    connection (its header blocks use HPACK's dynamic table), and a 200 KB answer spans
-    many DATA frames."""
+class _GrpcioServicer:
+    """Just enough of ``fmaas.GenerationService`` on grpcio's server for the client's test."""
+
+    async def GenerateStream(self, request: Any, context: Any) -> Any:
+        n = request.params.stopping.max_new_tokens
+        for i in range(n):
+            message = pb.GenerationResponse(text=f" t{i}", generated_token_count=i + 1)
+            if i == n - 1:
+                message.stop_reason = pb.StopReason.MAX_TOKENS
+            yield message
+
+    async def Tokenize(self, request: Any, context: Any) -> Any:
+        return pb.BatchedTokenizeResponse(
+            responses=[
+                pb.TokenizeResponse(token_count=len(r.text.split()), tokens=r.text.split())
+                for r in request.requests
+            ]
+        )
+
+
+@contextlib.asynccontextmanager
+async def grpcio_server() -> AsyncIterator[str]:
+    from testbed.proto.fmaas import generation_pb2_grpc as pbg
+    from testbed.servers import grpc_server
+
+    servicer = type("Servicer", (_GrpcioServicer, pbg.GenerationServiceServicer), {})()
+    server, port = await grpc_server.start(servicer, "127.0.0.1", 0, "the test's grpcio server")
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(None)
+
+
+@contextlib.asynccontextmanager
+async def sim_server() -> AsyncIterator[str]:
     from testbed.config.sim import SimParams
     from testbed.servers.sim.server import SimServer
 
     async with SimServer(SimParams(protocols=("tgis",), itl_ms=1.0)) as server:
         assert server.grpc_target is not None
-        pool = tgis.TgisPool(server.grpc_target)
+        yield server.grpc_target
+
+
+@pytest.mark.parametrize("serve", [grpcio_server, sim_server], ids=["grpcio", "simulator"])
+async def test_many_streams_and_a_long_answer(serve: Any) -> None:
+    """Against grpcio's server and the simulator's own: 64 streams at once share one
+    connection (grpcio's header blocks use HPACK's dynamic table), and a 200 KB answer
+    spans many DATA frames."""
+    async with serve() as target:
+        pool = tgis.TgisPool(target)
         sinks = [tgis.sink(stream=True) for _ in range(64)]
         try:
             payload = tgis.encode(STREAM_BODY, stream=True)

@@ -11,7 +11,7 @@ their gRPC port in the clear, and testbed's servers do). It opens a connection o
 shares it between all calls, and opens a new one when the server sends GOAWAY or the
 connection closes; a call the server never processed (above a GOAWAY's last stream id, or
 refused) is retried once on the new connection. Request headers are built once per method
-and deadline (:func:`~testbed.clients.h2_wire.request_block`). The I/O seam is the
+and deadline (:func:`~testbed.core.h2_wire.request_block`). The I/O seam is the
 :data:`~testbed.clients.http.Connector`, as for the HTTP pool.
 """
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from testbed.clients import h2_wire
 from testbed.clients.grpc_h2 import GrpcConnection
 from testbed.clients.grpc_stream import GrpcError, OnMessage
 from testbed.clients.http import Connector
+from testbed.core import h2_wire
 
 __all__ = ["GrpcChannel", "GrpcError", "split_target"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from testbed.clients import h2_wire as w
 from testbed.clients.grpc_stream import GrpcError, OnMessage, Stream
+from testbed.core import h2_wire as w
 from testbed.core.clock import monotonic_ns
 
 #: The windows this client opens (bytes): large, so that WINDOW_UPDATEs are rare.

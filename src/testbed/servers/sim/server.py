@@ -58,7 +58,8 @@ class SimServer:
         self.grpc_port = grpc_port  # TGIS over gRPC, when params.protocols has tgis
         self._server: asyncio.Server | None = None
         self._app: SimApp | None = None
-        self._grpc: Any = None
+        self._grpc: asyncio.Server | None = None
+        self._grpc_door: Any = None
 
     @property
     def url(self) -> str:
@@ -76,7 +77,8 @@ class SimServer:
         if "tgis" in self.params.protocols:  # first: ready over HTTP means ready over gRPC
             from testbed.servers.sim.tgis import start_grpc
 
-            self._grpc, self.grpc_port = await start_grpc(app, self.host, self.grpc_port)
+            self._grpc, self._grpc_door = await start_grpc(app, self.host, self.grpc_port)
+            self.grpc_port = self._grpc.sockets[0].getsockname()[1]
         try:
             server = await loop.create_server(
                 lambda: Connection(app, loop),
@@ -86,9 +88,7 @@ class SimServer:
                 ssl=self.tls,
             )
         except OSError as exc:
-            if self._grpc is not None:
-                await self._grpc.stop(None)
-                self._grpc = None
+            await self._stop_grpc()
             raise ServerStartError(
                 f"the simulator cannot listen on {self.host}:{self.port}: {exc.strerror}"
                 " (choose another --port, or 0 for a free one)"
@@ -116,9 +116,7 @@ class SimServer:
         if server is None or app is None:
             return
         self._server = None
-        if self._grpc is not None:  # its calls are cancelled: their jobs free their slots
-            grpc, self._grpc = self._grpc, None
-            await grpc.stop(None)
+        await self._stop_grpc()  # its calls are cancelled: their jobs free their slots
         app.closing = True
         _stop_accepting(server)
         for conn in list(app.connections):
@@ -132,6 +130,25 @@ class SimServer:
                 break
         server.close()
         await server.wait_closed()
+
+    async def _stop_grpc(self) -> None:
+        """GOAWAY on every gRPC connection, its calls cancelled, the listener closed."""
+        grpc, self._grpc = self._grpc, None
+        if grpc is None:
+            return
+        door = self._grpc_door
+        door.closing = True
+        _stop_accepting(grpc)
+        for conn in list(door.connections):
+            conn.goaway()
+        for _ in range(_SETTLE_ITERATIONS):
+            await asyncio.sleep(0)
+            if not door.connections:
+                break
+        for conn in list(door.connections):
+            conn.abort()
+        grpc.close()
+        await grpc.wait_closed()
 
     async def __aenter__(self) -> SimServer:
         await self.start()

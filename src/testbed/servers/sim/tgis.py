@@ -8,18 +8,19 @@ simulates one server with three front doors. The pieces:
   ``SingleGenerationRequest`` and renders each answer as JSON lines in the proto's field
   names — a first message with ``input_token_count``, one per token (``text``, cumulative
   ``generated_token_count``), the stop reason on the last;
-- :class:`GrpcConnection`, what the app writes to (the HTTP connection's interface), which
+- :class:`TgisAnswer`, what the app writes to (the HTTP connection's interface), which
   turns those lines into ``GenerationResponse`` messages for the call, and the call's
   cancellation into the connection's loss;
-- :class:`SimServicer`, the four methods, started on the app's event loop by
-  :func:`start_grpc`.
+- :class:`SimTgis`, the four methods, served on the app's event loop by the simulator's
+  own HTTP/2 server (:mod:`testbed.servers.sim.h2`, started by :func:`start_grpc`).
 
 TGIS semantics kept: ``max_new_tokens`` 0 means 20; ``min_new_tokens`` > 0 disables the
 simulator's early stop (the ``ignore_eos`` of the other dialects); ``input_text`` prepends the
 prompt; ``generated_tokens`` lists each token with its logprob. Refusals become gRPC status
 codes (400/422 INVALID_ARGUMENT, 404 NOT_FOUND, the waiting queue full RESOURCE_EXHAUSTED as
 TGIS answers an overload, 503 (starting) UNAVAILABLE, other INTERNAL); the disconnect fault
-aborts the call with UNAVAILABLE.
+ends the call with UNAVAILABLE, the malformed-chunk fault sends a message no protobuf
+decoder accepts.
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from testbed.config.sim import SimParams
-from testbed.servers import grpc_server
+from testbed.core.errors import MissingDependency, ServerStartError
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest
 from testbed.servers.sim.http import Connection, Request
 from testbed.servers.sim.text import LOGPROBS, Generation, count_tokens
 
 if TYPE_CHECKING:
     from testbed.servers.sim.app import SimApp
+    from testbed.servers.sim.h2 import Call, Door
 
 DEFAULT_MAX_NEW_TOKENS = 20  # TGIS's default when the request says 0
 MAX_NEW_TOKENS = 1024  # what ModelInfo reports
@@ -119,37 +121,50 @@ class TgisRequest(GenerationRequest):
         return json.dumps({"status": status, "message": message}).encode()
 
 
-class GrpcConnection:
-    """The app's view of one gRPC call (the methods of the HTTP ``Connection`` it uses)."""
+class TgisAnswer:
+    """The app's view of one answer on a gRPC call (the HTTP ``Connection``'s answering
+    methods): JSON lines in, ``GenerationResponse`` messages out; a refusal becomes the
+    call's status. ``settle(kind, body, status)`` takes a non-streamed answer instead
+    (a prompt of a batched ``Generate``)."""
 
-    def __init__(self) -> None:
-        self.items: asyncio.Queue[tuple[str, bytes, int]] = asyncio.Queue()
+    __slots__ = ("call", "on_lost", "settle")
+
+    def __init__(self, call: Call, settle: Any = None) -> None:
+        self.call = call
+        self.settle = settle
+        #: Set by the app: called once if the call ends before its answer does.
         self.on_lost: Any = None
-        self.finished = False
 
     @property
     def open(self) -> bool:
-        return not self.finished
+        return self.call.open
 
     def respond(self, status: int, body: bytes, content_type: bytes = b"") -> None:
-        self.items.put_nowait(("whole" if status == 200 else "error", body, status))
+        self.on_lost = None
+        if self.settle is not None:
+            self.settle(self, status, body)
+        elif status == 200:
+            self.call.send(_messages(body))
+            self.call.finish()
+        else:
+            self.call.finish(*_status(status, body))
 
     def start_stream(self, content_type: bytes, first: bytes = b"", last: bool = False) -> None:
         self.send(first, last)
 
     def send(self, data: bytes, last: bool = False) -> None:
         if data:
-            self.items.put_nowait(("data", data, 200))
+            self.call.send(_messages(data))
         if last:
-            self.items.put_nowait(("end", b"", 200))
+            self.on_lost = None
+            self.call.finish()
 
     def drop(self) -> None:
+        """The disconnect fault: the call ends UNAVAILABLE mid-answer."""
         self.on_lost = None
-        self.items.put_nowait(("error", b'{"message": "the server dropped the call"}', 503))
+        self.call.finish("UNAVAILABLE", "the server dropped the call")
 
     def lost(self) -> None:
-        """The call ended early (the client cancelled, or the server stops)."""
-        self.finished = True
         callback, self.on_lost = self.on_lost, None
         if callback is not None:
             callback()
@@ -158,7 +173,8 @@ class GrpcConnection:
 _CODES = {400: "INVALID_ARGUMENT", 422: "INVALID_ARGUMENT", 404: "NOT_FOUND", 503: "UNAVAILABLE"}
 
 
-async def _abort(context: Any, status: int, body: bytes) -> None:
+def _status(status: int, body: bytes) -> tuple[str, str]:
+    """The gRPC status of a refusal the app rendered as ``status`` and a JSON ``body``."""
     try:
         message = str(json.loads(body).get("message"))
     except ValueError:
@@ -166,89 +182,120 @@ async def _abort(context: Any, status: int, body: bytes) -> None:
     code = _CODES.get(status, "INTERNAL")
     if "queue is full" in message:  # TGIS answers an overload so, not UNAVAILABLE
         code = "RESOURCE_EXHAUSTED"
-    await context.abort(grpc_server.code(code), message)
+    return code, message
 
 
-def _message(line: bytes) -> Any:
-    from google.protobuf import json_format
+#: What the malformed-chunk fault sends: a message whose text field claims 16 bytes and
+#: holds 9, so that no protobuf decoder accepts it.
+MALFORMED = b"\x22\x10truncated"
 
+
+def _response(line: bytes) -> Any:
     from testbed.proto.fmaas import generation_pb2 as pb
 
-    return json_format.Parse(line, pb.GenerationResponse())
+    return pb.GenerationResponse(**json.loads(line))
 
 
-class SimServicer:
-    """``fmaas.GenerationService`` on the simulator's app (its loop, its state)."""
+def _framed(message: bytes) -> bytes:
+    return b"\x00" + len(message).to_bytes(4, "big") + message
+
+
+def _messages(lines: bytes) -> bytes:
+    """JSON lines as length-prefixed ``GenerationResponse`` messages (a line that is not
+    JSON — the malformed-chunk fault — as one no decoder accepts)."""
+    out = []
+    for line in lines.splitlines():
+        if not line:
+            continue
+        try:
+            message = _response(line).SerializeToString()
+        except ValueError:
+            message = MALFORMED
+        out.append(_framed(message))
+    return b"".join(out)
+
+
+class SimTgis:
+    """``fmaas.GenerationService`` on the simulator's app (its loop, its state): each call
+    read by :mod:`~testbed.servers.sim.h2` goes to its method here."""
 
     def __init__(self, app: SimApp) -> None:
         self.app = app
+        self._methods = {
+            f"/fmaas.GenerationService/{name}": getattr(self, name)
+            for name in ("Generate", "GenerateStream", "Tokenize", "ModelInfo")
+        }
 
-    def _start(self, request: Any, stream: bool) -> GrpcConnection:
-        conn = GrpcConnection()
-        arrival = self.app.loop.time()
-        body = request.SerializeToString()
-        call = Request("POST", "grpc", {}, body, True, arrival)
-        # Duck-typed: the app and its jobs only call the answering methods GrpcConnection has.
-        self.app.serve(TgisRequest, stream, call, cast("Connection", conn))
-        return conn
+    def __call__(self, call: Call) -> None:
+        from google.protobuf.message import DecodeError
 
-    async def GenerateStream(self, request: Any, context: Any) -> Any:
-        conn = self._start(request, stream=True)
+        method = self._methods.get(call.path)
+        if method is None:
+            call.finish("UNIMPLEMENTED", f"Method not found: {call.path}")
+            return
         try:
-            while True:
-                kind, data, status = await conn.items.get()
-                if kind == "data":
-                    for line in data.splitlines():
-                        yield _message(line)
-                elif kind == "end":
-                    conn.finished = True
-                    return
-                elif kind == "drop":
-                    conn.finished = True
-                    await context.abort(
-                        grpc_server.code("UNAVAILABLE"), "the server dropped the call"
-                    )
-                else:
-                    conn.finished = True
-                    await _abort(context, status, data)
-        finally:
-            if not conn.finished:
-                conn.lost()
+            method(call)
+        except DecodeError:
+            call.finish("INTERNAL", f"the request is not a valid message for {call.path}")
 
-    async def Generate(self, request: Any, context: Any) -> Any:
+    def _serve(self, body: bytes, stream: bool, answer: TgisAnswer) -> None:
+        request = Request("POST", "grpc", {}, body, True, self.app.loop.time())
+        # Duck-typed: the app and its jobs only call the answering methods TgisAnswer has.
+        self.app.serve(TgisRequest, stream, request, cast("Connection", answer))
+
+    def GenerateStream(self, call: Call) -> None:
         from testbed.proto.fmaas import generation_pb2 as pb
 
-        conns = [
-            self._start(
-                pb.SingleGenerationRequest(
-                    model_id=request.model_id, request=prompt, params=request.params
-                ),
-                stream=False,
+        pb.SingleGenerationRequest.FromString(call.message)  # refused here if not one
+        answer = TgisAnswer(call)
+        call.on_cancel = answer.lost
+        self._serve(call.message, True, answer)
+
+    def Generate(self, call: Call) -> None:
+        from testbed.proto.fmaas import generation_pb2 as pb
+
+        request = pb.BatchedGenerationRequest.FromString(call.message)
+        answers: list[TgisAnswer] = []
+        bodies: dict[int, bytes] = {}
+
+        def settle(answer: TgisAnswer, status: int, body: bytes) -> None:
+            if not call.open:
+                return
+            if status != 200:
+                for other in answers:
+                    if other is not answer:
+                        other.lost()  # the others' slots are freed
+                call.finish(*_status(status, body))
+                return
+            bodies[id(answer)] = body
+            if len(bodies) == len(request.requests):
+                batch = pb.BatchedGenerationResponse(
+                    responses=[_response(bodies[id(a)]) for a in answers]
+                )
+                call.send(_framed(batch.SerializeToString()))
+                call.finish()
+
+        def cancelled() -> None:
+            for answer in answers:
+                answer.lost()
+
+        call.on_cancel = cancelled
+        for prompt in request.requests:
+            answers.append(TgisAnswer(call, settle))
+            single = pb.SingleGenerationRequest(
+                model_id=request.model_id, request=prompt, params=request.params
             )
-            for prompt in request.requests
-        ]
-        responses = []
-        try:
-            for conn in conns:
-                kind, data, status = await conn.items.get()
-                conn.finished = True
-                if kind == "whole":
-                    responses.append(_message(data))
-                elif kind == "drop":
-                    await context.abort(
-                        grpc_server.code("UNAVAILABLE"), "the server dropped the call"
-                    )
-                else:
-                    await _abort(context, status, data)
-        finally:
-            for conn in conns:
-                if not conn.finished:
-                    conn.lost()
-        return pb.BatchedGenerationResponse(responses=responses)
+            self._serve(single.SerializeToString(), False, answers[-1])
+            if not call.open:
+                return
+        if not answers:
+            call.send(_framed(b""))
+            call.finish()
 
-    async def Tokenize(self, request: Any, context: Any) -> Any:
+    def Tokenize(self, call: Call) -> None:
         from testbed.proto.fmaas import generation_pb2 as pb
 
+        request = pb.BatchedTokenizeRequest.FromString(call.message)
         rule = self.app.params.tokenizer
         out = []
         for item in request.requests:
@@ -261,16 +308,20 @@ class SimServicer:
                     pb.TokenizeResponse.Offset(start=a, end=b) for _, a, b in pieces
                 )
             out.append(response)
-        return pb.BatchedTokenizeResponse(responses=out)
+        call.send(_framed(pb.BatchedTokenizeResponse(responses=out).SerializeToString()))
+        call.finish()
 
-    async def ModelInfo(self, request: Any, context: Any) -> Any:
+    def ModelInfo(self, call: Call) -> None:
         from testbed.proto.fmaas import generation_pb2 as pb
 
-        return pb.ModelInfoResponse(
+        pb.ModelInfoRequest.FromString(call.message)
+        info = pb.ModelInfoResponse(
             model_kind=pb.ModelInfoResponse.DECODER_ONLY,
             max_sequence_length=self.app.params.max_model_len or 8192,
             max_new_tokens=MAX_NEW_TOKENS,
         )
+        call.send(_framed(info.SerializeToString()))
+        call.finish()
 
 
 def _pieces(text: str, rule: str) -> list[tuple[str, int, int]]:
@@ -285,7 +336,17 @@ def _pieces(text: str, rule: str) -> list[tuple[str, int, int]]:
     return out
 
 
-async def start_grpc(app: SimApp, host: str, port: int) -> tuple[Any, int]:
+async def start_grpc(app: SimApp, host: str, port: int) -> tuple[asyncio.Server, Door]:
     """The simulator's gRPC server on ``host:port`` (0: a free port), in the running loop;
-    the server and the port it bound."""
-    return await grpc_server.start(SimServicer(app), host, port, "the simulator")
+    the server and its door (its live connections)."""
+    try:
+        from testbed.servers.sim import h2
+
+        return await h2.serve(SimTgis(app), host, port)
+    except ImportError as exc:
+        raise MissingDependency("hpack", "tgis") from exc
+    except OSError as exc:
+        raise ServerStartError(
+            f"the simulator cannot listen for gRPC on {host}:{port}: {exc.strerror};"
+            " choose another --grpc-port"
+        ) from exc

@@ -1,20 +1,21 @@
-"""HTTP/2 and gRPC wire facts a cleartext gRPC client needs, and the frames it writes.
+"""HTTP/2 and gRPC wire facts that cleartext gRPC needs on both sides, and the frames written.
 
-HTTP/2 (RFC 9113): frame types, flags, settings, error codes, the connection preface and
-the encoders of the frames a client sends. HPACK (RFC 7541), request side only: a request's
-header block made of static-table entries and literals *without indexing* (never indexed
-for credentials), so the block leaves the connection's dynamic table alone and one block
-serves every request to a method, on any connection (built once, no per-request encoding).
-gRPC over HTTP/2 (grpc/doc/PROTOCOL-HTTP2.md): status code names, the ``grpc-timeout``
-field, the status of an HTTP answer without ``grpc-status`` and of a reset stream.
-Decoding the server's header blocks needs the stateful decoder of the ``hpack`` package
-(:mod:`testbed.clients.grpc_h2`).
+Shared by testbed's gRPC client (:mod:`testbed.clients.grpc_h2`) and the simulator's gRPC
+server (:mod:`testbed.servers.sim.h2`). HTTP/2 (RFC 9113): frame types, flags, settings,
+error codes, the connection preface and the frame encoders. HPACK (RFC 7541), encoding side
+only: header blocks made of static-table entries and literals *without indexing* (never
+indexed for credentials), so a block leaves the connection's dynamic table alone and one
+block serves every request to a method, on any connection (built once). gRPC over HTTP/2
+(grpc/doc/PROTOCOL-HTTP2.md): status code names, ``grpc-timeout`` both ways, the
+percent-encoding of ``grpc-message``, the status of an HTTP answer without ``grpc-status``
+and of a reset stream. Decoding the peer's header blocks needs the stateful decoder of the
+``hpack`` package.
 """
 
 from __future__ import annotations
 
 import math
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -112,6 +113,21 @@ def grpc_message(value: bytes) -> str:
     return unquote(text, errors="replace") if "%" in text else text
 
 
+def grpc_message_field(text: str) -> str:
+    """``text`` as a ``grpc-message`` value: UTF-8, percent-encoded outside printable ASCII
+    (and ``%`` itself)."""
+    return quote(text, safe="".join(chr(c) for c in range(0x20, 0x7F) if c != 0x25))
+
+
+def parse_timeout(value: str) -> float | None:
+    """The seconds of a ``grpc-timeout`` value (``300m``, ``5S``), None when malformed."""
+    units = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+    digits, unit = value[:-1], value[-1:]
+    if not digits.isdigit() or len(digits) > 8 or unit not in units:
+        return None
+    return int(digits) * units[unit]
+
+
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     return (
         len(payload).to_bytes(3, "big")
@@ -136,8 +152,9 @@ def rst_stream(stream_id: int, code: int) -> bytes:
     return frame(RST_STREAM, 0, stream_id, code.to_bytes(4, "big"))
 
 
-def goaway(last_stream_id: int, code: int) -> bytes:
-    return frame(GOAWAY, 0, 0, last_stream_id.to_bytes(4, "big") + code.to_bytes(4, "big"))
+def goaway(last_stream_id: int, code: int, debug: bytes = b"") -> bytes:
+    payload = last_stream_id.to_bytes(4, "big") + code.to_bytes(4, "big") + debug
+    return frame(GOAWAY, 0, 0, payload)
 
 
 def header_frames(stream_id: int, block: bytes, max_frame: int, *, end_stream: bool) -> bytes:
@@ -153,7 +170,7 @@ def header_frames(stream_id: int, block: bytes, max_frame: int, *, end_stream: b
     return b"".join(out)
 
 
-# HPACK, request side ------------------------------------------------------------------------
+# HPACK, encoding side ------------------------------------------------------------------------
 def _integer(value: int, prefix_bits: int, first: int) -> bytes:
     limit = (1 << prefix_bits) - 1
     if value < limit:
@@ -196,6 +213,18 @@ def request_block(path: str, authority: str, metadata: tuple[tuple[str, str], ..
     ]
     fields += [literal(k.lower(), v, sensitive=k.lower() in _SENSITIVE) for k, v in metadata]
     return b"".join(fields)
+
+
+#: A response's header block: ``:status: 200`` (static entry 8) and the gRPC content type.
+RESPONSE_BLOCK = b"\x88" + literal("content-type", "application/grpc")
+
+
+def trailers_block(code: int, message: str = "") -> bytes:
+    """The trailers of a call that ended with status ``code`` (and ``message``)."""
+    block = literal("grpc-status", str(code))
+    if message:
+        block += literal("grpc-message", grpc_message_field(message))
+    return block
 
 
 def timeout_field(seconds: float) -> bytes:

@@ -1,0 +1,483 @@
+"""A lean cleartext HTTP/2 server for unary-request gRPC calls, on ``asyncio.Protocol``.
+
+The simulator's gRPC door (TGIS's ``fmaas.GenerationService``). Like its HTTP/1.1 server
+(:mod:`testbed.servers.sim.http`), it must never be what limits a load test, and it writes
+what the app hands it as the app hands it: whatever the app answers in one go (a whole
+stream at zero latency) leaves in one ``write`` — headers, DATA and trailers — and each
+token written on its deadline leaves at once in its own DATA frame. (grpcio's server,
+used before, sent every message in its own segment and cost ~25× the HTTP door's CPU.)
+
+What it speaks (RFC 9113, grpc/doc/PROTOCOL-HTTP2.md): the connection preface, SETTINGS
+and their ACK, PING, flow control both ways (what it sends waits for the client's windows;
+what it reads is given back when half a window is used), header blocks in HEADERS and
+CONTINUATION frames (decoded by the ``hpack`` package: clients index and Huffman-code),
+padding, RST_STREAM from the client (the call is cancelled), GOAWAY both ways (stopping
+the server sends one, then cancels its calls), ``grpc-timeout`` (DEADLINE_EXCEEDED, as
+grpcio's server answers), Trailers-Only answers, 415 for a request that is not gRPC.
+Each call carries one request message (every TGIS method is unary or server-streaming);
+messages are not compressed (``grpc-encoding`` other than identity is UNIMPLEMENTED).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from testbed.core import h2_wire as w
+
+#: The windows this server opens for what clients send (requests are small).
+STREAM_WINDOW = 1 << 22
+CONNECTION_WINDOW = 1 << 24
+MAX_MESSAGE = 4 * 1024 * 1024  # grpcio's default limit for a received message
+_CODES = {name: number for number, name in enumerate(w.GRPC_CODES)}
+
+
+class _ConnectionError(Exception):
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+class Call:
+    """One gRPC call: its method ``path``, request ``metadata`` and ``message``; the handler
+    answers with :meth:`send` (length-prefixed messages) and :meth:`finish` (the status)."""
+
+    __slots__ = (
+        "_conn",
+        "_deadline",
+        "body",
+        "ended",
+        "headers_sent",
+        "id",
+        "message",
+        "metadata",
+        "on_cancel",
+        "path",
+        "pending",
+        "trailers",
+        "unacked",
+        "window",
+    )
+
+    def __init__(self, conn: H2Connection, sid: int, path: str, metadata: dict[str, str]) -> None:
+        self._conn = conn
+        self.id = sid
+        self.path = path
+        self.metadata = metadata
+        self.body = b""  # the request's DATA, until END_STREAM
+        self.message = b""
+        self.window = conn.peer_window  # the client's, for what this call sends
+        self.unacked = 0
+        self.pending = b""  # DATA frames' payload waiting for the client's windows
+        self.trailers: bytes | None = None  # written once ``pending`` is out
+        self.headers_sent = False
+        self.ended = False  # finished, reset or lost: nothing more is written
+        #: Called once if the call ends before the handler finished it (the client reset it,
+        #: its deadline passed, the connection was lost or the server stops).
+        self.on_cancel: Callable[[], None] | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+
+    @property
+    def open(self) -> bool:
+        return not self.ended
+
+    def send(self, messages: bytes) -> None:
+        """Length-prefixed gRPC messages (one or several), as DATA now or when the windows
+        allow."""
+        if not self.ended and messages:
+            self._conn.write_data(self, messages)
+
+    def finish(self, code: str = "OK", message: str = "") -> None:
+        """End the call with gRPC status ``code``: trailers after the DATA already sent, or a
+        Trailers-Only answer when nothing was."""
+        if self.ended:
+            return
+        self.ended = True
+        self.on_cancel = None
+        block = w.trailers_block(_CODES[code], message)
+        self._conn.write_trailers(self, block)
+
+    def cancelled(self) -> None:
+        """The call ended early: nothing more is written; the handler hears of it."""
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self.ended:
+            return
+        self.ended = True
+        callback, self.on_cancel = self.on_cancel, None
+        if callback is not None:
+            callback()
+
+    def set_deadline(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self._deadline = loop.call_later(seconds, self._expired)
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if not self.ended:
+            callback, self.on_cancel = self.on_cancel, None
+            self.finish("DEADLINE_EXCEEDED", "Deadline Exceeded")
+            self._conn.reset(self, w.CANCEL)
+            if callback is not None:
+                callback()
+
+
+class Door:
+    """What a listening server shares with its connections: the handler every complete
+    request goes to, the live connections, and whether the server is stopping."""
+
+    def __init__(self, handler: Callable[[Call], None]) -> None:
+        self.handler = handler
+        #: Every connection from its creation (before ``connection_made``) until it is lost.
+        self.connections: set[H2Connection] = set()
+        #: True once the server stops: a connection made from then on is reset at once.
+        self.closing = False
+
+
+class H2Connection(asyncio.Protocol):
+    """One client connection; every complete request goes to the door's handler."""
+
+    def __init__(self, door: Door) -> None:
+        from hpack import Decoder  # the tgis extra
+
+        self._door = door
+        self._decoder = Decoder()
+        self._transport: asyncio.Transport | None = None
+        self._loop = asyncio.get_running_loop()
+        self._buf = b""
+        self._preface = True  # the client's preface not read yet
+        self._calls: dict[int, Call] = {}
+        self._last_id = 0
+        self._block: tuple[int, int, list[bytes]] | None = None  # a header block in pieces
+        self._max_frame = w.DEFAULT_FRAME  # the client's
+        self.peer_window = w.DEFAULT_WINDOW  # the client's initial stream window
+        self._send_window = w.DEFAULT_WINDOW  # the connection's, for what this server sends
+        self._unacked = 0
+        self._blocked: list[Call] = []
+        self._draining = False  # GOAWAY sent or received: no new calls
+        door.connections.add(self)
+
+    # asyncio.Protocol -------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        if self._door.closing:
+            transport.abort()  # accepted while the server stopped; connection_lost follows
+            return
+        ours = {w.INITIAL_WINDOW_SIZE: STREAM_WINDOW, w.MAX_HEADER_LIST_SIZE: 16 * 1024}
+        grow = w.window_update(0, CONNECTION_WINDOW - w.DEFAULT_WINDOW)
+        transport.write(w.settings(ours) + grow)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._door.connections.discard(self)
+        self._transport = None
+        calls, self._calls = list(self._calls.values()), {}
+        for call in calls:
+            call.cancelled()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self._buf + data if self._buf else data
+        pos, size = 0, len(buf)
+        try:
+            if self._preface:
+                if size < len(w.PREFACE):
+                    if not w.PREFACE.startswith(buf):
+                        raise _ConnectionError(w.PROTOCOL_ERROR, "not an HTTP/2 preface")
+                    self._buf = buf
+                    return
+                if not buf.startswith(w.PREFACE):
+                    raise _ConnectionError(w.PROTOCOL_ERROR, "not an HTTP/2 preface")
+                self._preface = False
+                pos = len(w.PREFACE)
+            while size - pos >= 9:
+                length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
+                if length > w.DEFAULT_FRAME:  # our SETTINGS keep the default
+                    raise _ConnectionError(w.FRAME_SIZE_ERROR, f"{length}-byte frame")
+                end = pos + 9 + length
+                if end > size:
+                    break
+                kind, flags = buf[pos + 3], buf[pos + 4]
+                sid = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+                self._frame(kind, flags, sid, buf[pos + 9 : end])
+                pos = end
+        except _ConnectionError as exc:
+            self._abort(exc.code, str(exc))
+            return
+        self._buf = buf[pos:] if pos < size else b""
+        if self._unacked >= CONNECTION_WINDOW // 2:
+            self._write(w.window_update(0, self._unacked))
+            self._unacked = 0
+
+    # writing, for the calls -------------------------------------------------------------
+    def write_data(self, call: Call, messages: bytes) -> None:
+        head = b""
+        if not call.headers_sent:
+            call.headers_sent = True
+            head = w.frame(w.HEADERS, w.END_HEADERS, call.id, w.RESPONSE_BLOCK)
+        if call.pending:
+            call.pending += messages
+            self._write(head)
+            return
+        size = len(messages)
+        if size <= self._max_frame and size <= call.window and size <= self._send_window:
+            call.window -= size
+            self._send_window -= size
+            self._write(head + w.frame(w.DATA, 0, call.id, messages))
+        else:
+            call.pending = messages
+            self._blocked.append(call)
+            self._write(head + self._take(call))
+
+    def write_trailers(self, call: Call, block: bytes) -> None:
+        if not call.headers_sent:  # Trailers-Only
+            call.headers_sent = True
+            block = w.RESPONSE_BLOCK + block
+        trailers = w.header_frames(call.id, block, self._max_frame, end_stream=True)
+        if call.pending:
+            call.trailers = trailers  # after the DATA still waiting for a window
+        else:
+            self._write(trailers)
+            self._closed(call)
+
+    def reset(self, call: Call, code: int) -> None:
+        """RST_STREAM for ``call`` (after its trailers: the client stops sending)."""
+        if self._calls.pop(call.id, None) is not None:
+            call.pending, call.trailers = b"", None
+        self._write(w.rst_stream(call.id, code))
+
+    def goaway(self) -> None:
+        """Stop: GOAWAY (the calls already read are cancelled, none is taken after), close."""
+        self._draining = True
+        self._write(w.goaway(self._last_id, w.NO_ERROR))
+        calls, self._calls = list(self._calls.values()), {}
+        for call in calls:
+            if not call.ended:
+                self._write(w.rst_stream(call.id, w.CANCEL))
+            call.cancelled()
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        if self._transport is not None:
+            self._transport.abort()
+
+    # reading ----------------------------------------------------------------------------
+    def _frame(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
+        if self._block is not None and (kind != w.CONTINUATION or sid != self._block[0]):
+            raise _ConnectionError(w.PROTOCOL_ERROR, "a header block interrupted")
+        if kind == w.DATA:
+            self._data(sid, flags, payload)
+        elif kind in (w.HEADERS, w.CONTINUATION):
+            self._header_frame(kind, flags, sid, payload)
+        else:
+            self._control(kind, flags, sid, payload)
+
+    def _header_frame(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
+        if kind == w.HEADERS:
+            if sid % 2 == 0:
+                raise _ConnectionError(w.PROTOCOL_ERROR, f"HEADERS on even stream {sid}")
+            if flags & w.PADDED:
+                payload = _unpad(payload)
+            if flags & w.PRIORITY_FLAG:
+                payload = payload[5:]
+            self._block = (sid, flags, [payload])
+        elif self._block is None:
+            raise _ConnectionError(w.PROTOCOL_ERROR, "CONTINUATION without HEADERS")
+        else:
+            self._block[2].append(payload)
+        if flags & w.END_HEADERS:
+            self._headers_done()
+
+    def _control(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
+        if kind == w.SETTINGS:
+            if not flags & w.ACK:
+                self._settings(sid, payload)
+        elif kind == w.PING:
+            if not flags & w.ACK:
+                self._write(w.frame(w.PING, w.ACK, 0, payload))
+        elif kind == w.WINDOW_UPDATE:
+            self._window_update(sid, int.from_bytes(payload[:4], "big") & 0x7FFFFFFF)
+        elif kind == w.RST_STREAM:
+            call = self._calls.pop(sid, None)
+            if call is not None:
+                call.cancelled()
+        elif kind == w.GOAWAY:
+            self._draining = True
+            if not self._calls and self._transport is not None:
+                self._transport.close()
+        elif kind == w.PUSH_PROMISE:
+            raise _ConnectionError(w.PROTOCOL_ERROR, "PUSH_PROMISE from a client")
+        # PRIORITY and unknown frame types are ignored (RFC 9113 §4.1, §5.5)
+
+    def _headers_done(self) -> None:
+        assert self._block is not None
+        sid, flags, pieces = self._block
+        self._block = None
+        try:  # every block: the decoder's table must follow the client's encoder
+            fields = self._decoder.decode(b"".join(pieces))
+        except Exception as exc:
+            raise _ConnectionError(w.COMPRESSION_ERROR, f"bad header block: {exc}") from exc
+        call = self._calls.get(sid)
+        if call is not None:  # trailers from the client: only their END_STREAM matters
+            if flags & w.END_STREAM:
+                self._request_done(call)
+            return
+        if sid <= self._last_id:
+            return  # a stream already closed (reset or answered)
+        self._last_id = sid
+        if self._draining:
+            self._write(w.rst_stream(sid, w.REFUSED_STREAM))
+            return
+        headers = {str(k): str(v) for k, v in fields}
+        call = Call(self, sid, headers.get(":path", ""), headers)
+        self._calls[sid] = call
+        if headers.get(":method") != "POST" or not headers.get("content-type", "").startswith(
+            "application/grpc"
+        ):
+            block = w.literal(":status", "415")
+            self._write(w.frame(w.HEADERS, w.END_HEADERS | w.END_STREAM, sid, block))
+            call.ended = True
+            self.reset(call, w.NO_ERROR)
+            return
+        encoding = headers.get("grpc-encoding", "identity")
+        if encoding != "identity":
+            call.finish("UNIMPLEMENTED", f"grpc-encoding {encoding} is not supported")
+            return
+        timeout = headers.get("grpc-timeout")
+        if timeout is not None:
+            seconds = w.parse_timeout(timeout)
+            if seconds is None:
+                call.finish("INTERNAL", f"malformed grpc-timeout {timeout!r}")
+                return
+            call.set_deadline(self._loop, seconds)
+        if flags & w.END_STREAM:
+            self._request_done(call)
+
+    def _data(self, sid: int, flags: int, payload: bytes) -> None:
+        if sid == 0:
+            raise _ConnectionError(w.PROTOCOL_ERROR, "DATA on stream 0")
+        self._unacked += len(payload)
+        call = self._calls.get(sid)
+        if call is None or call.message or call.ended:
+            return  # a stream reset or answered: its bytes still count for the connection
+        if flags & w.PADDED:
+            payload = _unpad(payload)
+        call.body += payload
+        call.unacked += len(payload)
+        if len(call.body) > MAX_MESSAGE + 5:
+            call.finish("RESOURCE_EXHAUSTED", f"Received message larger than max ({MAX_MESSAGE})")
+            self.reset(call, w.CANCEL)
+            return
+        if flags & w.END_STREAM:
+            self._request_done(call)
+        elif call.unacked >= STREAM_WINDOW // 2:
+            self._write(w.window_update(sid, call.unacked))
+            call.unacked = 0
+
+    def _request_done(self, call: Call) -> None:
+        """The client half-closed: one length-prefixed message, then the handler."""
+        if call.ended:
+            return
+        body = call.body
+        if len(body) < 5 or int.from_bytes(body[1:5], "big") != len(body) - 5:
+            call.finish("INTERNAL", "the request is not one length-prefixed message")
+            return
+        if body[0]:
+            call.finish("UNIMPLEMENTED", "compressed messages are not supported")
+            return
+        call.message, call.body = body[5:], b""
+        self._door.handler(call)
+
+    def _settings(self, sid: int, payload: bytes) -> None:
+        if sid or len(payload) % 6:
+            raise _ConnectionError(w.FRAME_SIZE_ERROR, "malformed SETTINGS")
+        for pos in range(0, len(payload), 6):
+            key = int.from_bytes(payload[pos : pos + 2], "big")
+            value = int.from_bytes(payload[pos + 2 : pos + 6], "big")
+            if key == w.INITIAL_WINDOW_SIZE:
+                if value > w.MAX_WINDOW:
+                    raise _ConnectionError(w.FLOW_CONTROL_ERROR, "initial window too large")
+                for call in self._calls.values():
+                    call.window += value - self.peer_window
+                self.peer_window = value
+            elif key == w.MAX_FRAME_SIZE:
+                if not w.DEFAULT_FRAME <= value <= (1 << 24) - 1:
+                    raise _ConnectionError(w.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value}")
+                self._max_frame = value
+        self._write(w.frame(w.SETTINGS, w.ACK, 0))
+        self._flush()
+
+    def _window_update(self, sid: int, increment: int) -> None:
+        if sid == 0:
+            if increment == 0:
+                raise _ConnectionError(w.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+            self._send_window += increment
+        elif (call := self._calls.get(sid)) is not None:
+            call.window += increment
+        self._flush()
+
+    # bookkeeping -------------------------------------------------------------------------
+    def _take(self, call: Call) -> bytes:
+        """As much of ``call``'s pending DATA as the windows allow, as frames (and its
+        trailers once nothing is left)."""
+        out = []
+        while call.pending:
+            take = min(len(call.pending), call.window, self._send_window, self._max_frame)
+            if take <= 0:
+                break
+            piece, call.pending = call.pending[:take], call.pending[take:]
+            call.window -= take
+            self._send_window -= take
+            out.append(w.frame(w.DATA, 0, call.id, piece))
+        if not call.pending and call.trailers is not None:
+            out.append(call.trailers)
+            call.trailers = None
+            self._closed(call)
+        return b"".join(out)
+
+    def _flush(self) -> None:
+        if not self._blocked:
+            return
+        blocked, self._blocked = self._blocked, []
+        out = []
+        for call in blocked:
+            if call.id in self._calls:
+                out.append(self._take(call))
+                if call.pending:
+                    self._blocked.append(call)
+        self._write(b"".join(out))
+
+    def _closed(self, call: Call) -> None:
+        self._calls.pop(call.id, None)
+        if call in self._blocked:
+            self._blocked.remove(call)
+        call.cancelled()  # only clears the deadline: the call has ended
+        if self._draining and not self._calls and self._transport is not None:
+            self._transport.close()
+
+    def _write(self, data: bytes) -> None:
+        if data and self._transport is not None:
+            self._transport.write(data)
+
+    def _abort(self, code: int, reason: str) -> None:
+        """A connection error (RFC 9113 §5.4.1): GOAWAY with the reason, close."""
+        self._write(w.goaway(self._last_id, code, reason.encode()[:200]))
+        if self._transport is not None:
+            self._transport.close()
+
+
+def _unpad(payload: bytes) -> bytes:
+    pad = payload[0] if payload else 0
+    if pad >= len(payload):
+        raise _ConnectionError(w.PROTOCOL_ERROR, "padding longer than the frame")
+    return payload[1 : len(payload) - pad]
+
+
+async def serve(
+    handler: Callable[[Call], None], host: str, port: int
+) -> tuple[asyncio.Server, Door]:
+    """Listen on ``host:port`` (0: a free port); the server and its door."""
+    door = Door(handler)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: H2Connection(door), host, port, reuse_address=True)
+    return server, door
