@@ -207,7 +207,7 @@ class SimApp:
     def _answer_now(self, req: GenerationRequest, gen: Generation, conn: Connection) -> None:
         """Zero latency, no fault, a free slot: the whole answer in one write."""
         if req.stream:
-            body = ("".join(req.events(gen)) + req.tail(gen)).encode()
+            body = b"".join(req.events(gen)) + req.tail(gen)
             conn.start_stream(req.content_type, body, last=True)
         else:
             conn.respond(200, req.whole(gen))

@@ -88,8 +88,8 @@ class Delivery:
                 events[mid] = req.malformed(events[mid])
             if faults.disconnect:
                 self._disconnect_at = len(events) // 2
-            self._events = [e.encode() for e in events]
-            self._tail = req.tail(gen).encode()
+            self._events = events
+            self._tail = req.tail(gen)
         elif faults.disconnect:
             self._disconnect_at = 0
         conn.on_lost = self.lost

@@ -1,9 +1,10 @@
 """What every generation protocol shares: the parsed request and how its answer is rendered.
 
-A dialect (OpenAI completions, OpenAI chat, TGI) parses a request body into a
-:class:`GenerationRequest` subclass; that object then renders the answer: one server-sent
-event per token, a tail (usage, ``[DONE]``), or one JSON body. The differences between
-protocols live in the subclasses, not in ``if`` chains in the app.
+A dialect (OpenAI completions, OpenAI chat, TGI, TGIS) parses a request body into a
+:class:`GenerationRequest` subclass; that object then renders the answer as bytes on the
+wire: one server-sent event (or gRPC message) per token, a tail (usage, ``[DONE]``), or one
+body. The differences between protocols live in the subclasses, not in ``if`` chains in
+the app.
 """
 
 from __future__ import annotations
@@ -104,13 +105,13 @@ class GenerationRequest:
         raise NotImplementedError
 
     # -- rendering, one protocol per subclass
-    def events(self, gen: Generation) -> list[str]:
-        """One server-sent event per generated token, the finish reason on the last."""
+    def events(self, gen: Generation) -> list[bytes]:
+        """One event per generated token, as written, the finish reason on the last."""
         raise NotImplementedError
 
-    def tail(self, gen: Generation) -> str:
+    def tail(self, gen: Generation) -> bytes:
         """What follows the last token event (usage, ``[DONE]``)."""
-        return ""
+        return b""
 
     def whole(self, gen: Generation) -> bytes:
         """The non-streamed answer."""
@@ -124,9 +125,9 @@ class GenerationRequest:
         return json.dumps({"error": error, "object": "error", **error}).encode()
 
     @staticmethod
-    def malformed(event: str) -> str:
+    def malformed(event: bytes) -> bytes:
         """A broken copy of ``event``: its JSON cut in half (the malformed-chunk fault)."""
-        return event[: max(8, len(event) // 2)].rstrip("\n") + "\n\n"
+        return event[: max(8, len(event) // 2)].rstrip(b"\n") + b"\n\n"
 
     def usage(self, gen: Generation) -> dict[str, int]:
         n = len(gen.ids)

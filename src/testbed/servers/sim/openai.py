@@ -21,7 +21,7 @@ from testbed.servers.sim.dialect import (
 from testbed.servers.sim.logprobs import chat_logprobs, check_count, completion_logprobs
 from testbed.servers.sim.text import VOCABULARY_JSON, Generation, count_tokens
 
-_DONE = "data: [DONE]\n\n"
+_DONE = b"data: [DONE]\n\n"
 
 
 def _finish(gen: Generation) -> str:
@@ -79,14 +79,14 @@ class _OpenAIRequest(GenerationRequest):
             offset += len(text)
         return out
 
-    def tail(self, gen: Generation) -> str:
+    def tail(self, gen: Generation) -> bytes:
         if not self.include_usage:
             return _DONE
         usage = json.dumps(self.usage(gen), separators=(",", ":"))
         return (
             f'data: {{"id":"{self.rid}","object":"{self.object_chunk}","created":{self.created},'
-            f'"model":{json.dumps(self.model_name)},"choices":[],"usage":{usage}}}\n\n' + _DONE
-        )
+            f'"model":{json.dumps(self.model_name)},"choices":[],"usage":{usage}}}\n\n'
+        ).encode() + _DONE
 
     def _head(self) -> str:
         return (
@@ -141,9 +141,9 @@ class CompletionRequest(_OpenAIRequest):
             return None
         return completion_logprobs(gen, self.top_k, self.vocab_size, tokens, offset)
 
-    def events(self, gen: Generation) -> list[str]:
+    def events(self, gen: Generation) -> list[bytes]:
         mid = ',"logprobs":null,"finish_reason":null,"stop_reason":null}]}\n\n'
-        return self._token_events(gen, self._head() + '"text":', mid)
+        return [e.encode() for e in self._token_events(gen, self._head() + '"text":', mid)]
 
     def whole(self, gen: Generation) -> bytes:
         choice = {
@@ -196,7 +196,7 @@ class ChatRequest(_OpenAIRequest):
             return None
         return chat_logprobs(gen, self.top_k, self.vocab_size, tokens)
 
-    def events(self, gen: Generation) -> list[str]:
+    def events(self, gen: Generation) -> list[bytes]:
         mid = '},"logprobs":null,"finish_reason":null}]}\n\n'
         out = self._token_events(gen, self._head() + '"delta":{"content":', mid)
         if out:
@@ -204,7 +204,7 @@ class ChatRequest(_OpenAIRequest):
             # the finish reason is set: a one-token answer's role chunk must not carry it).
             role = self._head() + '"delta":{"role":"assistant","content":""' + mid
             out[0] = role + out[0]
-        return out
+        return [e.encode() for e in out]
 
     def whole(self, gen: Generation) -> bytes:
         choice = {

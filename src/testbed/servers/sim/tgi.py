@@ -59,7 +59,7 @@ class TgiRequest(GenerationRequest):
             "seed": self.seed,
         }
 
-    def events(self, gen: Generation) -> list[str]:
+    def events(self, gen: Generation) -> list[bytes]:
         pre = 'data:{"index":'
         out = []
         whole_tokens = all(len(t) == 4 for t in gen.texts)
@@ -76,7 +76,7 @@ class TgiRequest(GenerationRequest):
                 f'"details":{json.dumps(self._details(gen))}}}\n\n'
             )
             out[-1] = out[-1][: -len(last)] + final
-        return out
+        return [e.encode() for e in out]
 
     def whole(self, gen: Generation) -> bytes:
         return json.dumps({"generated_text": gen.text, "details": self._details(gen)}).encode()

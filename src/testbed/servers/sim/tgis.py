@@ -5,12 +5,12 @@ faults, pacing against token deadlines, metrics — so ``protocols: [openai, tgi
 simulates one server with three front doors. The pieces:
 
 - :class:`TgisRequest`, a dialect like the OpenAI and TGI ones: it parses a
-  ``SingleGenerationRequest`` and renders each answer as JSON lines in the proto's field
-  names — a first message with ``input_token_count``, one per token (``text``, cumulative
-  ``generated_token_count``), the stop reason on the last;
+  ``SingleGenerationRequest`` and renders each answer as length-prefixed
+  ``GenerationResponse`` messages — a first one with ``input_token_count``, one per token
+  (``text``, cumulative ``generated_token_count``), the stop reason on the last;
 - :class:`TgisAnswer`, what the app writes to (the HTTP connection's interface), which
-  turns those lines into ``GenerationResponse`` messages for the call, and the call's
-  cancellation into the connection's loss;
+  hands those messages to the call, a refusal as its status, and the call's cancellation
+  to the app as the connection's loss;
 - :class:`SimTgis`, the four methods, served on the app's event loop by the simulator's
   own HTTP/2 server (:mod:`testbed.servers.sim.h2`, started by :func:`start_grpc`).
 
@@ -76,45 +76,61 @@ class TgisRequest(GenerationRequest):
             seed=seed,
         )
 
-    def _token(self, tid: int, text: str) -> dict[str, Any]:
-        token: dict[str, Any] = {"text": text}
+    def _token(self, pb: Any, tid: int, text: str) -> Any:
+        token = pb.TokenInfo(text=text)
         if self.options["token_logprobs"]:
-            token["logprob"] = LOGPROBS[tid]
+            token.logprob = LOGPROBS[tid]
         return token
 
-    def _final(self, gen: Generation, message: dict[str, Any]) -> dict[str, Any]:
-        message["stop_reason"] = _STOP[gen.finish_reason]
+    def _final(self, pb: Any, gen: Generation, message: Any) -> Any:
+        message.stop_reason = pb.StopReason.Value(_STOP[gen.finish_reason])
         if gen.finish_reason == "stop_sequence":
-            message["stop_sequence"] = next((s for s in self.stop if s), "")
+            message.stop_sequence = next((s for s in self.stop if s), "")
         if self.seed is not None:
-            message["seed"] = self.seed
+            message.seed = self.seed
         return message
 
-    def events(self, gen: Generation) -> list[str]:
-        out = []
-        head: dict[str, Any] = {"input_token_count": self.prompt_tokens}
+    def events(self, gen: Generation) -> list[bytes]:
+        """Length-prefixed ``GenerationResponse`` messages: the first (with the input token
+        count) together with the first token's."""
+        from testbed.proto.fmaas import generation_pb2 as pb
+
+        head = pb.GenerationResponse(input_token_count=self.prompt_tokens)
         if self.options["input_text"]:
-            head["text"] = self.prompt
-        n = len(gen.ids)
+            head.text = self.prompt
+        out = []
+        n, tokens = len(gen.ids), self.options["generated_tokens"]
         for i, (tid, text) in enumerate(zip(gen.ids, gen.texts, strict=True), start=1):
-            message: dict[str, Any] = {"text": text, "generated_token_count": i}
-            if self.options["generated_tokens"]:
-                message["tokens"] = [self._token(tid, text)]
+            message = pb.GenerationResponse(text=text, generated_token_count=i)
+            if tokens:
+                message.tokens.append(self._token(pb, tid, text))
             if i == n:
-                self._final(gen, message)
-            out.append(json.dumps(message) + "\n")
-        out[0] = json.dumps(head) + "\n" + out[0] if out else json.dumps(head) + "\n"
-        return out
+                self._final(pb, gen, message)
+            out.append(framed(message.SerializeToString()))
+        first = framed(head.SerializeToString())
+        if out:
+            out[0] = first + out[0]
+        return out or [first]
 
     def whole(self, gen: Generation) -> bytes:
-        message: dict[str, Any] = {
-            "input_token_count": self.prompt_tokens,
-            "generated_token_count": len(gen.ids),
-            "text": (self.prompt if self.options["input_text"] else "") + gen.text,
-        }
+        """The ``GenerationResponse`` of one prompt, serialized."""
+        from testbed.proto.fmaas import generation_pb2 as pb
+
+        message = pb.GenerationResponse(
+            input_token_count=self.prompt_tokens,
+            generated_token_count=len(gen.ids),
+            text=(self.prompt if self.options["input_text"] else "") + gen.text,
+        )
         if self.options["generated_tokens"]:
-            message["tokens"] = [self._token(t, x) for t, x in zip(gen.ids, gen.texts, strict=True)]
-        return json.dumps(self._final(gen, message)).encode()
+            message.tokens.extend(
+                self._token(pb, t, x) for t, x in zip(gen.ids, gen.texts, strict=True)
+            )
+        return bytes(self._final(pb, gen, message).SerializeToString())
+
+    @staticmethod
+    def malformed(event: bytes) -> bytes:
+        """A message that no protobuf decoder accepts (the malformed-chunk fault)."""
+        return framed(MALFORMED)
 
     @staticmethod
     def error_body(status: int, message: str, param: str | None = None) -> bytes:
@@ -123,9 +139,9 @@ class TgisRequest(GenerationRequest):
 
 class TgisAnswer:
     """The app's view of one answer on a gRPC call (the HTTP ``Connection``'s answering
-    methods): JSON lines in, ``GenerationResponse`` messages out; a refusal becomes the
-    call's status. ``settle(kind, body, status)`` takes a non-streamed answer instead
-    (a prompt of a batched ``Generate``)."""
+    methods): the dialect's messages go out as they come; a refusal becomes the call's
+    status. ``settle(answer, status, body)`` takes a non-streamed answer instead (a prompt
+    of a batched ``Generate``)."""
 
     __slots__ = ("call", "on_lost", "settle")
 
@@ -144,7 +160,7 @@ class TgisAnswer:
         if self.settle is not None:
             self.settle(self, status, body)
         elif status == 200:
-            self.call.send(_messages(body))
+            self.call.send(framed(body))
             self.call.finish()
         else:
             self.call.finish(*_status(status, body))
@@ -154,7 +170,7 @@ class TgisAnswer:
 
     def send(self, data: bytes, last: bool = False) -> None:
         if data:
-            self.call.send(_messages(data))
+            self.call.send(data)
         if last:
             self.on_lost = None
             self.call.finish()
@@ -190,29 +206,9 @@ def _status(status: int, body: bytes) -> tuple[str, str]:
 MALFORMED = b"\x22\x10truncated"
 
 
-def _response(line: bytes) -> Any:
-    from testbed.proto.fmaas import generation_pb2 as pb
-
-    return pb.GenerationResponse(**json.loads(line))
-
-
-def _framed(message: bytes) -> bytes:
+def framed(message: bytes) -> bytes:
+    """``message`` with gRPC's length prefix (not compressed)."""
     return b"\x00" + len(message).to_bytes(4, "big") + message
-
-
-def _messages(lines: bytes) -> bytes:
-    """JSON lines as length-prefixed ``GenerationResponse`` messages (a line that is not
-    JSON — the malformed-chunk fault — as one no decoder accepts)."""
-    out = []
-    for line in lines.splitlines():
-        if not line:
-            continue
-        try:
-            message = _response(line).SerializeToString()
-        except ValueError:
-            message = MALFORMED
-        out.append(_framed(message))
-    return b"".join(out)
 
 
 class SimTgis:
@@ -270,9 +266,9 @@ class SimTgis:
             bodies[id(answer)] = body
             if len(bodies) == len(request.requests):
                 batch = pb.BatchedGenerationResponse(
-                    responses=[_response(bodies[id(a)]) for a in answers]
+                    responses=[pb.GenerationResponse.FromString(bodies[id(a)]) for a in answers]
                 )
-                call.send(_framed(batch.SerializeToString()))
+                call.send(framed(batch.SerializeToString()))
                 call.finish()
 
         def cancelled() -> None:
@@ -289,7 +285,7 @@ class SimTgis:
             if not call.open:
                 return
         if not answers:
-            call.send(_framed(b""))
+            call.send(framed(b""))
             call.finish()
 
     def Tokenize(self, call: Call) -> None:
@@ -308,7 +304,7 @@ class SimTgis:
                     pb.TokenizeResponse.Offset(start=a, end=b) for _, a, b in pieces
                 )
             out.append(response)
-        call.send(_framed(pb.BatchedTokenizeResponse(responses=out).SerializeToString()))
+        call.send(framed(pb.BatchedTokenizeResponse(responses=out).SerializeToString()))
         call.finish()
 
     def ModelInfo(self, call: Call) -> None:
@@ -320,7 +316,7 @@ class SimTgis:
             max_sequence_length=self.app.params.max_model_len or 8192,
             max_new_tokens=MAX_NEW_TOKENS,
         )
-        call.send(_framed(info.SerializeToString()))
+        call.send(framed(info.SerializeToString()))
         call.finish()
 
 
