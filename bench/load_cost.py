@@ -232,7 +232,7 @@ def grpc_parse_cost(payload: bytes, reads: list[bytes], rounds: int = 300) -> fl
             feed = iter(reads)
             for _ in range(2):
                 sink = tgis_client.sink(stream=True)
-                stream = conn.open(b"", payload, sink.on_bytes)
+                stream = conn.open(b"", payload, tgis_client.stream_reader(sink))
                 while not stream.done.done():
                     conn.data_received(next(feed))
                 sink.on_end(0)

@@ -204,34 +204,3 @@ def test_requests_in_proto_field_names() -> None:
     assert single.params.method == pb.SAMPLE
     with pytest.raises(InputError, match="not a TGIS generation request"):
         tgis.encode({"requests": [{"text": "x"}], "params": {"temperature": 1}}, stream=False)
-
-
-def test_streamed_messages_decoded_in_batches_keep_their_times() -> None:
-    """Bytes are stamped when read and decoded later, in batches: every message keeps its
-    read time; one that does not decode is the answer's error and ends what is read."""
-    from testbed.clients.response import PARSE_BATCH
-    from testbed.proto.fmaas import generation_pb2 as pb
-
-    def message(i: int, last: bool = False) -> bytes:
-        m = pb.GenerationResponse(text=f" t{i}", generated_token_count=i + 1)
-        if last:
-            m.stop_reason = pb.StopReason.MAX_TOKENS
-        return m.SerializeToString()
-
-    n = PARSE_BATCH * 2 + 3
-    sink = tgis.sink(stream=True)
-    for i in range(n):
-        sink.on_bytes(message(i, last=i == n - 1), 100 + 10 * i)
-    sink.on_end(10_000)
-    assert sink.response.ok, sink.response.error
-    assert [t for t, _ in sink.response.chunks] == [100 + 10 * i for i in range(n)]
-    assert sink.response.finish_reason == "length"
-
-    broken = tgis.sink(stream=True)
-    for i in range(n):
-        data = b"\x22\x10truncated" if i == PARSE_BATCH + 1 else message(i, last=i == n - 1)
-        broken.on_bytes(data, 100 + 10 * i)
-    broken.on_end(10_000)
-    assert broken.response.error is not None
-    assert "undecodable message" in broken.response.error
-    assert len(broken.response.chunks) == PARSE_BATCH + 1  # what came before it

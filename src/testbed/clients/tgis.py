@@ -32,13 +32,13 @@ message — was cut short: that is ``Response.error`` too, the server's error of
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.grpc_channel import GrpcChannel, GrpcError
-from testbed.clients.grpc_stream import undecodable
 from testbed.clients.http import HttpClientError
-from testbed.clients.response import PARSE_BATCH, Response, plural
+from testbed.clients.response import Response, plural
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError, InputError, MissingDependency
 from testbed.core.secrets import resolve
@@ -142,48 +142,17 @@ def response_dict(message: Any) -> dict[str, Any]:
 
 
 class TgisSink:
-    """Reads ``GenerationResponse`` messages into a :class:`Response`.
+    """Reads ``GenerationResponse`` messages into a :class:`Response` as they arrive."""
 
-    A streamed message's bytes are stamped when read and decoded a little later, together
-    with the others (every :data:`~testbed.clients.response.PARSE_BATCH` messages and at the
-    end), as :class:`~testbed.clients.response.StreamSink` parses its reads: one warm loop
-    costs less than a decode per event-loop wake-up, and nothing reads a response before it
-    ends. A message that does not decode is the answer's error (INTERNAL, as grpcio says).
-    """
-
-    __slots__ = ("_pending", "keep_raw", "response", "stream")
+    __slots__ = ("keep_raw", "response", "stream")
 
     def __init__(self, *, stream: bool, keep_raw: bool = False) -> None:
         self.response = Response()
         self.stream = stream
         self.keep_raw = keep_raw
-        self._pending: list[tuple[bytes, int]] = []
 
     def on_sent(self, t_ns: int) -> None:
         self.response.t_sent_ns = t_ns
-
-    def on_bytes(self, data: bytes, t_ns: int) -> None:
-        """One streamed message's bytes, read at ``t_ns``."""
-        pending = self._pending
-        pending.append((data, t_ns))
-        if len(pending) >= PARSE_BATCH:
-            self.flush()
-
-    def flush(self) -> None:
-        """Decode the messages read so far."""
-        pending, self._pending = self._pending, []
-        if self.response.error is not None:
-            return  # past a message that did not decode: the answer is already wrong
-        decode, on_message = modules().GenerationResponse.FromString, self.on_message
-        for data, t_ns in pending:
-            try:
-                message = decode(data)
-            except Exception as exc:  # the protobuf runtime's DecodeError, or worse
-                if self.response.error is None:
-                    error = undecodable(exc)
-                    self.on_error(error.code, error.details, t_ns)
-                return
-            on_message(message, t_ns)
 
     def on_message(self, message: Any, t_ns: int) -> None:
         response = self.response
@@ -214,7 +183,6 @@ class TgisSink:
         response.t_first_byte_ns = response.t_first_byte_ns or t_ns
 
     def on_end(self, t_ns: int) -> None:
-        self.flush()
         response = self.response
         response.t_done_ns = t_ns
         response.text = "".join([text for _, text in response.chunks])
@@ -232,6 +200,17 @@ class TgisSink:
 
 def sink(*, stream: bool, keep_raw: bool = False) -> TgisSink:
     return TgisSink(stream=stream, keep_raw=keep_raw)
+
+
+def stream_reader(sink: TgisSink) -> Callable[[bytes, int], None]:
+    """What a ``GenerateStream`` call hands each message's bytes to: decoded, into ``sink``
+    (called inside the connection's ``data_received``, with the time the bytes were read)."""
+    decode, on_message = modules().GenerationResponse.FromString, sink.on_message
+
+    def each(data: bytes, t_ns: int) -> None:
+        on_message(decode(data), t_ns)
+
+    return each
 
 
 class TgisPool:
@@ -257,8 +236,8 @@ class TgisPool:
         sink.on_sent(t_sent)
         try:
             if sink.stream:
-                path = f"/{SERVICE}/GenerateStream"
-                await self._channel.call(path, payload, sink.on_bytes, timeout_s)
+                each = stream_reader(sink)
+                await self._channel.call(f"/{SERVICE}/GenerateStream", payload, each, timeout_s)
             else:
                 data, t_ns = await self._channel.unary(f"/{SERVICE}/Generate", payload, timeout_s)
                 for message in self._batch_answer(data).responses[:1]:
@@ -269,7 +248,6 @@ class TgisPool:
         return t_sent
 
     def _failed(self, exc: GrpcError, sink: TgisSink) -> None:
-        sink.flush()  # what came before the failure counts
         if exc.code == "DEADLINE_EXCEEDED":
             raise TimeoutError(exc.details) from exc
         if not exc.answered and not sink.response.events:
