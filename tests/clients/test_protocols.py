@@ -145,38 +145,3 @@ def test_warm_connections_are_used_and_connect_time_is_apart(fake: Any) -> None:
     assert connections == 4  # three warmed, one opened for the fourth request in flight
     assert connect[:3] == [0, 0, 0]
     assert connect[3] > 0
-
-
-def test_a_stream_parsed_in_batches_keeps_each_reads_time() -> None:
-    """Reads are stamped as they come and parsed together later (every PARSE_BATCH reads and
-    at the end): each event still carries the time of the read that completed it, events
-    split across reads included, and an error answer's body is kept whole."""
-    from testbed.clients.response import PARSE_BATCH
-
-    sink = openai.sink(stream=True)
-    sink.on_head(200, {"transfer-encoding": "chunked"}, 1)
-    n = PARSE_BATCH * 2 + 5
-    for i in range(n):
-        event = b'data: {"choices":[{"text":"t%d","finish_reason":%s}]}\n\n' % (
-            i,
-            b'"length"' if i == n - 1 else b"null",
-        )
-        if i == 3:  # one event in two reads: its time is the second read's
-            sink.on_data(event[:10], 1000 + 10 * i)
-            sink.on_data(event[10:], 1000 + 10 * i + 5)
-        else:
-            sink.on_data(event, 1000 + 10 * i)
-    sink.on_data(b"data: [DONE]\n\n", 5000)
-    sink.on_end(6000)
-    response = sink.response
-    assert response.ok, response.error
-    assert [t for t, _ in response.chunks] == [1000 + 10 * i + 5 * (i == 3) for i in range(n)]
-    assert response.text == "".join(f"t{i}" for i in range(n))
-    assert response.finish_reason == "length"
-
-    refused = openai.sink(stream=True)
-    refused.on_head(503, {"content-length": "200"}, 1)
-    for i in range(PARSE_BATCH + 1):
-        refused.on_data(b"x", 2 + i)
-    refused.on_end(100)
-    assert refused.response.error == "HTTP 503: " + "x" * (PARSE_BATCH + 1)

@@ -28,10 +28,6 @@ from testbed.clients.sse import SseParser
 Decoder = Callable[["Response", Any, int], None]
 
 
-#: How many reads of a stream wait before they are parsed together (see StreamSink).
-PARSE_BATCH = 64
-
-
 @dataclass(slots=True)
 class Response:
     """One request's outcome. Times are ``monotonic_ns`` values (only differences mean
@@ -173,59 +169,36 @@ class _Sink:
 
 class StreamSink(_Sink):
     """Parses an SSE body event by event; each event's JSON goes to the decoder with the
-    time its bytes were read.
+    time its bytes were read."""
 
-    A read is stamped when it arrives and parsed a little later: reads wait in a short list
-    and are parsed together (every :data:`PARSE_BATCH` reads, and at the end), because one
-    tight loop over many reads costs far less CPU than the same work spread over as many
-    event-loop wake-ups, each starting from cold caches. Nothing reads a response before it
-    ends; every event keeps the time of the read that completed it.
-    """
-
-    __slots__ = ("_reads", "_sse")
+    __slots__ = ("_sse",)
 
     def __init__(
         self, decode: Decoder, *, keep_raw: bool = False, ending: Ending | None = None
     ) -> None:
         super().__init__(decode, keep_raw=keep_raw, ending=ending)
         self._sse = SseParser()
-        self._reads: list[tuple[bytes, int]] = []
 
     def on_data(self, data: bytes, t_ns: int) -> None:
-        reads = self._reads
-        reads.append((data, t_ns))
-        if len(reads) >= PARSE_BATCH:
-            self._parse()
-
-    def _parse(self) -> None:
-        reads, self._reads = self._reads, []
         if self._error_body is not None:
-            self._error_body.extend(data for data, _ in reads)
+            self._error_body.append(data)
             return
-        response, decode, feed, keep_raw = (
-            self.response,
-            self._decode,
-            self._sse.feed,
-            self.keep_raw,
-        )
-        loads = orjson.loads
-        for data, t_ns in reads:
-            for payload in feed(data):
-                if payload == b"[DONE]":
-                    response.ended = True
-                    continue
-                response.events += 1
-                try:
-                    obj = loads(payload)
-                except ValueError:
-                    response.error = f"undecodable stream event: {payload[:200]!r}"
-                    continue
-                if keep_raw:
-                    response.raw.append(obj)
-                decode(response, obj, t_ns)
+        response, decode = self.response, self._decode
+        for payload in self._sse.feed(data):
+            if payload == b"[DONE]":
+                response.ended = True
+                continue
+            response.events += 1
+            try:
+                obj = orjson.loads(payload)
+            except ValueError:
+                response.error = f"undecodable stream event: {payload[:200]!r}"
+                continue
+            if self.keep_raw:
+                response.raw.append(obj)
+            decode(response, obj, t_ns)
 
     def on_end(self, t_ns: int) -> None:
-        self._parse()
         response = self.response
         response.t_done_ns = t_ns
         if not self._end_error():
