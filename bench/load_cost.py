@@ -31,7 +31,7 @@ the new reference — commit the file.
 The streamed figures move between runs with no code changed (by up to 25 % within minutes
 on this 2-core VM, idle or not): each chunk costs a wake-up whose price depends on the host
 and the other programs — and a *busier* machine gives lower figures, since several chunks
-then wait for one wake-up (1.1–1.3 ms at load average 5–10 against 1.5–1.7 idle). Compare
+then wait for one wake-up (1.1–1.3 ms at load average 5–10 against 1.6–1.85 idle). Compare
 ``stream_cpu_ms_per_request`` with the floor printed in the same run, re-run a REGRESSION
 before believing it, and record references on an idle machine.
 
