@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from load_cost import Sim
-
 from testbed.clients.endpoint import Endpoint
 from testbed.config.load import LoadProbe
 from testbed.probes.base import ProbeContext
