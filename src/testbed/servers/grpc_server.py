@@ -1,9 +1,9 @@
-"""Serving ``fmaas.GenerationService`` (TGIS's gRPC interface) from testbed's own servers.
+"""Serving ``fmaas.GenerationService`` (TGIS's gRPC interface) through grpcio.
 
-The simulator and the reference server each implement a servicer; this module imports
-grpcio (the ``tgis`` extra, with the install hint when it is missing) and starts a
-``grpc.aio`` server for a servicer in the running event loop, so its handlers share the
-server's loop and state.
+The reference server implements a servicer; this module imports grpcio (the ``tgis``
+extra, with the install hint when it is missing) and starts a ``grpc.aio`` server for a
+servicer in the running event loop, so its handlers share the server's loop and state.
+(The simulator's gRPC door is its own HTTP/2 server: :mod:`testbed.servers.sim.h2`.)
 """
 
 from __future__ import annotations
