@@ -30,12 +30,6 @@ _STREAM_REFILL = STREAM_WINDOW // 2  # a stream's window is given back when half
 _NO_LIMIT = 1 << 31
 
 
-class _ConnectionError(Exception):
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-
-
 class GrpcConnection(asyncio.Protocol):
     """One HTTP/2 connection, many concurrent calls (odd stream ids)."""
 
@@ -90,7 +84,7 @@ class GrpcConnection(asyncio.Protocol):
             while size - pos >= 9:
                 length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
                 if length > w.DEFAULT_FRAME:  # our SETTINGS keep the default
-                    raise _ConnectionError(w.FRAME_SIZE_ERROR, f"{length}-byte frame")
+                    raise w.H2Error(w.FRAME_SIZE_ERROR, f"{length}-byte frame")
                 end = pos + 9 + length
                 if end > size:
                     break
@@ -101,7 +95,7 @@ class GrpcConnection(asyncio.Protocol):
                 else:
                     self._control(kind, flags, sid, buf[pos + 9 : end])
                 pos = end
-        except _ConnectionError as exc:
+        except w.H2Error as exc:
             self._abort(exc.code, str(exc))
             return
         self._buf = buf[pos:] if pos < size else b""
@@ -173,11 +167,11 @@ class GrpcConnection(asyncio.Protocol):
         stream = self._streams.get(sid)
         if stream is None:
             if sid == 0:
-                raise _ConnectionError(w.PROTOCOL_ERROR, "DATA on stream 0")
+                raise w.H2Error(w.PROTOCOL_ERROR, "DATA on stream 0")
             return  # a stream we reset: its bytes still count for the connection
         stream.unacked += len(payload)
         if flags & w.PADDED:
-            payload = _unpad(payload)
+            payload = w.unpad(payload)
         if payload:
             self._messages(stream, payload, t_ns)
         if flags & w.END_STREAM:
@@ -197,7 +191,7 @@ class GrpcConnection(asyncio.Protocol):
 
     def _control(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
         if self._block is not None and (kind != w.CONTINUATION or sid != self._block[0]):
-            raise _ConnectionError(w.PROTOCOL_ERROR, "a header block interrupted")
+            raise w.H2Error(w.PROTOCOL_ERROR, "a header block interrupted")
         if kind in (w.HEADERS, w.CONTINUATION):
             self._header_frame(kind, flags, sid, payload)
         elif kind == w.SETTINGS:
@@ -213,24 +207,18 @@ class GrpcConnection(asyncio.Protocol):
         elif kind == w.GOAWAY:
             self._goaway(int.from_bytes(payload[:4], "big") & 0x7FFFFFFF, payload[4:8], payload[8:])
         elif kind == w.PUSH_PROMISE:
-            raise _ConnectionError(w.PROTOCOL_ERROR, "PUSH_PROMISE (push is disabled)")
+            raise w.H2Error(w.PROTOCOL_ERROR, "PUSH_PROMISE (push is disabled)")
         # PRIORITY and unknown frame types are ignored (RFC 9113 §4.1, §5.5)
 
     def _header_frame(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
         if kind == w.HEADERS:
-            if flags & w.PADDED:
-                payload = _unpad(payload)
-            if flags & w.PRIORITY_FLAG:
-                payload = payload[5:]
-            self._block = (sid, bool(flags & w.END_STREAM), [payload])
-            if flags & w.END_HEADERS:
-                self._headers_done()
+            self._block = (sid, bool(flags & w.END_STREAM), [w.header_fragment(flags, payload)])
+        elif self._block is None:
+            raise w.H2Error(w.PROTOCOL_ERROR, "CONTINUATION without HEADERS")
         else:
-            if self._block is None:
-                raise _ConnectionError(w.PROTOCOL_ERROR, "CONTINUATION without HEADERS")
             self._block[2].append(payload)
-            if flags & w.END_HEADERS:
-                self._headers_done()
+        if flags & w.END_HEADERS:
+            self._headers_done()
 
     def _headers_done(self) -> None:
         assert self._block is not None
@@ -239,7 +227,7 @@ class GrpcConnection(asyncio.Protocol):
         try:  # every block, even a dropped stream's: the decoder's table must follow
             headers = dict(self._decoder.decode(b"".join(pieces), raw=True))
         except Exception as exc:
-            raise _ConnectionError(w.COMPRESSION_ERROR, f"bad header block: {exc}") from exc
+            raise w.H2Error(w.COMPRESSION_ERROR, f"bad header block: {exc}") from exc
         stream = self._streams.get(sid)
         if stream is None:
             return
@@ -273,16 +261,10 @@ class GrpcConnection(asyncio.Protocol):
         self._fail(stream, error)
 
     def _settings(self, payload: bytes) -> None:
-        if len(payload) % 6:
-            raise _ConnectionError(w.FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
-        for pos in range(0, len(payload), 6):
-            key = int.from_bytes(payload[pos : pos + 2], "big")
-            value = int.from_bytes(payload[pos + 2 : pos + 6], "big")
+        for key, value in w.settings_values(payload):
             if key == w.MAX_CONCURRENT_STREAMS:
                 self._max_streams = value
             elif key == w.INITIAL_WINDOW_SIZE:
-                if value > w.MAX_WINDOW:
-                    raise _ConnectionError(w.FLOW_CONTROL_ERROR, "initial window too large")
                 for stream in self._streams.values():
                     stream.send_window += value - self._peer_window
                 self._peer_window = value
@@ -298,7 +280,7 @@ class GrpcConnection(asyncio.Protocol):
     def _window_update(self, sid: int, increment: int) -> None:
         if sid == 0:
             if increment == 0:
-                raise _ConnectionError(w.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+                raise w.H2Error(w.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
             self._send_window += increment
         elif (stream := self._streams.get(sid)) is not None:
             stream.send_window += increment
@@ -386,10 +368,3 @@ class GrpcConnection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.write(w.goaway(0, code))  # no stream of the server's taken
             self.transport.abort()
-
-
-def _unpad(payload: bytes) -> bytes:
-    pad = payload[0] if payload else 0
-    if pad >= len(payload):
-        raise _ConnectionError(w.PROTOCOL_ERROR, "padding longer than the frame")
-    return payload[1 : len(payload) - pad]

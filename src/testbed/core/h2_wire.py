@@ -93,6 +93,46 @@ RESET_TO_GRPC = {
 }
 
 
+class H2Error(Exception):
+    """A connection error (RFC 9113 §5.4.1): the code a GOAWAY carries, and why."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+def unpad(payload: bytes) -> bytes:
+    """A PADDED frame's payload without its pad length and padding."""
+    pad = payload[0] if payload else 0
+    if pad >= len(payload):
+        raise H2Error(PROTOCOL_ERROR, "padding longer than the frame")
+    return payload[1 : len(payload) - pad]
+
+
+def header_fragment(flags: int, payload: bytes) -> bytes:
+    """A HEADERS frame's piece of the header block (padding and priority taken off)."""
+    if flags & PADDED:
+        payload = unpad(payload)
+    return payload[5:] if flags & PRIORITY_FLAG else payload
+
+
+def settings_values(payload: bytes) -> list[tuple[int, int]]:
+    """A SETTINGS frame's ``(identifier, value)`` pairs, in order; a payload that is not
+    whole pairs, or an initial window above 2^31 - 1, is a connection error."""
+    if len(payload) % 6:
+        raise H2Error(FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
+    pairs = [
+        (
+            int.from_bytes(payload[pos : pos + 2], "big"),
+            int.from_bytes(payload[pos + 2 : pos + 6], "big"),
+        )
+        for pos in range(0, len(payload), 6)
+    ]
+    if any(key == INITIAL_WINDOW_SIZE and value > MAX_WINDOW for key, value in pairs):
+        raise H2Error(FLOW_CONTROL_ERROR, "initial window too large")
+    return pairs
+
+
 def error_name(code: int) -> str:
     return ERRORS[code] if 0 <= code < len(ERRORS) else f"error {code:#x}"
 

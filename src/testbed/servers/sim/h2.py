@@ -32,12 +32,6 @@ MAX_MESSAGE = 4 * 1024 * 1024  # grpcio's default limit for a received message
 _CODES = {name: number for number, name in enumerate(w.GRPC_CODES)}
 
 
-class _ConnectionError(Exception):
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-
-
 class Call:
     """One gRPC call: its method ``path``, request ``metadata`` and ``message``; the handler
     answers with :meth:`send` (length-prefixed messages) and :meth:`finish` (the status)."""
@@ -182,17 +176,17 @@ class H2Connection(asyncio.Protocol):
             if self._preface:
                 if size < len(w.PREFACE):
                     if not w.PREFACE.startswith(buf):
-                        raise _ConnectionError(w.PROTOCOL_ERROR, "not an HTTP/2 preface")
+                        raise w.H2Error(w.PROTOCOL_ERROR, "not an HTTP/2 preface")
                     self._buf = buf
                     return
                 if not buf.startswith(w.PREFACE):
-                    raise _ConnectionError(w.PROTOCOL_ERROR, "not an HTTP/2 preface")
+                    raise w.H2Error(w.PROTOCOL_ERROR, "not an HTTP/2 preface")
                 self._preface = False
                 pos = len(w.PREFACE)
             while size - pos >= 9:
                 length = (buf[pos] << 16) | (buf[pos + 1] << 8) | buf[pos + 2]
                 if length > w.DEFAULT_FRAME:  # our SETTINGS keep the default
-                    raise _ConnectionError(w.FRAME_SIZE_ERROR, f"{length}-byte frame")
+                    raise w.H2Error(w.FRAME_SIZE_ERROR, f"{length}-byte frame")
                 end = pos + 9 + length
                 if end > size:
                     break
@@ -200,7 +194,7 @@ class H2Connection(asyncio.Protocol):
                 sid = int.from_bytes(buf[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
                 self._frame(kind, flags, sid, buf[pos + 9 : end])
                 pos = end
-        except _ConnectionError as exc:
+        except w.H2Error as exc:
             self._abort(exc.code, str(exc))
             return
         self._buf = buf[pos:] if pos < size else b""
@@ -264,7 +258,7 @@ class H2Connection(asyncio.Protocol):
     # reading ----------------------------------------------------------------------------
     def _frame(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
         if self._block is not None and (kind != w.CONTINUATION or sid != self._block[0]):
-            raise _ConnectionError(w.PROTOCOL_ERROR, "a header block interrupted")
+            raise w.H2Error(w.PROTOCOL_ERROR, "a header block interrupted")
         if kind == w.DATA:
             self._data(sid, flags, payload)
         elif kind in (w.HEADERS, w.CONTINUATION):
@@ -275,14 +269,10 @@ class H2Connection(asyncio.Protocol):
     def _header_frame(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
         if kind == w.HEADERS:
             if sid % 2 == 0:
-                raise _ConnectionError(w.PROTOCOL_ERROR, f"HEADERS on even stream {sid}")
-            if flags & w.PADDED:
-                payload = _unpad(payload)
-            if flags & w.PRIORITY_FLAG:
-                payload = payload[5:]
-            self._block = (sid, flags, [payload])
+                raise w.H2Error(w.PROTOCOL_ERROR, f"HEADERS on even stream {sid}")
+            self._block = (sid, flags, [w.header_fragment(flags, payload)])
         elif self._block is None:
-            raise _ConnectionError(w.PROTOCOL_ERROR, "CONTINUATION without HEADERS")
+            raise w.H2Error(w.PROTOCOL_ERROR, "CONTINUATION without HEADERS")
         else:
             self._block[2].append(payload)
         if flags & w.END_HEADERS:
@@ -306,7 +296,7 @@ class H2Connection(asyncio.Protocol):
             if not self._calls and self._transport is not None:
                 self._transport.close()
         elif kind == w.PUSH_PROMISE:
-            raise _ConnectionError(w.PROTOCOL_ERROR, "PUSH_PROMISE from a client")
+            raise w.H2Error(w.PROTOCOL_ERROR, "PUSH_PROMISE from a client")
         # PRIORITY and unknown frame types are ignored (RFC 9113 §4.1, §5.5)
 
     def _headers_done(self) -> None:
@@ -316,7 +306,7 @@ class H2Connection(asyncio.Protocol):
         try:  # every block: the decoder's table must follow the client's encoder
             fields = self._decoder.decode(b"".join(pieces))
         except Exception as exc:
-            raise _ConnectionError(w.COMPRESSION_ERROR, f"bad header block: {exc}") from exc
+            raise w.H2Error(w.COMPRESSION_ERROR, f"bad header block: {exc}") from exc
         call = self._calls.get(sid)
         if call is not None:  # trailers from the client: only their END_STREAM matters
             if flags & w.END_STREAM:
@@ -355,13 +345,13 @@ class H2Connection(asyncio.Protocol):
 
     def _data(self, sid: int, flags: int, payload: bytes) -> None:
         if sid == 0:
-            raise _ConnectionError(w.PROTOCOL_ERROR, "DATA on stream 0")
+            raise w.H2Error(w.PROTOCOL_ERROR, "DATA on stream 0")
         self._unacked += len(payload)
         call = self._calls.get(sid)
         if call is None or call.message or call.ended:
             return  # a stream reset or answered: its bytes still count for the connection
         if flags & w.PADDED:
-            payload = _unpad(payload)
+            payload = w.unpad(payload)
         call.body += payload
         call.unacked += len(payload)
         if len(call.body) > MAX_MESSAGE + 5:
@@ -389,20 +379,16 @@ class H2Connection(asyncio.Protocol):
         self._door.handler(call)
 
     def _settings(self, sid: int, payload: bytes) -> None:
-        if sid or len(payload) % 6:
-            raise _ConnectionError(w.FRAME_SIZE_ERROR, "malformed SETTINGS")
-        for pos in range(0, len(payload), 6):
-            key = int.from_bytes(payload[pos : pos + 2], "big")
-            value = int.from_bytes(payload[pos + 2 : pos + 6], "big")
+        if sid:
+            raise w.H2Error(w.PROTOCOL_ERROR, f"SETTINGS on stream {sid}")
+        for key, value in w.settings_values(payload):
             if key == w.INITIAL_WINDOW_SIZE:
-                if value > w.MAX_WINDOW:
-                    raise _ConnectionError(w.FLOW_CONTROL_ERROR, "initial window too large")
                 for call in self._calls.values():
                     call.window += value - self.peer_window
                 self.peer_window = value
             elif key == w.MAX_FRAME_SIZE:
                 if not w.DEFAULT_FRAME <= value <= (1 << 24) - 1:
-                    raise _ConnectionError(w.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value}")
+                    raise w.H2Error(w.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value}")
                 self._max_frame = value
         self._write(w.frame(w.SETTINGS, w.ACK, 0))
         self._flush()
@@ -410,7 +396,7 @@ class H2Connection(asyncio.Protocol):
     def _window_update(self, sid: int, increment: int) -> None:
         if sid == 0:
             if increment == 0:
-                raise _ConnectionError(w.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+                raise w.H2Error(w.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
             self._send_window += increment
         elif (call := self._calls.get(sid)) is not None:
             call.window += increment
@@ -464,13 +450,6 @@ class H2Connection(asyncio.Protocol):
         self._write(w.goaway(self._last_id, code, reason.encode()[:200]))
         if self._transport is not None:
             self._transport.close()
-
-
-def _unpad(payload: bytes) -> bytes:
-    pad = payload[0] if payload else 0
-    if pad >= len(payload):
-        raise _ConnectionError(w.PROTOCOL_ERROR, "padding longer than the frame")
-    return payload[1 : len(payload) - pad]
 
 
 async def serve(
