@@ -37,7 +37,8 @@ from testbed.servers.sim.text import LOGPROBS, Generation, count_tokens
 
 if TYPE_CHECKING:
     from testbed.servers.sim.app import SimApp
-    from testbed.servers.sim.h2 import Call, Door
+    from testbed.servers.sim.h2 import Door
+    from testbed.servers.sim.h2_call import Call
 
 DEFAULT_MAX_NEW_TOKENS = 20  # TGIS's default when the request says 0
 MAX_NEW_TOKENS = 1024  # what ModelInfo reports
