@@ -80,11 +80,16 @@ async def test_refusals_are_grpc_statuses() -> None:
         garbage = channel.unary_unary("/fmaas.GenerationService/Generate")
         with pytest.raises(grpc.aio.AioRpcError) as undecodable:
             await garbage(b"\xff\xff\xff")
+        garbage_stream = channel.unary_stream("/fmaas.GenerationService/GenerateStream")
+        with pytest.raises(grpc.aio.AioRpcError) as undecodable_stream:
+            async for _ in garbage_stream(b"\xff\xff\xff"):
+                pass
         await channel.close()
     assert too_long.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "max_new_tokens must be at most 1024" in (too_long.value.details() or "")
     assert unknown.value.code() == grpc.StatusCode.UNIMPLEMENTED
     assert undecodable.value.code() == grpc.StatusCode.INTERNAL
+    assert undecodable_stream.value.code() == grpc.StatusCode.INTERNAL
 
 
 async def test_a_deadline_and_a_cancel_free_the_slot() -> None:

@@ -14,7 +14,7 @@ import ssl
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed.config.sim import SimParams
 from testbed.core.errors import ServerCrashed, ServerStartError
@@ -22,6 +22,9 @@ from testbed.servers.sim.app import SimApp
 from testbed.servers.sim.http import Connection
 from testbed.servers.sim.loop import precise_event_loop
 from testbed.servers.sim.metrics import SimMetrics
+
+if TYPE_CHECKING:
+    from testbed.servers.sim.h2 import Door  # imported only when tgis is served
 
 #: Loop iterations :meth:`SimServer.stop` waits at most for reset connections to be lost.
 _SETTLE_ITERATIONS = 100
@@ -59,7 +62,7 @@ class SimServer:
         self._server: asyncio.Server | None = None
         self._app: SimApp | None = None
         self._grpc: asyncio.Server | None = None
-        self._grpc_door: Any = None
+        self._grpc_door: Door | None = None
 
     @property
     def url(self) -> str:
@@ -137,6 +140,7 @@ class SimServer:
         if grpc is None:
             return
         door = self._grpc_door
+        assert door is not None
         door.closing = True
         _stop_accepting(grpc)
         for conn in list(door.connections):
