@@ -137,7 +137,7 @@ class GrpcConnection(asyncio.Protocol):
         stream.send_window = self._peer_window
         self._streams[sid] = stream
         head = w.header_frames(sid, block, self._max_frame, end_stream=False)
-        data = b"\x00" + len(message).to_bytes(4, "big") + message
+        data = w.length_prefixed(message)
         if len(data) <= min(stream.send_window, self._send_window, self._max_frame):
             stream.send_window -= len(data)
             self._send_window -= len(data)

@@ -168,6 +168,11 @@ def parse_timeout(value: str) -> float | None:
     return int(digits) * units[unit]
 
 
+def length_prefixed(message: bytes) -> bytes:
+    """``message`` as gRPC sends it in DATA: uncompressed, with its 4-byte length prefix."""
+    return b"\x00" + len(message).to_bytes(4, "big") + message
+
+
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     return (
         len(payload).to_bytes(3, "big")

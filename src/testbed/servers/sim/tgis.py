@@ -30,6 +30,7 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from testbed.config.sim import SimParams
+from testbed.core import h2_wire as w
 from testbed.core.errors import MissingDependency, ServerStartError
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest
 from testbed.servers.sim.http import Connection, Request
@@ -107,8 +108,8 @@ class TgisRequest(GenerationRequest):
                 message.tokens.append(self._token(pb, tid, text))
             if i == n:
                 self._final(pb, gen, message)
-            out.append(framed(message.SerializeToString()))
-        first = framed(head.SerializeToString())
+            out.append(w.length_prefixed(message.SerializeToString()))
+        first = w.length_prefixed(head.SerializeToString())
         if out:
             out[0] = first + out[0]
         return out or [first]
@@ -131,7 +132,7 @@ class TgisRequest(GenerationRequest):
     @staticmethod
     def malformed(event: bytes) -> bytes:
         """A message that no protobuf decoder accepts (the malformed-chunk fault)."""
-        return framed(MALFORMED)
+        return w.length_prefixed(MALFORMED)
 
     @staticmethod
     def error_body(status: int, message: str, param: str | None = None) -> bytes:
@@ -161,7 +162,7 @@ class TgisAnswer:
         if self.settle is not None:
             self.settle(self, status, body)
         elif status == 200:
-            self.call.send(framed(body))
+            self.call.send(w.length_prefixed(body))
             self.call.finish()
         else:
             self.call.finish(*_status(status, body))
@@ -205,11 +206,6 @@ def _status(status: int, body: bytes) -> tuple[str, str]:
 #: What the malformed-chunk fault sends: a message whose text field claims 16 bytes and
 #: holds 9, so that no protobuf decoder accepts it.
 MALFORMED = b"\x22\x10truncated"
-
-
-def framed(message: bytes) -> bytes:
-    """``message`` with gRPC's length prefix (not compressed)."""
-    return b"\x00" + len(message).to_bytes(4, "big") + message
 
 
 class SimTgis:
@@ -266,7 +262,7 @@ class SimTgis:
                 batch = pb.BatchedGenerationResponse(
                     responses=[pb.GenerationResponse.FromString(bodies[id(a)]) for a in answers]
                 )
-                call.send(framed(batch.SerializeToString()))
+                call.send(w.length_prefixed(batch.SerializeToString()))
                 call.finish()
 
         def cancelled() -> None:
@@ -283,7 +279,7 @@ class SimTgis:
             if not call.open:
                 return
         if not answers:
-            call.send(framed(b""))
+            call.send(w.length_prefixed(b""))
             call.finish()
 
     def Tokenize(self, call: Call) -> None:
@@ -302,7 +298,7 @@ class SimTgis:
                     pb.TokenizeResponse.Offset(start=a, end=b) for _, a, b in pieces
                 )
             out.append(response)
-        call.send(framed(pb.BatchedTokenizeResponse(responses=out).SerializeToString()))
+        call.send(w.length_prefixed(pb.BatchedTokenizeResponse(responses=out).SerializeToString()))
         call.finish()
 
     def ModelInfo(self, call: Call) -> None:
@@ -314,7 +310,7 @@ class SimTgis:
             max_sequence_length=self.app.params.max_model_len or 8192,
             max_new_tokens=MAX_NEW_TOKENS,
         )
-        call.send(framed(info.SerializeToString()))
+        call.send(w.length_prefixed(info.SerializeToString()))
         call.finish()
 
 
