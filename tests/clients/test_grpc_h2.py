@@ -339,3 +339,38 @@ async def test_a_call_that_gave_up_waiting_for_a_stream_does_not_keep_the_slot()
         message(b"first"),
         message(b"third"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "code", "words"),
+    [
+        (5, 0, 1, "SETTINGS_MAX_FRAME_SIZE 0"),  # would frame a header block into 0-byte pieces
+        (5, 1 << 24, 1, "SETTINGS_MAX_FRAME_SIZE 16777216"),
+        (4, 1 << 31, 3, "SETTINGS_INITIAL_WINDOW_SIZE 2147483648"),
+        (2, 2, 1, "SETTINGS_ENABLE_PUSH 2"),
+    ],
+)
+async def test_settings_out_of_range_end_the_connection(
+    setting: int, value: int, code: int, words: str
+) -> None:
+    """A server whose SETTINGS break RFC 9113 §6.5.2 gets GOAWAY with the error the RFC
+    names; the call fails saying which setting, instead of hanging or framing nonsense."""
+
+    async def handler(peer: Peer, _: int) -> None:
+        await peer.handshake({setting: value})
+        while True:
+            kind, _, _, payload = await peer.frame()
+            if kind == GOAWAY:
+                peer.requests.append((0, {}, payload))
+                return
+
+    async with scripted(handler) as script:
+        channel = GrpcChannel(script.target)
+        try:
+            with pytest.raises(GrpcError) as caught:
+                await collect(channel, b"x", timeout_s=5)
+        finally:
+            await channel.aclose()
+    assert words in caught.value.details
+    goaway = script.peers[0].requests[0][2]
+    assert struct.unpack(">I", goaway[4:8])[0] == code

@@ -52,6 +52,7 @@ REFUSED_STREAM, CANCEL, COMPRESSION_ERROR = 7, 8, 9
 MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
+MAX_FRAME = 2**24 - 1
 
 #: gRPC status codes, by number.
 GRPC_CODES = (
@@ -117,8 +118,9 @@ def header_fragment(flags: int, payload: bytes) -> bytes:
 
 
 def settings_values(payload: bytes) -> list[tuple[int, int]]:
-    """A SETTINGS frame's ``(identifier, value)`` pairs, in order; a payload that is not
-    whole pairs, or an initial window above 2^31 - 1, is a connection error."""
+    """A SETTINGS frame's ``(identifier, value)`` pairs, in order. What RFC 9113 §6.5.2
+    makes a connection error is one: a payload that is not whole pairs, ENABLE_PUSH other
+    than 0 or 1, an initial window above 2^31 - 1, a MAX_FRAME_SIZE outside 2^14..2^24 - 1."""
     if len(payload) % 6:
         raise H2Error(FRAME_SIZE_ERROR, "SETTINGS not a multiple of 6 bytes")
     pairs = [
@@ -128,8 +130,13 @@ def settings_values(payload: bytes) -> list[tuple[int, int]]:
         )
         for pos in range(0, len(payload), 6)
     ]
-    if any(key == INITIAL_WINDOW_SIZE and value > MAX_WINDOW for key, value in pairs):
-        raise H2Error(FLOW_CONTROL_ERROR, "initial window too large")
+    for key, value in pairs:
+        if key == INITIAL_WINDOW_SIZE and value > MAX_WINDOW:
+            raise H2Error(FLOW_CONTROL_ERROR, f"SETTINGS_INITIAL_WINDOW_SIZE {value} above 2^31-1")
+        if key == MAX_FRAME_SIZE and not DEFAULT_FRAME <= value <= MAX_FRAME:
+            raise H2Error(PROTOCOL_ERROR, f"SETTINGS_MAX_FRAME_SIZE {value} outside 2^14..2^24-1")
+        if key == ENABLE_PUSH and value > 1:
+            raise H2Error(PROTOCOL_ERROR, f"SETTINGS_ENABLE_PUSH {value}")
     return pairs
 
 

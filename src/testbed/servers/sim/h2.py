@@ -303,8 +303,6 @@ class H2Connection(asyncio.Protocol):
                     call.window += value - self.peer_window
                 self.peer_window = value
             elif key == w.MAX_FRAME_SIZE:
-                if not w.DEFAULT_FRAME <= value <= (1 << 24) - 1:
-                    raise w.H2Error(w.PROTOCOL_ERROR, f"MAX_FRAME_SIZE {value}")
                 self._max_frame = value
         self._write(w.frame(w.SETTINGS, w.ACK, 0))
         self._flush()
