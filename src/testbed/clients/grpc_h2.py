@@ -346,18 +346,16 @@ class GrpcConnection(asyncio.Protocol):
         for stream in self._blocked:
             if stream.id not in self._streams:
                 continue
-            while stream.pending:
-                take = min(
-                    len(stream.pending), stream.send_window, self._send_window, self._max_frame
-                )
-                if take <= 0:
-                    break
-                piece, stream.pending = stream.pending[:take], stream.pending[take:]
-                stream.send_window -= take
-                self._send_window -= take
-                flags = 0 if stream.pending else w.END_STREAM
+            window = min(stream.send_window, self._send_window)
+            frames, sent = w.data_frames(
+                stream.id, stream.pending, window, self._max_frame, end_stream=True
+            )
+            if sent:
+                stream.pending = stream.pending[sent:]
+                stream.send_window -= sent
+                self._send_window -= sent
                 assert self.transport is not None
-                self.transport.write(w.frame(w.DATA, flags, stream.id, piece))
+                self.transport.write(frames)
             if stream.pending:
                 still.append(stream)
         self._blocked = still

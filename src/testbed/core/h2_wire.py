@@ -189,6 +189,24 @@ def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     )
 
 
+def data_frames(
+    stream_id: int, pending: bytes, window: int, max_frame: int, *, end_stream: bool
+) -> tuple[bytes, int]:
+    """As much of ``pending`` as ``window`` (the smaller of the stream's and the connection's
+    send windows) lets through, as DATA frames of at most ``max_frame`` bytes — the last
+    one with END_STREAM when ``end_stream`` and it carries the end of ``pending``; the frames
+    and how many bytes they carry."""
+    limit = min(len(pending), window)
+    out = []
+    pos = 0
+    while pos < limit:
+        piece = pending[pos : pos + min(max_frame, limit - pos)]
+        pos += len(piece)
+        flags = END_STREAM if end_stream and pos == len(pending) else 0
+        out.append(frame(DATA, flags, stream_id, piece))
+    return b"".join(out), max(pos, 0)
+
+
 def settings(values: dict[int, int]) -> bytes:
     body = b"".join(
         key.to_bytes(2, "big") + value.to_bytes(4, "big") for key, value in values.items()

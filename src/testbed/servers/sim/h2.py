@@ -320,15 +320,14 @@ class H2Connection(asyncio.Protocol):
     def _take(self, call: Call) -> bytes:
         """As much of ``call``'s pending DATA as the windows allow, as frames (and its
         trailers once nothing is left)."""
-        out = []
-        while call.pending:
-            take = min(len(call.pending), call.window, self._send_window, self._max_frame)
-            if take <= 0:
-                break
-            piece, call.pending = call.pending[:take], call.pending[take:]
-            call.window -= take
-            self._send_window -= take
-            out.append(w.frame(w.DATA, 0, call.id, piece))
+        window = min(call.window, self._send_window)
+        frames, sent = w.data_frames(
+            call.id, call.pending, window, self._max_frame, end_stream=False
+        )
+        call.pending = call.pending[sent:]
+        call.window -= sent
+        self._send_window -= sent
+        out = [frames]
         if not call.pending and call.trailers is not None:
             out.append(call.trailers)
             call.trailers = None
