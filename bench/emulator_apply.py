@@ -39,8 +39,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     n = parser.parse_args().n
     store = Store()
-    rounds = (("create", "bench", "img:1"), ("change", "bench", "img:2"))
-    rounds += (("no-op", "bench", "img:2"), ("conflict", "other", "img:3"))
+    rounds = (
+        ("create", "bench", "img:1"),
+        ("change", "bench", "img:2"),
+        ("no-op", "bench", "img:2"),
+        ("conflict", "other", "img:3"),
+    )
     for label, manager, image in rounds:
         refused = 0
         start = time.perf_counter()

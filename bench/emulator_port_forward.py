@@ -76,7 +76,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         emulator, kubeconfig = start_emulator(Path(folder))
         try:
-            core = client.CoreV1Api(config.new_client_from_config(str(kubeconfig)))
+            api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
+            core = client.CoreV1Api(api)
             container = {
                 "name": "web",
                 "image": "quay.io/acme/testbed:dev",
@@ -84,14 +85,14 @@ def main() -> None:
                 "ports": [{"containerPort": 8000}],
                 "readinessProbe": {"tcpSocket": {"port": 8000}, "periodSeconds": 1},
             }
-            core.create_namespaced_pod(
-                "default", {"metadata": {"name": "files"}, "spec": {"containers": [container]}}
-            )
+            pod_body = {"metadata": {"name": "files"}, "spec": {"containers": [container]}}
+            core.create_namespaced_pod("default", pod_body)  # type: ignore[arg-type]
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 pod = core.read_namespaced_pod("files", "default")
                 if any(
-                    c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []
+                    c.type == "Ready" and c.status == "True"
+                    for c in (pod.status and pod.status.conditions) or []
                 ):
                     break
                 time.sleep(0.2)

@@ -16,6 +16,7 @@ import base64
 import ssl
 import statistics
 import time
+from typing import Any
 
 import aiohttp
 
@@ -35,7 +36,11 @@ def _seed(emu: Emulator, bindings: int) -> None:
     for i in range(bindings):
         subject = {"kind": "ServiceAccount", "name": f"other-{i}", "namespace": "team"}
         ref = {"apiGroup": RBAC, "kind": "Role", "name": "r"}
-        body = {"metadata": {"name": f"b{i}"}, "roleRef": ref, "subjects": [subject]}
+        body: dict[str, Any] = {
+            "metadata": {"name": f"b{i}"},
+            "roleRef": ref,
+            "subjects": [subject],
+        }
         store.create(f"rolebindings.{RBAC}", body, "team")
         body = {**body, "roleRef": {**ref, "kind": "ClusterRole"}}
         store.create(f"clusterrolebindings.{RBAC}", body)

@@ -78,7 +78,8 @@ def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
 def render(values: dict[str, Any], crds: bool) -> tuple[str, str]:
     """(CRD documents, the other documents) of the stack, as YAML streams."""
     env = SandboxedEnvironment(undefined=StrictUndefined)
-    crd_docs, other = [], []
+    crd_docs: list[str] = []
+    other: list[str] = []
     for path in sorted(STACK.rglob("*.yaml")):
         text = env.from_string(path.read_text()).render(**{**values, "install_crds": crds})
         for doc in yaml.safe_load_all(text):
@@ -187,7 +188,7 @@ def one_picker(
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode not in (0, 1):
             raise RuntimeError(f"testbed load: {done.stderr[-2000:]}")
-        summary = json.loads(done.stdout)
+        summary: dict[str, Any] = json.loads(done.stdout)
         summary["_wall_s"] = time.monotonic() - started
         summary["_hit_ratio"] = prefix_hit_ratio(port)
         return summary

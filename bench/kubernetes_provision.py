@@ -79,6 +79,7 @@ def stack_deployment() -> AnyDeployment:
 
 async def measure(workers: int, requests: int, out: Path, stack: bool) -> dict[str, list[float]]:
     from testbed.backends.kubernetes import KubernetesBackend
+    from testbed.config.backend_settings import KubernetesSettings
 
     deployment = stack_deployment() if stack else deployment_model({
         "name": "sim",
@@ -88,7 +89,7 @@ async def measure(workers: int, requests: int, out: Path, stack: bool) -> dict[s
         "resources": {"cpu": 0.1, "memory_gb": 0.25, "gpu": 0},
         "startup_timeout_s": 60,
     })  # fmt: skip
-    backend = KubernetesBackend(out / "bench-provision", {"kind": "kubernetes"})
+    backend = KubernetesBackend(out / "bench-provision", KubernetesSettings(kind="kubernetes"))
     times: dict[str, list[float]] = {"ready": [], "request": [], "release": [], "cleanup": []}
     await backend.prepare([deployment])
     for i in range(workers):

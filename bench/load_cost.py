@@ -191,8 +191,8 @@ GENERATE_STREAM = f"/{tgis_client.SERVICE}/GenerateStream"
 def grpc_reads(target: str) -> tuple[bytes, list[bytes]]:
     """A streamed request's bytes and the reads of one connection that carried it twice
     (the second answer's header blocks refer to the table the first one filled)."""
-    body = {"requests": [{"text": "a b c"}], "params": {"stopping": {"max_new_tokens": 64}}}
-    body["params"]["stopping"]["min_new_tokens"] = 64
+    stopping = {"max_new_tokens": 64, "min_new_tokens": 64}
+    body = {"requests": [{"text": "a b c"}], "params": {"stopping": stopping}}
     payload = tgis_client.encode(body, stream=True)
     reads: list[bytes] = []
 
@@ -283,7 +283,7 @@ def floor_cost(sim: Sim, requests: int, concurrency: int = 32) -> float:
         await finished
         end = resource.getrusage(resource.RUSAGE_SELF)
         r0 = start[0]
-        cpu = (end.ru_utime - r0.ru_utime) + (end.ru_stime - r0.ru_stime)
+        cpu: float = (end.ru_utime - r0.ru_utime) + (end.ru_stime - r0.ru_stime)
         return cpu * 1e3 / (done[0] - warm)
 
     return run_fast(main())

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -131,7 +132,7 @@ def main() -> None:
     print(f"files in {out}")
 
 
-def report(out: Path, usage: os.struct_rusage | object, sampler_out: str) -> None:
+def report(out: Path, usage: resource.struct_rusage | object, sampler_out: str) -> None:
     data = json.loads((out / "sampled.json").read_text())
     subs = [json.loads(x) for x in (out / "submitted.json").read_text().splitlines()[1:] if x]
     sent = sorted(s["sent_ms"] for s in subs)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -50,7 +51,9 @@ class Stream(asyncio.Protocol):
         self.transport.write(payload)  # type: ignore[attr-defined]
 
 
-async def drive(port: int, rate: float, seconds: float, tokens: int) -> tuple[list[float], list]:
+async def drive(
+    port: int, rate: float, seconds: float, tokens: int
+) -> tuple[list[float], list[Any]]:
     loop = asyncio.get_running_loop()
     body = json.dumps({"prompt": "a b c d", "max_tokens": tokens, "ignore_eos": True,
                        "stream": True}).encode()  # fmt: skip

@@ -90,7 +90,7 @@ async def _read_response(reader: asyncio.StreamReader) -> bytes:
         raise RuntimeError(f"HTTP {status}")
     lower = head.lower()
     if b"transfer-encoding: chunked" in lower:
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
             data = await reader.readexactly(size + 2)
