@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from testbed.clients.endpoint import Endpoint
-from testbed.config.backend_settings import KubernetesSettings
 from testbed.results.files import RecordWriter
 from testbed.results.outcome import ProbeOutcome
+
+if TYPE_CHECKING:  # only an annotation: `testbed load` need not import the campaign's schema
+    from testbed.config.backend_settings import KubernetesSettings
 
 __all__ = ["ProbeContext", "ProbeOutcome"]
 
