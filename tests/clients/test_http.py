@@ -149,6 +149,34 @@ def test_malformed_status_line_is_an_error() -> None:
         asyncio.run(main())
 
 
+HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("reads", "words"),
+    [
+        # a head that never ends, in pieces: refused past 64 KiB, not buffered for ever
+        ([b"HTTP/1.1 200 OK\r\n"] + [b"X-Pad: " + b"a" * 1000 + b"\r\n"] * 80, "response head"),
+        ([HEAD, b"5" * 9000], "chunk-size or trailer line"),
+        ([HEAD, b"0\r\nX-Trailer: " + b"t" * 9000], "chunk-size or trailer line"),
+        ([HEAD + b"3\r\nhello\r\n0\r\n\r\n"], "not followed by CRLF"),  # says 3, sends 5
+        ([HEAD, b"3\r\nhel", b"lo\r\n0\r\n\r\n"], "not followed by CRLF"),
+    ],
+)
+def test_what_no_server_sends_is_refused_not_buffered(reads: list[bytes], words: str) -> None:
+    made: list[ScriptedTransport] = []
+    sink = Collect()
+
+    async def main() -> None:
+        pool = ConnectionPool("http://h:1", connector=scripted([reads], made))
+        await pool.send(pool.encode("GET", "/"), sink, timeout_s=5)
+
+    with pytest.raises(HttpClientError, match=f"malformed HTTP response: .*{words}"):
+        asyncio.run(main())
+    assert made[0].closed  # the connection is not reused
+    assert b"lo" not in sink.body  # nothing past the wrong size was taken as content
+
+
 def test_refused_connection_is_an_infrastructure_error() -> None:
     async def main() -> None:
         import socket

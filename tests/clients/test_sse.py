@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from testbed.clients.sse import SseEvent, SseParser
+from testbed.clients import openai
+from testbed.clients.sse import MAX_EVENT, SseEvent, SseParser
 
 STREAM = (
     b'data: {"a":1}\n\n: keep-alive comment\n\nevent: done\ndata: x\ndata: y\n\ndata: [DONE]\n\n'
@@ -62,3 +63,26 @@ def test_one_read_one_event_fast_path_agrees(read: bytes, payloads: list[bytes])
     # the same bytes split before the end take the general path
     parser = SseParser()
     assert parser.feed(read[:3]) + parser.feed(read[3:]) == payloads
+
+
+def test_an_event_that_never_ends_is_not_kept_for_ever() -> None:
+    """Past MAX_EVENT bytes without a blank line the parser gives up on the stream: its
+    buffer is dropped, nothing more is parsed (not even a later whole event), and the
+    stream sink makes that the response's error."""
+    piece = b"x" * (1 << 20)
+    parser = SseParser()
+    assert parser.feed(b"data: " + piece) == []
+    for _ in range(MAX_EVENT >> 20):
+        assert parser.feed(piece) == []
+    assert parser.too_long
+    assert parser.pending
+    assert parser.feed(b'\n\ndata: {"a": 1}\n\n') == []
+
+    sink = openai.sink(stream=True)
+    sink.on_head(200, {"transfer-encoding": "chunked"}, 1)
+    sink.on_data(b'data: {"choices": [{"text": "a"}]}\n\n', 2)
+    for _ in range((MAX_EVENT >> 20) + 1):
+        sink.on_data(b"data: " + piece if _ == 0 else piece, 3)
+    sink.on_end(4)
+    assert sink.response.error == "stream event over 16 MiB without its end"
+    assert [text for _, text in sink.response.chunks] == ["a"]

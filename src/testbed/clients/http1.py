@@ -11,6 +11,10 @@ A connection that closes before its response's head is complete fails the reques
 the head but before the body's framing ended (Content-Length not reached, no last chunk)
 ends the response with the sink's ``on_cut``: the server answered, then cut its answer
 short, and the sink (which knows the protocol) makes that the response's error.
+
+What no server sends is refused, never buffered without end: a head over :data:`MAX_HEAD`
+bytes without its blank line, a chunk-size or trailer line over :data:`MAX_LINE`, chunk data
+not followed by its CRLF (a wrong chunk size) — each a "malformed HTTP response".
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ from testbed.core.clock import monotonic_ns
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
 #: States inside a body whose end its framing marks: a close there cuts the body short.
 _BODY = frozenset((_LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER))
+#: The largest response head (status line and headers) taken: h11 allows 16 KiB, aiohttp
+#: 8 KiB a line; 64 KiB leaves room for any real server's and bounds a broken one's.
+MAX_HEAD = 64 * 1024
+#: The longest chunk-size or trailer line taken.
+MAX_LINE = 8 * 1024
 
 
 class BodySink(Protocol):
@@ -153,6 +162,8 @@ class Http1Connection(asyncio.Protocol):
         if self._state == _HEAD:
             end = buf.find(b"\r\n\r\n")
             if end < 0:
+                if len(buf) > MAX_HEAD:
+                    raise ValueError(f"no end of the response head in its first {MAX_HEAD} bytes")
                 self._buf = buf
                 return
             self._head(buf[:end], t_ns)
@@ -172,6 +183,8 @@ class Http1Connection(asyncio.Protocol):
             self._buf = b""
         elif state != _DONE:
             self._chunked(buf, t_ns, sink)
+            if len(self._buf) > MAX_LINE and self._state in (_CHUNK_SIZE, _TRAILER):
+                raise ValueError(f"a chunk-size or trailer line longer than {MAX_LINE} bytes")
 
     def _head(self, head: bytes, t_ns: int) -> None:
         lines = head.decode("latin-1").split("\r\n")
@@ -214,6 +227,7 @@ class Http1Connection(asyncio.Protocol):
             elif state == _CHUNK_CRLF:
                 if size - pos < 2:
                     break
+                _expect_crlf(buf, pos)
                 pos += 2
                 state = _CHUNK_SIZE
             elif state == _CHUNK_SIZE:
@@ -239,3 +253,8 @@ class Http1Connection(asyncio.Protocol):
         self._state, self._left = state, left
         if pieces:
             sink.on_data(pieces[0] if len(pieces) == 1 else b"".join(pieces), t_ns)
+
+
+def _expect_crlf(buf: bytes, pos: int) -> None:
+    if buf[pos : pos + 2] != b"\r\n":
+        raise ValueError("chunk data not followed by CRLF (a wrong chunk size?)")

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from testbed.clients.sse import SseParser
+from testbed.clients.sse import MAX_EVENT, SseParser
 
 #: Reads one parsed JSON object (a stream event or a whole body) into a response at ``t_ns``.
 Decoder = Callable[["Response", Any, int], None]
@@ -184,7 +184,10 @@ class StreamSink(_Sink):
             self._error_body.append(data)
             return
         response, decode = self.response, self._decode
-        for payload in self._sse.feed(data):
+        payloads = self._sse.feed(data)
+        if not payloads and self._sse.too_long and response.error is None:
+            response.error = f"stream event over {MAX_EVENT >> 20} MiB without its end"
+        for payload in payloads:
             if payload == b"[DONE]":
                 response.ended = True
                 continue

@@ -5,11 +5,18 @@ returns the events completed so far and keeps the rest. Only what streaming mode
 use is kept: ``data`` (multi-line joined by ``\\n``) and ``event``; comments, ``id`` and
 ``retry`` are skipped. The common case, one ``data: …`` line per event, takes a fast path:
 this runs once per streamed token.
+
+An event never finished is not buffered without end: past :data:`MAX_EVENT` bytes the parser
+sets ``too_long`` and takes nothing more (the stream is broken; its sink says so).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+#: The largest unfinished event kept (a token's event is hundreds of bytes; one with the
+#: top-20 logprobs a few KiB).
+MAX_EVENT = 16 * 1024 * 1024
 
 
 class SseEvent(NamedTuple):
@@ -22,10 +29,11 @@ class SseEvent(NamedTuple):
 class SseParser:
     """Feed bytes in, get complete events' data out."""
 
-    __slots__ = ("_buf",)
+    __slots__ = ("_buf", "too_long")
 
     def __init__(self) -> None:
         self._buf = b""  # the incomplete last event, line ends already normalised to \n
+        self.too_long = False  # an event grew past MAX_EVENT without its end: nothing more
 
     def feed(self, data: bytes) -> list[bytes]:
         """The ``data`` payloads of the events completed by ``data`` (events with no data
@@ -59,6 +67,8 @@ class SseParser:
         return bool(self._buf.strip())
 
     def _blocks(self, data: bytes) -> list[bytes]:
+        if self.too_long:
+            return []
         buf = self._buf + data if self._buf else data
         tail = b""
         if b"\r" in buf:
@@ -67,6 +77,9 @@ class SseParser:
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         blocks = buf.split(b"\n\n")
         self._buf = blocks.pop() + tail
+        if len(self._buf) > MAX_EVENT:
+            self.too_long = True
+            self._buf = b"\0"  # not empty: keeps later reads off the one-event fast path
         return blocks
 
 

@@ -87,7 +87,7 @@ class _Capture:
     def _flush(self) -> None:
         if self.stream and 200 <= self.status < 300:
             tail = self._sse.feed(b"\n\n")  # an event the server never finished
-            self.incomplete = bool(tail)
+            self.incomplete = bool(tail) or self._sse.too_long
             self.payloads.extend(tail)
 
 
