@@ -374,3 +374,31 @@ async def test_settings_out_of_range_end_the_connection(
     assert words in caught.value.details
     goaway = script.peers[0].requests[0][2]
     assert struct.unpack(">I", goaway[4:8])[0] == code
+
+
+async def test_a_continuation_flood_ends_the_connection() -> None:
+    """A server whose header block never ends is not buffered past 64 KiB: GOAWAY
+    ENHANCE_YOUR_CALM, and the call fails saying why."""
+
+    async def handler(peer: Peer, _: int) -> None:
+        await peer.handshake()
+        sid, _, _ = await peer.request()
+        peer.send(frame(HEADERS, 0, sid, Encoder().encode(OK_HEAD)))
+        for _ in range(5):
+            peer.send(frame(CONTINUATION, 0, sid, b"\x40" * 16384))
+        while True:
+            kind, _, _, payload = await peer.frame()
+            if kind == GOAWAY:
+                peer.requests.append((0, {}, payload))
+                return
+
+    async with scripted(handler) as script:
+        channel = GrpcChannel(script.target)
+        try:
+            with pytest.raises(GrpcError) as caught:
+                await collect(channel, b"x", timeout_s=5)
+        finally:
+            await channel.aclose()
+    assert "header block over 65536 bytes" in caught.value.details
+    goaway = script.peers[0].requests[-1][2]
+    assert struct.unpack(">I", goaway[4:8])[0] == 11  # ENHANCE_YOUR_CALM

@@ -253,3 +253,25 @@ async def test_the_server_ends_a_call_at_its_grpc_timeout() -> None:
         writer.close()
     assert trailers["grpc-status"] == str(w.GRPC_CODES.index("DEADLINE_EXCEEDED"))
     assert running == 0
+
+
+async def test_a_continuation_flood_ends_the_connection() -> None:
+    """A header block that never ends (HEADERS, then CONTINUATIONs past 64 KiB) is not
+    kept growing: GOAWAY ENHANCE_YOUR_CALM, and the server still serves a new connection."""
+    async with SimServer(SimParams(protocols=("tgis",))) as server:
+        host, port = (server.grpc_target or "").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        peer = _RawClient(reader, writer)
+        block = w.request_block("/fmaas.GenerationService/ModelInfo", "sim")
+        writer.write(w.PREFACE + w.settings({}) + w.frame(w.HEADERS, 0, 1, block))
+        for _ in range(5):
+            writer.write(w.frame(w.CONTINUATION, 0, 1, b"\x40" * w.DEFAULT_FRAME))
+        kind, payload = 0, b""
+        while kind != w.GOAWAY:
+            kind, _flags, _sid, payload = await peer.frame()
+        writer.close()
+        async with grpc.aio.insecure_channel(server.grpc_target or "") as channel:
+            info = await pbg.GenerationServiceStub(channel).ModelInfo(pb.ModelInfoRequest())
+    assert int.from_bytes(payload[4:8], "big") == w.ENHANCE_YOUR_CALM
+    assert b"header block over 65536 bytes" in payload[8:]
+    assert info.max_sequence_length > 0

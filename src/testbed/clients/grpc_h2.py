@@ -55,7 +55,7 @@ class GrpcConnection(asyncio.Protocol):
         self._unacked = 0
         self._blocked: list[Stream] = []
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
-        self._block: tuple[int, bool, list[bytes]] | None = None  # a header block in CONTINUATIONs
+        self._block: tuple[int, bool, bytearray] | None = None  # a header block, so far
 
     # asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -212,20 +212,21 @@ class GrpcConnection(asyncio.Protocol):
 
     def _header_frame(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
         if kind == w.HEADERS:
-            self._block = (sid, bool(flags & w.END_STREAM), [w.header_fragment(flags, payload)])
+            fragment = bytearray(w.header_fragment(flags, payload))
+            self._block = (sid, bool(flags & w.END_STREAM), fragment)
         elif self._block is None:
             raise w.H2Error(w.PROTOCOL_ERROR, "CONTINUATION without HEADERS")
         else:
-            self._block[2].append(payload)
+            w.continue_block(self._block[2], payload)
         if flags & w.END_HEADERS:
             self._headers_done()
 
     def _headers_done(self) -> None:
         assert self._block is not None
-        sid, end_stream, pieces = self._block
+        sid, end_stream, block = self._block
         self._block = None
         try:  # every block, even a dropped stream's: the decoder's table must follow
-            headers = dict(self._decoder.decode(b"".join(pieces), raw=True))
+            headers = dict(self._decoder.decode(bytes(block), raw=True))
         except Exception as exc:
             raise w.H2Error(w.COMPRESSION_ERROR, f"bad header block: {exc}") from exc
         stream = self._streams.get(sid)

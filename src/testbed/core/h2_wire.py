@@ -48,10 +48,13 @@ ERRORS = (
     "HTTP_1_1_REQUIRED",
 )
 NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR = 0, 1, 3, 6
-REFUSED_STREAM, CANCEL, COMPRESSION_ERROR = 7, 8, 9
+REFUSED_STREAM, CANCEL, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 7, 8, 9, 11
 MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
+#: The largest header block taken (HEADERS and its CONTINUATIONs, as sent): hpack's decoder
+#: refuses a decoded list over 64 KiB; this bounds what is kept before decoding.
+MAX_HEADER_BLOCK = 64 * 1024
 MAX_FRAME = 2**24 - 1
 
 #: gRPC status codes, by number.
@@ -115,6 +118,14 @@ def header_fragment(flags: int, payload: bytes) -> bytes:
     if flags & PADDED:
         payload = unpad(payload)
     return payload[5:] if flags & PRIORITY_FLAG else payload
+
+
+def continue_block(block: bytearray, fragment: bytes) -> None:
+    """Add a CONTINUATION's ``fragment`` to a header ``block``; a block that grows past
+    :data:`MAX_HEADER_BLOCK` (a CONTINUATION flood) is a connection error."""
+    block += fragment
+    if len(block) > MAX_HEADER_BLOCK:
+        raise H2Error(ENHANCE_YOUR_CALM, f"a header block over {MAX_HEADER_BLOCK} bytes")
 
 
 def settings_values(payload: bytes) -> list[tuple[int, int]]:

@@ -58,7 +58,7 @@ class H2Connection(asyncio.Protocol):
         self._preface = True  # the client's preface not read yet
         self._calls: dict[int, Call] = {}
         self._last_id = 0
-        self._block: tuple[int, int, list[bytes]] | None = None  # a header block in pieces
+        self._block: tuple[int, int, bytearray] | None = None  # a header block, so far
         self._max_frame = w.DEFAULT_FRAME  # the client's
         self.peer_window = w.DEFAULT_WINDOW  # the client's initial stream window
         self._send_window = w.DEFAULT_WINDOW  # the connection's, for what this server sends
@@ -186,11 +186,11 @@ class H2Connection(asyncio.Protocol):
         if kind == w.HEADERS:
             if sid % 2 == 0:
                 raise w.H2Error(w.PROTOCOL_ERROR, f"HEADERS on even stream {sid}")
-            self._block = (sid, flags, [w.header_fragment(flags, payload)])
+            self._block = (sid, flags, bytearray(w.header_fragment(flags, payload)))
         elif self._block is None:
             raise w.H2Error(w.PROTOCOL_ERROR, "CONTINUATION without HEADERS")
         else:
-            self._block[2].append(payload)
+            w.continue_block(self._block[2], payload)
         if flags & w.END_HEADERS:
             self._headers_done()
 
@@ -217,10 +217,10 @@ class H2Connection(asyncio.Protocol):
 
     def _headers_done(self) -> None:
         assert self._block is not None
-        sid, flags, pieces = self._block
+        sid, flags, block = self._block
         self._block = None
         try:  # every block: the decoder's table must follow the client's encoder
-            fields = self._decoder.decode(b"".join(pieces))
+            fields = self._decoder.decode(bytes(block))
         except Exception as exc:
             raise w.H2Error(w.COMPRESSION_ERROR, f"bad header block: {exc}") from exc
         call = self._calls.get(sid)
@@ -240,8 +240,8 @@ class H2Connection(asyncio.Protocol):
         if headers.get(":method") != "POST" or not headers.get("content-type", "").startswith(
             "application/grpc"
         ):
-            block = w.literal(":status", "415")
-            self._write(w.frame(w.HEADERS, w.END_HEADERS | w.END_STREAM, sid, block))
+            refusal = w.literal(":status", "415")
+            self._write(w.frame(w.HEADERS, w.END_HEADERS | w.END_STREAM, sid, refusal))
             call.ended = True
             self.reset(call, w.NO_ERROR)
             return
