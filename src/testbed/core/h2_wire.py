@@ -52,10 +52,10 @@ REFUSED_STREAM, CANCEL, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 7, 8, 9, 11
 MAX_WINDOW = 2**31 - 1
 DEFAULT_WINDOW = 65_535
 DEFAULT_FRAME = 16_384
+MAX_FRAME = 2**24 - 1
 #: The largest header block taken (HEADERS and its CONTINUATIONs, as sent): hpack's decoder
 #: refuses a decoded list over 64 KiB; this bounds what is kept before decoding.
 MAX_HEADER_BLOCK = 64 * 1024
-MAX_FRAME = 2**24 - 1
 
 #: gRPC status codes, by number.
 GRPC_CODES = (
@@ -215,7 +215,7 @@ def data_frames(
         pos += len(piece)
         flags = END_STREAM if end_stream and pos == len(pending) else 0
         out.append(frame(DATA, flags, stream_id, piece))
-    return b"".join(out), max(pos, 0)
+    return b"".join(out), pos
 
 
 def settings(values: dict[int, int]) -> bytes:
