@@ -244,20 +244,37 @@ def grpc_parse_cost(payload: bytes, reads: list[bytes], rounds: int = 300) -> fl
     return asyncio.run(main())
 
 
-def floor_cost(sim: Sim, requests: int, concurrency: int = 32) -> float:
-    """CPU ms per request of a bare protocol reading the streamed figure's streams (same
-    simulator, 64 tokens, c=32) and parsing nothing: what this machine charges for the reads
-    and the event loop's wake-ups alone. Not a figure of testbed's code: the floor under
-    ``stream_cpu_ms_per_request``."""
-    body = {"model": "sim-model", "prompt": "w " * 128, "max_tokens": 64, "ignore_eos": True}
+#: The streamed figure's request (64 tokens whatever the model says).
+STREAM_BODY = {"model": "sim-model", "prompt": "w " * 128, "max_tokens": 64, "ignore_eos": True}
+
+
+def usage_since(r0: Any, n: int) -> dict[str, float]:
+    """CPU ms (and its user and system parts) and voluntary context switches (each a sleep
+    in epoll: a wake-up) per request since the ``getrusage`` reading ``r0``, over ``n``."""
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    user, system = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
+    return {
+        "cpu": (user + system) * 1e3 / n,
+        "user": user * 1e3 / n,
+        "sys": system * 1e3 / n,
+        "wakeups": (r1.ru_nvcsw - r0.ru_nvcsw) / n,
+    }
+
+
+def floor_cost(sim: Sim, requests: int, concurrency: int = 32) -> dict[str, float]:
+    """A bare protocol reading the streamed figure's streams (same simulator, 64 tokens,
+    c=32) and parsing nothing: what this machine charges for the reads and the event loop's
+    wake-ups alone (:func:`usage_since`'s figures, and ``reads`` per request). Not a figure of
+    testbed's code: the floor under ``stream_cpu_ms_per_request``."""
     host, port = sim.url.removeprefix("http://").rsplit(":", 1)
 
-    async def main() -> float:
+    async def main() -> dict[str, float]:
         from testbed.clients.http import ConnectionPool
 
-        payload = openai.encode(ConnectionPool(sim.url), "completions", body, stream=True)
+        payload = openai.encode(ConnectionPool(sim.url), "completions", STREAM_BODY, stream=True)
         loop = asyncio.get_running_loop()
-        done, finished = [0], loop.create_future()
+        finished = loop.create_future()
+        counts = {"done": 0, "reads": 0}
         warm = concurrency  # every connection's first request is not counted
 
         class Bare(asyncio.Protocol):
@@ -267,11 +284,13 @@ def floor_cost(sim: Sim, requests: int, concurrency: int = 32) -> float:
 
             def data_received(self, data: bytes) -> None:
                 time.perf_counter_ns()  # the one thing every read must do: its timestamp
+                counts["reads"] += 1
                 if data.endswith(b"\r\n0\r\n\r\n") or data == b"0\r\n\r\n":
-                    done[0] += 1
-                    if done[0] == warm:
+                    counts["done"] += 1
+                    if counts["done"] == warm:
                         start.append(resource.getrusage(resource.RUSAGE_SELF))
-                    if done[0] >= warm + requests:
+                        counts["reads"] = 0
+                    if counts["done"] >= warm + requests:
                         if not finished.done():
                             finished.set_result(None)
                         return
@@ -281,10 +300,8 @@ def floor_cost(sim: Sim, requests: int, concurrency: int = 32) -> float:
         for _ in range(concurrency):
             await loop.create_connection(Bare, host, int(port))
         await finished
-        end = resource.getrusage(resource.RUSAGE_SELF)
-        r0 = start[0]
-        cpu: float = (end.ru_utime - r0.ru_utime) + (end.ru_stime - r0.ru_stime)
-        return cpu * 1e3 / (done[0] - warm)
+        n = counts["done"] - warm
+        return usage_since(start[0], n) | {"reads": counts["reads"] / n}
 
     return run_fast(main())
 
@@ -309,7 +326,8 @@ def measure_all(args: argparse.Namespace) -> dict[str, float]:
             figures |= best(args.repeat, lambda: {"parse_us_per_chunk": parse_cost(reads)})
         if "floor" in only:
             figures |= best(
-                args.repeat, lambda: {"floor_cpu_ms_per_request": floor_cost(sim, args.requests)}
+                args.repeat,
+                lambda: {"floor_cpu_ms_per_request": floor_cost(sim, args.requests)["cpu"]},
             )
         if "stream" in only:
 

@@ -25,19 +25,17 @@ import argparse
 import asyncio
 import gc
 import resource
-import time
 from collections.abc import Callable
 from typing import Any
 
 import uvloop
 
-from load_cost import Sim, load
+from load_cost import STREAM_BODY, Sim, floor_cost, load, usage_since
 from testbed.clients import openai
 from testbed.clients.http import ConnectionPool, StatusSink
 from testbed.clients.sse import SseParser
 
 WORKERS = 32
-BODY = {"model": "sim-model", "prompt": "w " * 128, "max_tokens": 64, "ignore_eos": True}
 
 
 class Framing(StatusSink):
@@ -68,54 +66,9 @@ class Sse(Framing):
             self.events.append((t_ns, payload))
 
 
-def usage_since(r0: Any, n: int) -> dict[str, float]:
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-    user, system = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime
-    return {
-        "cpu": (user + system) * 1e3 / n,
-        "user": user * 1e3 / n,
-        "sys": system * 1e3 / n,
-        "wakeups": (r1.ru_nvcsw - r0.ru_nvcsw) / n,
-    }
-
-
-async def floor(url: str, requests: int) -> dict[str, float]:
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    payload = openai.encode(ConnectionPool(url), "completions", BODY, stream=True)
-    loop = asyncio.get_running_loop()
-    finished = loop.create_future()
-    counts = {"done": 0, "reads": 0}
-    start: list[Any] = []
-
-    class Bare(asyncio.Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            self.transport: Any = transport
-            transport.write(payload)  # type: ignore[attr-defined]
-
-        def data_received(self, data: bytes) -> None:
-            time.perf_counter_ns()
-            counts["reads"] += 1
-            if data.endswith(b"\r\n0\r\n\r\n") or data == b"0\r\n\r\n":
-                counts["done"] += 1
-                if counts["done"] == WORKERS:  # every connection's first request: warm-up
-                    start.append(resource.getrusage(resource.RUSAGE_SELF))
-                    counts["reads"] = 0
-                if counts["done"] >= WORKERS + requests:
-                    if not finished.done():
-                        finished.set_result(None)
-                    return
-                self.transport.write(payload)
-
-    for _ in range(WORKERS):
-        await loop.create_connection(Bare, host, int(port))
-    await finished
-    n = counts["done"] - WORKERS
-    return usage_since(start[0], n) | {"reads": counts["reads"] / n}
-
-
 async def client(url: str, requests: int, make: Callable[[], Any]) -> dict[str, float]:
     pool = ConnectionPool(url)
-    payload = openai.encode(pool, "completions", BODY, stream=True)
+    payload = openai.encode(pool, "completions", STREAM_BODY, stream=True)
     reads = [0]
 
     async def worker(n: int) -> None:
@@ -154,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     sim = Sim(20.0, 5.0)
     layers: dict[str, Callable[[], dict[str, float]]] = {
-        "floor": lambda: uvloop.run(floor(sim.url, args.requests)),
+        "floor": lambda: floor_cost(sim, args.requests, WORKERS),
         "framing": lambda: uvloop.run(client(sim.url, args.requests, Framing)),
         "sse": lambda: uvloop.run(client(sim.url, args.requests, Sse)),
         "client": lambda: uvloop.run(
