@@ -30,6 +30,7 @@ from tests.fixtures.h2_server import (
     RST_STREAM,
     SETTINGS,
     WINDOW_UPDATE,
+    Handler,
     Peer,
     frame,
     message,
@@ -341,6 +342,29 @@ async def test_a_call_that_gave_up_waiting_for_a_stream_does_not_keep_the_slot()
     ]
 
 
+async def wait_for_goaway(peer: Peer) -> None:
+    """Read the client's frames until its GOAWAY, kept as the peer's last request."""
+    while True:
+        kind, _, _, payload = await peer.frame()
+        if kind == GOAWAY:
+            peer.requests.append((0, {}, payload))
+            return
+
+
+async def fails_with_goaway(handler: Handler) -> tuple[GrpcError, int]:
+    """One call against ``handler``'s server: the error it fails with, and the error code
+    of the GOAWAY the client sent."""
+    async with scripted(handler) as script:
+        channel = GrpcChannel(script.target)
+        try:
+            with pytest.raises(GrpcError) as caught:
+                await collect(channel, b"x", timeout_s=5)
+        finally:
+            await channel.aclose()
+    goaway = script.peers[0].requests[-1][2]
+    return caught.value, struct.unpack(">I", goaway[4:8])[0]
+
+
 @pytest.mark.parametrize(
     ("setting", "value", "code", "words"),
     [
@@ -358,22 +382,11 @@ async def test_settings_out_of_range_end_the_connection(
 
     async def handler(peer: Peer, _: int) -> None:
         await peer.handshake({setting: value})
-        while True:
-            kind, _, _, payload = await peer.frame()
-            if kind == GOAWAY:
-                peer.requests.append((0, {}, payload))
-                return
+        await wait_for_goaway(peer)
 
-    async with scripted(handler) as script:
-        channel = GrpcChannel(script.target)
-        try:
-            with pytest.raises(GrpcError) as caught:
-                await collect(channel, b"x", timeout_s=5)
-        finally:
-            await channel.aclose()
-    assert words in caught.value.details
-    goaway = script.peers[0].requests[0][2]
-    assert struct.unpack(">I", goaway[4:8])[0] == code
+    failed, goaway = await fails_with_goaway(handler)
+    assert words in failed.details
+    assert goaway == code
 
 
 async def test_a_continuation_flood_ends_the_connection() -> None:
@@ -386,19 +399,8 @@ async def test_a_continuation_flood_ends_the_connection() -> None:
         peer.send(frame(HEADERS, 0, sid, Encoder().encode(OK_HEAD)))
         for _ in range(5):
             peer.send(frame(CONTINUATION, 0, sid, b"\x40" * 16384))
-        while True:
-            kind, _, _, payload = await peer.frame()
-            if kind == GOAWAY:
-                peer.requests.append((0, {}, payload))
-                return
+        await wait_for_goaway(peer)
 
-    async with scripted(handler) as script:
-        channel = GrpcChannel(script.target)
-        try:
-            with pytest.raises(GrpcError) as caught:
-                await collect(channel, b"x", timeout_s=5)
-        finally:
-            await channel.aclose()
-    assert "header block over 65536 bytes" in caught.value.details
-    goaway = script.peers[0].requests[-1][2]
-    assert struct.unpack(">I", goaway[4:8])[0] == 11  # ENHANCE_YOUR_CALM
+    failed, goaway = await fails_with_goaway(handler)
+    assert "header block over 65536 bytes" in failed.details
+    assert goaway == 11  # ENHANCE_YOUR_CALM
