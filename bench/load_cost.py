@@ -4,7 +4,8 @@ Figures (all lower-is-better, CPU time: steadier than wall-clock rates on a shar
 
 - ``parse_us_per_chunk``: the per-chunk path alone (HTTP/1.1 framing, SSE, JSON, the OpenAI
   decoder) over the bytes of one real 64-token stream of the simulator, fed read by read
-  to an :class:`~testbed.clients.http1.Http1Connection` (no sockets, no event loop waits);
+  to the connection the pool opens (:data:`~testbed.clients.http1.CONNECTION`: the compiled
+  per-read path when it was built; no sockets, no event loop waits);
 - ``floor_cpu_ms_per_request``: a bare protocol reading the same streams as the next figure
   and parsing nothing — what the machine charges for the reads and the event loop's
   wake-ups alone; a figure of the machine (never a REGRESSION), the floor under the next;
@@ -63,7 +64,7 @@ from testbed.clients import tgis as tgis_client
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.grpc_channel import GrpcChannel, split_target, tcp
 from testbed.clients.grpc_h2 import GrpcConnection
-from testbed.clients.http1 import Http1Connection
+from testbed.clients.http1 import CONNECTION
 from testbed.config.load import LoadProbe
 from testbed.probes.base import ProbeContext
 from testbed.probes.load import run
@@ -169,7 +170,7 @@ def parse_cost(reads: list[bytes], rounds: int = 3000) -> float:
 
     async def main() -> float:
         loop = asyncio.get_running_loop()
-        conn = Http1Connection()
+        conn = CONNECTION()
         conn.connection_made(Transport())  # type: ignore[arg-type]
         t0 = time.process_time()
         for _ in range(rounds):

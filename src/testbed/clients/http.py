@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from testbed.clients.endpoint import Endpoint, Tls
-from testbed.clients.http1 import BodySink, Http1Connection
+from testbed.clients.http1 import CONNECTION, BodySink, Http1Connection
 from testbed.clients.http_errors import HttpClientError, connect_error
 from testbed.clients.tls import ssl_context
 from testbed.core.clock import monotonic_ns
@@ -178,7 +178,7 @@ class ConnectionPool:
         missing = connections - len(self._open)
         if missing <= 0:
             return
-        fresh = await asyncio.gather(*(self._connector(Http1Connection) for _ in range(missing)))
+        fresh = await asyncio.gather(*(self._connector(CONNECTION) for _ in range(missing)))
         for _, protocol in fresh:
             assert isinstance(protocol, Http1Connection)
             protocol.was_reused = False
@@ -193,7 +193,7 @@ class ConnectionPool:
                 conn.used = True
                 return conn
             self._open.discard(conn)
-        _, protocol = await self._connector(Http1Connection)
+        _, protocol = await self._connector(CONNECTION)
         assert isinstance(protocol, Http1Connection)
         protocol.was_reused, protocol.used, protocol.fresh = False, True, True
         self._open.add(protocol)

@@ -15,6 +15,12 @@ short, and the sink (which knows the protocol) makes that the response's error.
 What no server sends is refused, never buffered without end: a head over :data:`MAX_HEAD`
 bytes without its blank line, a chunk-size or trailer line over :data:`MAX_LINE`, chunk data
 not followed by its CRLF (a wrong chunk size) — each a "malformed HTTP response".
+
+The pool opens :data:`CONNECTION`: this class behind the compiled per-read path
+(``_readpath.c``) when it was built — a read carrying one whole chunk, the common read of a
+token-by-token stream, goes to the sink without a Python frame; every other read comes to
+:meth:`Http1Connection._parse_read`. Without a C compiler at install time it is this class
+alone (the same answers, more CPU per read).
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ from typing import Protocol
 
 from testbed.clients.http_errors import HttpClientError
 from testbed.core.clock import monotonic_ns
+
+try:
+    from testbed.clients import _readpath
+except ImportError:  # installed without a C compiler: every read takes the Python path
+    _readpath = None  # type: ignore[assignment]
 
 # Parser states of one response.
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
@@ -111,6 +122,10 @@ class Http1Connection(asyncio.Protocol):
                 if size and len(data) == end + 2 and data.endswith(b"\r\n"):
                     sink.on_data(data[eol + 2 : end], t_ns)
                     return
+        self._parse_read(data, t_ns)
+
+    def _parse_read(self, data: bytes, t_ns: int) -> None:
+        """Every read but one whole chunk with nothing buffered (the hot path)."""
         try:
             self._parse(self._buf + data if self._buf else data, t_ns)
         except Exception as exc:  # whatever a broken server sends ends this request only
@@ -258,3 +273,14 @@ class Http1Connection(asyncio.Protocol):
 def _expect_crlf(buf: bytes, pos: int) -> None:
     if buf[pos : pos + 2] != b"\r\n":
         raise ValueError("chunk data not followed by CRLF (a wrong chunk size?)")
+
+
+#: The connection the pool opens (see the module's docstring).
+CONNECTION: type[Http1Connection] = Http1Connection
+if _readpath is not None:
+    _readpath.configure(_CHUNK_SIZE)
+
+    class CompiledHttp1Connection(_readpath.ChunkReader, Http1Connection):
+        """:class:`Http1Connection` with the compiled ``data_received``."""
+
+    CONNECTION = CompiledHttp1Connection

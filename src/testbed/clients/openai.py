@@ -13,7 +13,7 @@ import json
 from typing import Any, Literal
 
 from testbed.clients.http import ConnectionPool, HttpClientError
-from testbed.clients.response import BodySinkJson, Ending, Response, Sink, StreamSink
+from testbed.clients.response import STREAM_SINK, BodySinkJson, Ending, Response, Sink
 from testbed.core.errors import InputError
 
 Api = Literal["completions", "chat"]
@@ -72,7 +72,7 @@ def encode(pool: ConnectionPool, api: Api, request: dict[str, Any], *, stream: b
 def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes an OpenAI response (streamed or not)."""
     if stream:
-        return StreamSink(decode_chunk, keep_raw=keep_raw, ending=ENDING)
+        return STREAM_SINK(decode_chunk, keep_raw=keep_raw, ending=ENDING)
     return BodySinkJson(decode_chunk, keep_raw=keep_raw, ending=ENDING)
 
 

@@ -12,6 +12,11 @@ request, never a success: a stream without its terminator (OpenAI's ``data: [DON
 final event), an answer without a finish reason, a connection closed before the body's
 framing ended (:meth:`on_cut`). HTTP allows a body delimited by the connection's close, so
 only the protocol's own terminator tells a finished stream from a dead server.
+
+Protocol modules make their streamed sinks with :data:`STREAM_SINK`: :class:`StreamSink`
+behind the compiled per-read path (``_readpath.c``) when it was built — one whole ``data:``
+event, the common read of a token-by-token stream, is parsed and decoded without a Python
+frame of testbed's; everything else comes to :meth:`StreamSink.on_data`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,11 @@ from typing import Any
 import orjson
 
 from testbed.clients.sse import MAX_EVENT, SseParser
+
+try:
+    from testbed.clients import _readpath
+except ImportError:  # installed without a C compiler: every read takes the Python path
+    _readpath = None  # type: ignore[assignment]
 
 #: Reads one parsed JSON object (a stream event or a whole body) into a response at ``t_ns``.
 Decoder = Callable[["Response", Any, int], None]
@@ -199,7 +209,16 @@ class StreamSink(_Sink):
                 continue
             if self.keep_raw:
                 response.raw.append(obj)
-            decode(response, obj, t_ns)
+            try:
+                decode(response, obj, t_ns)
+            except Exception as exc:  # JSON, not in the protocol's shape: the server's error
+                self._unreadable(exc, obj)
+
+    def _unreadable(self, exc: Exception, obj: Any) -> None:
+        """A stream event its decoder cannot read (``choices`` not a list, a token that is
+        not an object, …) is the response's error; later events are still read."""
+        what = f"{type(exc).__name__}: {exc}"
+        self.response.error = f"unreadable stream event ({what}): {str(obj)[:200]}"
 
     def on_end(self, t_ns: int) -> None:
         response = self.response
@@ -244,10 +263,27 @@ class BodySinkJson(_Sink):
         if self.keep_raw:
             response.raw.append(obj)
         response.ended = True
-        self._decode(response, obj, t_ns)
+        try:
+            self._decode(response, obj, t_ns)
+        except Exception as exc:  # JSON, not in the protocol's shape: the server's error
+            response.error = f"unreadable response body ({type(exc).__name__}: {exc})"
+            return
         response.text = "".join([text for _, text in response.chunks])
         self._check_ending(stream=False)
 
 
 #: Either sink; both satisfy :class:`~testbed.clients.http.BodySink`.
 Sink = StreamSink | BodySinkJson
+
+#: The streamed sink protocol modules make (see the module's docstring).
+STREAM_SINK: type[StreamSink] = StreamSink
+if _readpath is not None:
+
+    class CompiledStreamSink(_readpath.EventReader, StreamSink):
+        """:class:`StreamSink` with the compiled ``on_data``; what it does not take goes to
+        ``_on_data_py``."""
+
+        __slots__ = ()
+        _on_data_py = StreamSink.on_data
+
+    STREAM_SINK = CompiledStreamSink

@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from testbed.clients.http import ConnectionPool
-from testbed.clients.response import BodySinkJson, Ending, Response, Sink, StreamSink
+from testbed.clients.response import STREAM_SINK, BodySinkJson, Ending, Response, Sink
 
 PATHS = {True: "/generate_stream", False: "/generate"}
 #: A stream ends with the event carrying ``generated_text`` (and ``details`` when asked,
@@ -71,7 +71,7 @@ def encode(pool: ConnectionPool, request: dict[str, Any], *, stream: bool) -> by
 def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes a TGI response (streamed or not)."""
     if stream:
-        return StreamSink(decode_event, keep_raw=keep_raw, ending=ENDING)
+        return STREAM_SINK(decode_event, keep_raw=keep_raw, ending=ENDING)
     return BodySinkJson(decode_event, keep_raw=keep_raw, ending=ENDING)
 
 

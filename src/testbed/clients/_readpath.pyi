@@ -1,0 +1,9 @@
+"""The streamed response's per-read path, compiled (``_readpath.c``)."""
+
+class ChunkReader:
+    def data_received(self, data: bytes) -> None: ...
+
+class EventReader:
+    def on_data(self, data: bytes, t_ns: int) -> None: ...
+
+def configure(chunk_size_state: int, /) -> None: ...

@@ -1,0 +1,324 @@
+"""The compiled per-read path (``_readpath.c``) answers as the Python path does.
+
+Every answer below, delivered as its server wrote it (a chunk per read: the compiled path's
+shape), cut at every byte and byte by byte, goes through the Python classes
+(:class:`Http1Connection`, :class:`StreamSink`) and through what the pool and the protocol
+modules use (:data:`http1.CONNECTION`, :data:`response.STREAM_SINK`); the two outcomes —
+the response's every field, each chunk's read, the request's error, the connection's reuse —
+must be equal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+import pytest
+
+from testbed.clients import http1, openai, response, tgi
+from testbed.clients.response import Decoder, Ending
+
+HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n"
+LAST = b"0\r\n\r\n"
+
+
+def chunk(body: bytes, size: str | None = None) -> bytes:
+    return (size or f"{len(body):x}").encode() + b"\r\n" + body + b"\r\n"
+
+
+def event(obj: Any, sep: bytes = b"\n") -> bytes:
+    return b"data: " + orjson.dumps(obj) + sep + sep
+
+
+def text(s: str, **choice: Any) -> bytes:
+    return event({"choices": [{"index": 0, "text": s, **choice}]})
+
+
+DONE = chunk(b"data: [DONE]\n\n")
+USAGE = chunk(event({"choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 2}}))
+STREAM = [HEAD, chunk(text("a")), chunk(text(" b")), chunk(text("c", finish_reason="length"))]
+STREAM += [USAGE, DONE, LAST]
+CHAT = [chunk(event({"choices": [{"delta": {"role": "assistant"}}]}))]
+CHAT += [chunk(event({"choices": [{"delta": {"content": "hi"}}]}))]
+CHAT += [chunk(event({"choices": [{"delta": {}, "finish_reason": "stop"}]}))]
+
+#: name -> (the reads as the server wrote them, decoder, ending, keep_raw)
+ANSWERS: dict[str, tuple[list[bytes], Decoder, Ending, bool]] = {
+    "completions": (STREAM, openai.decode_chunk, openai.ENDING, False),
+    "completions kept raw": (STREAM, openai.decode_chunk, openai.ENDING, True),
+    "chat": ([HEAD, *CHAT, DONE, LAST], openai.decode_chunk, openai.ENDING, False),
+    "CRLF line ends": (
+        [
+            HEAD,
+            chunk(event({"choices": [{"text": "x", "finish_reason": "stop"}]}, b"\r\n")),
+            chunk(b"data: [DONE]\r\n\r\n"),
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "two events in a chunk, one across two": (
+        [
+            HEAD,
+            chunk(text("a") + text("b")),
+            chunk(text("c")[:9]),
+            chunk(text("c")[9:]),
+            chunk(text("", finish_reason="stop")),
+            DONE,
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "an event's two data lines in two chunks": (
+        [
+            HEAD,
+            chunk(text("a")[:-1]),
+            chunk(text("b")),
+            chunk(text("c", finish_reason="stop")),
+            DONE,
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "comments, named and multi-line events, no space": (
+        [
+            HEAD,
+            chunk(b": ping\n\n"),
+            chunk(b"event: x\ndata: {}\n\n"),
+            chunk(b'data: {"choices":[{"text":\ndata: "y"}]}\n\n'),
+            chunk(b'data:{"choices":[{"text":"z","finish_reason":"stop"}]}\n\n'),
+            DONE,
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "undecodable, empty and odd JSON": (
+        [
+            HEAD,
+            chunk(b"data: {oops\n\n"),
+            chunk(b"data: \n\n"),
+            chunk(b"data: [1,2]\n\n"),
+            chunk(b"data: 7\n\n"),
+            chunk(b'data: {"choices":{"0":1}}\n\n'),
+            DONE,
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "an error event": (
+        [HEAD, chunk(text("a")), chunk(event({"error": {"message": "boom"}})), DONE, LAST],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "sizes in upper case, padded, with an extension": (
+        [
+            HEAD,
+            chunk(text("a"), "0" * 6 + f"{len(text('a')):X}"),
+            chunk(text("b"), "AB;x=1"),
+            DONE,
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "a wrong chunk size": (
+        [
+            HEAD,
+            chunk(text("a")),
+            f"{len(text('b')) - 3:x}\r\n".encode() + text("b") + b"\r\n",
+            DONE,
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "chunk data not followed by CRLF": (
+        [
+            HEAD,
+            chunk(text("a")),
+            f"{len(text('b')):x}\r\n".encode() + text("b") + b"XY",
+            DONE,
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "cut short (no [DONE], the connection closes)": (
+        [HEAD, chunk(text("a")), chunk(text("b"))],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "an error status": (
+        [
+            b"HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n",
+            chunk(event({"error": "busy"})),
+            LAST,
+        ],
+        openai.decode_chunk,
+        openai.ENDING,
+        False,
+    ),
+    "tgi": (
+        [
+            HEAD,
+            chunk(event({"token": {"id": 1, "text": "a", "special": False}})),
+            chunk(event({"token": {"id": 2, "text": "</s>", "special": True}})),
+            chunk(event({"token": {"text": "b"}, "generated_text": "ab", "details": None})),
+            LAST,
+        ],
+        tgi.decode_event,
+        tgi.ENDING,
+        True,
+    ),
+}
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        del data
+
+    def abort(self) -> None:
+        self.closed = True
+
+    close = abort
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+async def outcome(
+    connection: type[http1.Http1Connection],
+    sink_class: type[response.StreamSink],
+    answer: str,
+    reads: list[bytes],
+) -> dict[str, Any]:
+    """Deliver ``reads`` to a fresh connection and sink; what came of it, each chunk's time
+    replaced by the index of the read that brought it."""
+    _, decode, ending, keep_raw = ANSWERS[answer]
+    conn = connection()
+    conn.connection_made(Transport())  # type: ignore[arg-type]
+    sink = sink_class(decode, keep_raw=keep_raw, ending=ending)
+    done = asyncio.get_running_loop().create_future()
+    conn.start(b"", sink, done)
+    windows = []
+    for data in reads:
+        before = time.perf_counter_ns()
+        conn.data_received(data)
+        windows.append((before, time.perf_counter_ns()))
+    if not done.done():
+        conn.connection_lost(None)
+    failed = repr(done.exception()) if done.exception() else None
+
+    def read_of(t_ns: int) -> int:
+        (index,) = [i for i, (a, b) in enumerate(windows) if a <= t_ns <= b]
+        return index
+
+    fields = {
+        name: getattr(sink.response, name)
+        for name in response.Response.__slots__  # type: ignore[attr-defined]
+        if not name.startswith("t_")
+    }
+    fields["chunks"] = [(read_of(t), s) for t, s in sink.response.chunks]
+    done_ns = sink.response.t_done_ns
+    fields["done read"] = read_of(done_ns) if done_ns and done_ns <= windows[-1][1] else None
+    return fields | {"failed": failed, "reusable": conn.reusable}
+
+
+def both(answer: str, reads: list[bytes]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Python path's outcome and the compiled one's."""
+
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        python = await outcome(http1.Http1Connection, response.StreamSink, answer, reads)
+        return python, await outcome(http1.CONNECTION, response.STREAM_SINK, answer, reads)
+
+    return asyncio.run(main())
+
+
+def splits(reads: list[bytes]) -> list[tuple[str, list[bytes]]]:
+    """As written; every cut into two reads; byte by byte."""
+    wire = b"".join(reads)
+    cuts = [(f"cut at {i}", [wire[:i], wire[i:]]) for i in range(1, len(wire))]
+    return [("as written", reads), *cuts, ("byte by byte", [bytes([b]) for b in wire])]
+
+
+def test_the_compiled_path_is_built() -> None:
+    """The test command builds it (``pip install -e`` with a C compiler): a missing compiler
+    is a failed install step here, not a slower client nobody notices."""
+    from testbed.clients import _readpath
+
+    assert issubclass(http1.CONNECTION, _readpath.ChunkReader)
+    assert issubclass(response.STREAM_SINK, _readpath.EventReader)
+
+
+@pytest.mark.parametrize("answer", list(ANSWERS))
+def test_the_compiled_path_answers_as_the_python_path(answer: str) -> None:
+    async def main() -> None:
+        for how, reads in splits(ANSWERS[answer][0]):
+            python = await outcome(http1.Http1Connection, response.StreamSink, answer, reads)
+            compiled = await outcome(http1.CONNECTION, response.STREAM_SINK, answer, reads)
+            assert compiled == python, how
+
+    asyncio.run(main())
+
+
+def test_the_answers_mean_what_their_names_say() -> None:
+    """The corpus above reaches the cases it names (else equality would prove little)."""
+
+    def whole(answer: str) -> dict[str, Any]:
+        return both(answer, ANSWERS[answer][0])[1]
+
+    ok = whole("completions")
+    assert (ok["text"], ok["finish_reason"], ok["ended"], ok["error"]) == (
+        "a bc",
+        "length",
+        True,
+        None,
+    )
+    assert [read for read, _ in ok["chunks"]] == [1, 2, 3]
+    assert ok["usage"]["completion_tokens"] == 3
+    assert ok["reusable"]
+    assert not ok["raw"]
+    assert len(whole("completions kept raw")["raw"]) == 4
+    assert whole("chat")["text"] == "hi"
+    assert whole("CRLF line ends")["text"] == "x"
+    assert whole("two events in a chunk, one across two")["text"] == "abc"
+    assert whole("comments, named and multi-line events, no space")["text"] == "yz"
+    odd = whole("undecodable, empty and odd JSON")  # the last error stays
+    assert odd["error"].startswith("unreadable stream event (KeyError")
+    assert odd["events"] == 5
+    assert whole("an error event")["error"] == "boom"
+    assert whole("sizes in upper case, padded, with an extension")["text"] == "ab"
+    assert "malformed HTTP response" in whole("a wrong chunk size")["failed"]
+    assert "not followed by CRLF" in whole("chunk data not followed by CRLF")["failed"]
+    assert whole("cut short (no [DONE], the connection closes)")["error"].startswith("stream cut")
+    assert whole("an error status")["error"] == 'HTTP 503: data: {"error":"busy"}'
+    lines = whole("an event's two data lines in two chunks")  # one event: '{…}\n{…}'
+    assert lines["text"] == "c"
+    assert lines["error"].startswith("undecodable stream event")
+    assert whole("tgi")["text"] == "ab"
+    assert whole("tgi")["ended"]
+
+
+def test_bytes_after_a_finished_response_are_ignored_by_both() -> None:
+    python, compiled = both("completions", [*STREAM, chunk(text("late"))])
+    assert compiled == python
+    assert compiled["text"] == "a bc"
