@@ -2,10 +2,11 @@
 
 Every answer below, delivered as its server wrote it (a chunk per read: the compiled path's
 shape), cut at every byte and byte by byte, goes through the Python classes
-(:class:`Http1Connection`, :class:`StreamSink`) and through what the pool and the protocol
-modules use (:data:`http1.CONNECTION`, :data:`response.STREAM_SINK`); the two outcomes —
-the response's every field, each chunk's read, the request's error, the connection's reuse —
-must be equal.
+(:class:`Http1Connection`, :class:`StreamSink`, :func:`openai.decode_chunk`) and through what
+the pool and the protocol modules use (:data:`http1.CONNECTION`, :data:`response.STREAM_SINK`,
+:data:`openai.DECODE`); the two outcomes — the response's every field, each chunk's read, the
+request's error, the connection's reuse — must be equal. The decoder alone is compared on
+every shape of chunk a server could send.
 """
 
 from __future__ import annotations
@@ -214,6 +215,8 @@ async def outcome(
     """Deliver ``reads`` to a fresh connection and sink; what came of it, each chunk's time
     replaced by the index of the read that brought it."""
     _, decode, ending, keep_raw = ANSWERS[answer]
+    if sink_class is response.STREAM_SINK and decode is openai.decode_chunk:
+        decode = openai.DECODE  # what openai.sink uses
     conn = connection()
     conn.connection_made(Transport())  # type: ignore[arg-type]
     sink = sink_class(decode, keep_raw=keep_raw, ending=ending)
@@ -260,6 +263,47 @@ def splits(reads: list[bytes]) -> list[tuple[str, list[bytes]]]:
     return [("as written", reads), *cuts, ("byte by byte", [bytes([b]) for b in wire])]
 
 
+#: OpenAI chunks: the plain shapes the compiled decoder reads, and what it leaves to decode_chunk.
+CHUNKS: list[Any] = [
+    {"choices": [{"index": 0, "text": "a", "finish_reason": None}]},
+    {"choices": [{"text": "", "finish_reason": "length"}], "usage": None},
+    {"choices": [{"text": None, "delta": {"content": "b"}}]},
+    {"choices": [{"delta": {"role": "assistant"}}]},
+    {"choices": [{"delta": {}, "message": {"content": "m"}}]},
+    {"choices": [{"message": {"content": "c"}, "finish_reason": "stop"}]},
+    {"choices": [{"text": 5}, {"text": "second"}]},
+    {"choices": [], "usage": {"completion_tokens": 3}},
+    {"choices": None, "usage": {}},
+    {"choices": [{"text": "a"}], "error": ""},
+    {"choices": [{"text": "a"}], "error": {"message": "boom"}},
+    {"error": "plain"},
+    {"choices": {"0": {"text": "a"}}},
+    {"choices": ["a"]},
+    {"choices": [{"delta": "a"}]},
+    {"choices": [{"delta": {"content": ["x"]}, "finish_reason": 0}]},
+    {"choices": "abc"},
+    {},
+    [],
+    [{"choices": [{"text": "a"}]}],
+    "text",
+    7,
+    None,
+]
+
+
+@pytest.mark.parametrize("obj", CHUNKS, ids=[orjson.dumps(c).decode()[:40] for c in CHUNKS])
+def test_the_compiled_decoder_reads_as_decode_chunk(obj: Any) -> None:
+    def read(decode: Decoder) -> tuple[Any, ...]:
+        got = response.Response()
+        try:
+            decode(got, obj, 7)
+        except Exception as exc:
+            return (type(exc), str(exc))
+        return (got.chunks, got.finish_reason, got.usage, got.error)
+
+    assert read(openai.DECODE) == read(openai.decode_chunk)
+
+
 def test_the_compiled_path_is_built() -> None:
     """The test command builds it (``pip install -e`` with a C compiler): a missing compiler
     is a failed install step here, not a slower client nobody notices."""
@@ -267,6 +311,7 @@ def test_the_compiled_path_is_built() -> None:
 
     assert issubclass(http1.CONNECTION, _readpath.ChunkReader)
     assert issubclass(response.STREAM_SINK, _readpath.EventReader)
+    assert isinstance(openai.DECODE, _readpath.ChoicesDecoder)
 
 
 @pytest.mark.parametrize("answer", list(ANSWERS))

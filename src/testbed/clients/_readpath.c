@@ -14,6 +14,8 @@
  *       sink's decoder, as StreamSink.on_data does; anything else, and any payload orjson
  *       refuses -> self._on_data_py(data, t_ns) (StreamSink.on_data, the reference); a
  *       decoder's exception -> self._unreadable(exc, obj), as StreamSink.on_data does.
+ *   ChoicesDecoder(openai.decode_chunk)
+ *       an OpenAI chunk of the plain shape is read here; anything else by decode_chunk.
  *
  * Neither decides anything the Python path would decide differently: each takes only reads
  * whose outcome the Python code computes the same way, and tests feed both paths the same
@@ -22,11 +24,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <string.h>
+#include <structmember.h>
 #include <time.h>
 
 static PyObject *s_got_bytes, *s_sink, *s_state, *s_buf, *s_parse_read, *s_on_data,
     *s_on_data_py, *s_error_body, *s_sse, *s_response, *s_ended, *s_events, *s_keep_raw,
-    *s_raw, *s_decode, *s_unreadable;
+    *s_raw, *s_decode, *s_unreadable, *s_error, *s_choices, *s_text, *s_delta,
+    *s_message, *s_content, *s_chunks, *s_finish_reason, *s_usage;
 static PyObject *one, *loads;
 /* http1._CHUNK_SIZE: the parser waits for a chunk's size line (set by configure(); until
  * then every read goes to the Python parser). */
@@ -199,6 +203,107 @@ done:
     return result;
 }
 
+/* ChoicesDecoder(fallback): OpenAI's decode_chunk for the plain shape of a completions or chat
+ * chunk — a dict whose "choices" is a list of dicts, whose "error" is absent or empty — and
+ * `fallback` (openai.decode_chunk, the reference) for anything else, decided before anything
+ * is written. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fallback;
+    vectorcallfunc vectorcall;
+} ChoicesDecoder;
+
+/* dict.get, with a borrowed reference; NULL (no error set) when the key is absent. */
+static PyObject *get(PyObject *dict, PyObject *key) {
+    return PyDict_GetItemWithError(dict, key);
+}
+
+/* 1 decoded, 0 not the plain shape (nothing written), -1 error. */
+static int decode_plain(PyObject *response, PyObject *obj, PyObject *t_ns) {
+    if (!PyDict_CheckExact(obj)) return 0;
+    PyObject *error = get(obj, s_error), *choices = get(obj, s_choices);
+    PyObject *text = NULL, *reason = NULL;
+    if (PyErr_Occurred()) return -1;
+    if (error != NULL && PyObject_IsTrue(error)) return 0;
+    if (choices != NULL && choices != Py_None) {
+        if (!PyList_CheckExact(choices)) return 0;
+        if (PyList_GET_SIZE(choices)) {
+            PyObject *choice = PyList_GET_ITEM(choices, 0);
+            if (!PyDict_CheckExact(choice)) return 0;
+            text = get(choice, s_text);
+            if (text == NULL || text == Py_None) {
+                PyObject *message = get(choice, s_delta);
+                if (message == NULL || !PyObject_IsTrue(message)) message = get(choice, s_message);
+                text = NULL;
+                if (message != NULL && PyObject_IsTrue(message)) {
+                    if (!PyDict_CheckExact(message)) return 0;
+                    text = get(message, s_content);
+                }
+            }
+            reason = get(choice, s_finish_reason);
+            if (PyErr_Occurred()) return -1;
+        }
+    }
+    if (text != NULL && PyObject_IsTrue(text)) {
+        PyObject *chunks = PyObject_GetAttr(response, s_chunks);
+        if (chunks == NULL) return -1;
+        PyObject *pair = PyTuple_Pack(2, t_ns, text);
+        int rc = pair == NULL ? -1 : PyList_Append(chunks, pair);
+        Py_XDECREF(pair);
+        Py_DECREF(chunks);
+        if (rc < 0) return -1;
+    }
+    if (reason != NULL && PyObject_IsTrue(reason)
+        && PyObject_SetAttr(response, s_finish_reason, reason) < 0)
+        return -1;
+    PyObject *usage = get(obj, s_usage);
+    if (usage != NULL && PyObject_IsTrue(usage) && PyObject_SetAttr(response, s_usage, usage) < 0)
+        return -1;
+    return PyErr_Occurred() ? -1 : 1;
+}
+
+static PyObject *ChoicesDecoder_vectorcall(
+    PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    PyObject *fallback = ((ChoicesDecoder *)self)->fallback;
+    if (PyVectorcall_NARGS(nargsf) == 3 && kwnames == NULL) {
+        int decoded = decode_plain(args[0], args[1], args[2]);
+        if (decoded < 0 || PyErr_Occurred()) return NULL;  /* a __bool__ that raised */
+        if (decoded) Py_RETURN_NONE;
+    }
+    return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
+
+static PyObject *ChoicesDecoder_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *fallback;
+    if (!PyArg_ParseTuple(args, "O:ChoicesDecoder", &fallback)) return NULL;
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "ChoicesDecoder(fallback): fallback must be callable");
+        return NULL;
+    }
+    ChoicesDecoder *self = (ChoicesDecoder *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->fallback = Py_NewRef(fallback);
+    self->vectorcall = ChoicesDecoder_vectorcall;
+    return (PyObject *)self;
+}
+
+static int ChoicesDecoder_traverse(ChoicesDecoder *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fallback);
+    return 0;
+}
+
+static void ChoicesDecoder_dealloc(ChoicesDecoder *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->fallback);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef ChoicesDecoder_members[] = {
+    {"fallback", T_OBJECT_EX, offsetof(ChoicesDecoder, fallback), READONLY,
+     "What decodes every object that is not the plain shape."},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyObject *configure(PyObject *module, PyObject *arg) {
     long state = PyLong_AsLong(arg);
     if (state == -1 && PyErr_Occurred()) return NULL;
@@ -238,6 +343,20 @@ static PyTypeObject EventReaderType = {
     .tp_methods = EventReader_methods,
 };
 
+static PyTypeObject ChoicesDecoderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "testbed.clients._readpath.ChoicesDecoder",
+    .tp_doc = "ChoicesDecoder(fallback): OpenAI's decode_chunk for the plain shape.",
+    .tp_basicsize = sizeof(ChoicesDecoder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = ChoicesDecoder_new,
+    .tp_dealloc = (destructor)ChoicesDecoder_dealloc,
+    .tp_traverse = (traverseproc)ChoicesDecoder_traverse,
+    .tp_vectorcall_offset = offsetof(ChoicesDecoder, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_members = ChoicesDecoder_members,
+};
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_O,
      "configure(chunk_size_state): the http1 parser's state that waits for a chunk's size."},
@@ -272,17 +391,29 @@ PyMODINIT_FUNC PyInit__readpath(void) {
     INTERN(s_raw, "raw");
     INTERN(s_decode, "_decode");
     INTERN(s_unreadable, "_unreadable");
+    INTERN(s_error, "error");
+    INTERN(s_choices, "choices");
+    INTERN(s_text, "text");
+    INTERN(s_delta, "delta");
+    INTERN(s_message, "message");
+    INTERN(s_content, "content");
+    INTERN(s_chunks, "chunks");
+    INTERN(s_finish_reason, "finish_reason");
+    INTERN(s_usage, "usage");
     if ((one = PyLong_FromLong(1)) == NULL) return NULL;
     PyObject *orjson = PyImport_ImportModule("orjson");
     if (orjson == NULL) return NULL;
     loads = PyObject_GetAttrString(orjson, "loads");
     Py_DECREF(orjson);
     if (loads == NULL) return NULL;
-    if (PyType_Ready(&ChunkReaderType) < 0 || PyType_Ready(&EventReaderType) < 0) return NULL;
+    if (PyType_Ready(&ChunkReaderType) < 0 || PyType_Ready(&EventReaderType) < 0
+        || PyType_Ready(&ChoicesDecoderType) < 0)
+        return NULL;
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) return NULL;
     if (PyModule_AddObjectRef(module, "ChunkReader", (PyObject *)&ChunkReaderType) < 0
-        || PyModule_AddObjectRef(module, "EventReader", (PyObject *)&EventReaderType) < 0) {
+        || PyModule_AddObjectRef(module, "EventReader", (PyObject *)&EventReaderType) < 0
+        || PyModule_AddObjectRef(module, "ChoicesDecoder", (PyObject *)&ChoicesDecoderType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

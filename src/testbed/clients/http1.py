@@ -29,12 +29,8 @@ import asyncio
 from typing import Protocol
 
 from testbed.clients.http_errors import HttpClientError
+from testbed.clients.readpath import compiled
 from testbed.core.clock import monotonic_ns
-
-try:
-    from testbed.clients import _readpath
-except ImportError:  # installed without a C compiler: every read takes the Python path
-    _readpath = None  # type: ignore[assignment]
 
 # Parser states of one response.
 _HEAD, _LENGTH, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _UNTIL_CLOSE, _DONE = range(8)
@@ -277,10 +273,10 @@ def _expect_crlf(buf: bytes, pos: int) -> None:
 
 #: The connection the pool opens (see the module's docstring).
 CONNECTION: type[Http1Connection] = Http1Connection
-if _readpath is not None:
-    _readpath.configure(_CHUNK_SIZE)
+if compiled is not None:
+    compiled.configure(_CHUNK_SIZE)
 
-    class CompiledHttp1Connection(_readpath.ChunkReader, Http1Connection):
+    class CompiledHttp1Connection(compiled.ChunkReader, Http1Connection):
         """:class:`Http1Connection` with the compiled ``data_received``."""
 
     CONNECTION = CompiledHttp1Connection

@@ -13,7 +13,8 @@ import json
 from typing import Any, Literal
 
 from testbed.clients.http import ConnectionPool, HttpClientError
-from testbed.clients.response import STREAM_SINK, BodySinkJson, Ending, Response, Sink
+from testbed.clients.readpath import compiled
+from testbed.clients.response import STREAM_SINK, BodySinkJson, Decoder, Ending, Response, Sink
 from testbed.core.errors import InputError
 
 Api = Literal["completions", "chat"]
@@ -50,6 +51,11 @@ def decode_chunk(response: Response, obj: Any, t_ns: int) -> None:
         response.error = str(error.get("message", error) if isinstance(error, dict) else error)
 
 
+#: The decoder the sinks use: :func:`decode_chunk` behind its compiled twin when it was built
+#: (a chunk of the plain shape read without a Python frame; anything else by decode_chunk).
+DECODE: Decoder = decode_chunk if compiled is None else compiled.ChoicesDecoder(decode_chunk)
+
+
 def body_for(api: Api, request: dict[str, Any], *, stream: bool) -> dict[str, Any]:
     """``request`` with the stream flags set (usage included in the stream)."""
     body = dict(request)
@@ -72,8 +78,8 @@ def encode(pool: ConnectionPool, api: Api, request: dict[str, Any], *, stream: b
 def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
     """A fresh sink that decodes an OpenAI response (streamed or not)."""
     if stream:
-        return STREAM_SINK(decode_chunk, keep_raw=keep_raw, ending=ENDING)
-    return BodySinkJson(decode_chunk, keep_raw=keep_raw, ending=ENDING)
+        return STREAM_SINK(DECODE, keep_raw=keep_raw, ending=ENDING)
+    return BodySinkJson(DECODE, keep_raw=keep_raw, ending=ENDING)
 
 
 async def complete(

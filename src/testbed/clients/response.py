@@ -27,12 +27,8 @@ from typing import Any
 
 import orjson
 
+from testbed.clients.readpath import compiled
 from testbed.clients.sse import MAX_EVENT, SseParser
-
-try:
-    from testbed.clients import _readpath
-except ImportError:  # installed without a C compiler: every read takes the Python path
-    _readpath = None  # type: ignore[assignment]
 
 #: Reads one parsed JSON object (a stream event or a whole body) into a response at ``t_ns``.
 Decoder = Callable[["Response", Any, int], None]
@@ -277,9 +273,9 @@ Sink = StreamSink | BodySinkJson
 
 #: The streamed sink protocol modules make (see the module's docstring).
 STREAM_SINK: type[StreamSink] = StreamSink
-if _readpath is not None:
+if compiled is not None:
 
-    class CompiledStreamSink(_readpath.EventReader, StreamSink):
+    class CompiledStreamSink(compiled.EventReader, StreamSink):
         """:class:`StreamSink` with the compiled ``on_data``; what it does not take goes to
         ``_on_data_py``."""
 

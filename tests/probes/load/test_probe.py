@@ -56,6 +56,7 @@ def test_concurrency_summary_shape_and_records(sim_url: str, once: Any, tmp_path
     assert not any(r["token_mismatch"] for r in records)
     assert s["setup"]["model"] == "sim-model"
     assert s["setup"]["tokenizer"] == "rule:whitespace"
+    assert s["setup"]["read_path"] == "compiled"  # the test command builds it
     assert (out / "latency_cdf.png").stat().st_size > 1000
     assert (out / "time_series.png").stat().st_size > 1000
 

@@ -17,6 +17,7 @@ import orjson
 from testbed.clients import openai, tgis
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
+from testbed.clients.readpath import compiled
 from testbed.clients.tgis import TgisPool
 from testbed.config.load import LoadProbe
 from testbed.core.errors import InfrastructureError, InputError
@@ -129,6 +130,8 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         "token_counts_exact": setup.counter.exact,
         "prompts": len(setup.items),
         "loop": loop_name() if config.processes == 1 else "uvloop/asyncio per process",
+        # the compiled per-read path, or Python alone (installed without a C compiler)
+        "read_path": "python" if compiled is None else "compiled",
         "seed": seed,
     }
     summary["plots"] = _plots(ctx, stage_records, summaries) if config.plots else []
