@@ -154,8 +154,9 @@ class LoadGenerator:
                 await self._open_loop(stage, t0, offsets, run)
             else:
                 await self._closed_loop(stage, t0, run)
-        run.t_end_ns = monotonic_ns()
-        run.cpu_s = time.process_time() - cpu0
+            # the stage ends with its last request, before the collection that follows it
+            run.t_end_ns = monotonic_ns()
+            run.cpu_s = time.process_time() - cpu0
         run.wall_s = (run.t_end_ns - wall0) / 1e9
         run.cpu_fraction_max = run.cpu_s / run.wall_s if run.wall_s > 0 else 0.0
         run.load_average = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
