@@ -2,9 +2,9 @@
  *
  * A token-by-token stream is one read per token, each carrying one HTTP/1.1 chunk that holds
  * one server-sent event (`data: {...}\n\n`). In Python that read runs four frames (the
- * connection's data_received, the sink's on_data, the SSE parser, the decoder's caller)
- * between two sleeps of the event loop; these two methods take that common read without a
- * Python frame and hand everything else to the Python code they stand in front of:
+ * connection's data_received, the sink's on_data, the SSE parser, the decoder) between two
+ * sleeps of the event loop; these three take that common read without a Python frame and
+ * hand everything else to the Python code they stand in front of:
  *
  *   ChunkReader.data_received  (base of http1.CompiledHttp1Connection)
  *       stamps the read; one whole chunk, nothing buffered -> sink.on_data(chunk, t_ns);
@@ -17,7 +17,7 @@
  *   ChoicesDecoder(openai.decode_chunk)
  *       an OpenAI chunk of the plain shape is read here; anything else by decode_chunk.
  *
- * Neither decides anything the Python path would decide differently: each takes only reads
+ * None decides anything the Python path would decide differently: each takes only reads
  * whose outcome the Python code computes the same way, and tests feed both paths the same
  * bytes, split everywhere. The attribute names below are the Python classes' own.
  */

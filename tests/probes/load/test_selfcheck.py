@@ -6,6 +6,7 @@ import pytest
 from tests.verdicts import assert_passed
 
 from testbed.config.load import LoadProbe, SelfCheck
+from testbed.probes.load import selfcheck
 from testbed.probes.load.runner import StageRun
 from testbed.probes.load.selfcheck import check
 from testbed.probes.load.summary import verdict_of
@@ -62,6 +63,17 @@ def test_late_sends_say_whether_the_generator_or_the_machine_was_the_limit() -> 
     assert "on a CPU only 17% of the time" in starved.problems[0]
     assert "load average 14.0" in starved.problems[0]
     assert "raise `processes`" not in starved.problems[0]
+
+
+def test_a_generator_without_its_compiled_reads_says_so_when_it_was_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run = stage(lags_ns=[20_000_000] * 10, cpu_fraction_max=0.97)
+    assert "compiled read path" not in " ".join(check(run, [], Window(0, S), SelfCheck()).problems)
+    monkeypatch.setattr(selfcheck, "compiled", None)  # as where pip found no C compiler
+    problems = check(run, [], Window(0, S), SelfCheck()).problems
+    assert len(problems) == 2
+    assert all("installed without its compiled read path" in p for p in problems)
 
 
 def test_waiting_for_slots_is_the_servers_doing() -> None:
