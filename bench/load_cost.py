@@ -6,6 +6,8 @@ Figures (all lower-is-better, CPU time: steadier than wall-clock rates on a shar
   decoder) over the bytes of one real 64-token stream of the simulator, fed read by read
   to the connection the pool opens (:data:`~testbed.clients.http1.CONNECTION`: the compiled
   per-read path when it was built; no sockets, no event loop waits);
+- ``parse_python_us_per_chunk``: the same by the Python classes alone (what a testbed
+  installed without a C compiler runs; the compiled path's reference);
 - ``floor_cpu_ms_per_request``: a bare protocol reading the same streams as the next figure
   and parsing nothing — what the machine charges for the reads and the event loop's
   wake-ups alone; a figure of the machine (never a REGRESSION), the floor under the next;
@@ -64,7 +66,8 @@ from testbed.clients import tgis as tgis_client
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.grpc_channel import GrpcChannel, split_target, tcp
 from testbed.clients.grpc_h2 import GrpcConnection
-from testbed.clients.http1 import CONNECTION
+from testbed.clients.http1 import CONNECTION, Http1Connection
+from testbed.clients.response import StreamSink
 from testbed.config.load import LoadProbe
 from testbed.probes.base import ProbeContext
 from testbed.probes.load import run
@@ -161,8 +164,15 @@ def stream_bytes(url: str) -> list[bytes]:
     return [head, *chunks, b"0\r\n\r\n"]
 
 
-def parse_cost(reads: list[bytes], rounds: int = 3000) -> float:
-    """µs of CPU per read to frame, parse and decode ``reads`` (one response) ``rounds`` times."""
+def parse_cost(reads: list[bytes], rounds: int = 3000, *, python: bool = False) -> float:
+    """µs of CPU per read to frame, parse and decode ``reads`` (one response) ``rounds`` times:
+    by what the pool and ``openai.sink`` use, or (``python``) by the Python classes alone."""
+    connection = Http1Connection if python else CONNECTION
+
+    def make_sink() -> Any:
+        if python:
+            return StreamSink(openai.decode_chunk, ending=openai.ENDING)
+        return openai.sink(stream=True)
 
     class Transport:
         def write(self, data: bytes) -> None:
@@ -170,11 +180,11 @@ def parse_cost(reads: list[bytes], rounds: int = 3000) -> float:
 
     async def main() -> float:
         loop = asyncio.get_running_loop()
-        conn = CONNECTION()
+        conn = connection()
         conn.connection_made(Transport())  # type: ignore[arg-type]
         t0 = time.process_time()
         for _ in range(rounds):
-            sink = openai.sink(stream=True)
+            sink = make_sink()
             done = loop.create_future()
             conn.start(b"", sink, done)
             for data in reads:
@@ -324,7 +334,13 @@ def measure_all(args: argparse.Namespace) -> dict[str, float]:
     try:
         if "parse" in only:
             reads = stream_bytes(sim.url)
-            figures |= best(args.repeat, lambda: {"parse_us_per_chunk": parse_cost(reads)})
+            figures |= best(
+                args.repeat,
+                lambda: {
+                    "parse_us_per_chunk": parse_cost(reads),
+                    "parse_python_us_per_chunk": parse_cost(reads, python=True),
+                },
+            )
         if "floor" in only:
             figures |= best(
                 args.repeat,
