@@ -30,6 +30,12 @@ import orjson
 from testbed.clients.readpath import compiled
 from testbed.clients.sse import MAX_EVENT, SseParser
 
+#: The largest whole (non-streamed) body read: an answer with every token's top logprobs is a
+#: few MiB; past this the server is sending what no answer is, and the response says so.
+MAX_BODY = 64 * 1024 * 1024
+#: The part of an error answer's body kept (its error shows the first 300 characters).
+MAX_ERROR_BODY = 64 * 1024
+
 #: Reads one parsed JSON object (a stream event or a whole body) into a response at ``t_ns``.
 Decoder = Callable[["Response", Any, int], None]
 
@@ -105,6 +111,7 @@ class _Sink:
         "_decode",
         "_ending",
         "_error_body",
+        "_error_size",
         "_until_close",
         "keep_raw",
         "response",
@@ -118,6 +125,7 @@ class _Sink:
         self._ending = ending
         self.keep_raw = keep_raw
         self._error_body: list[bytes] | None = None
+        self._error_size = 0
         self._cut: str | None = None  # how the connection closed mid-body, if it did
         self._until_close = False  # the body ends when the connection closes (no framing)
 
@@ -146,6 +154,13 @@ class _Sink:
 
     def on_end(self, t_ns: int) -> None:
         raise NotImplementedError
+
+    def _keep_error(self, data: bytes) -> None:
+        """Keep the first :data:`MAX_ERROR_BODY` bytes of an error answer's body."""
+        assert self._error_body is not None
+        if self._error_size < MAX_ERROR_BODY:
+            self._error_body.append(data)
+            self._error_size += len(data)
 
     def _end_error(self) -> bool:
         if self._error_body is None:
@@ -187,7 +202,7 @@ class StreamSink(_Sink):
 
     def on_data(self, data: bytes, t_ns: int) -> None:
         if self._error_body is not None:
-            self._error_body.append(data)
+            self._keep_error(data)
             return
         response, decode = self.response, self._decode
         payloads = self._sse.feed(data)
@@ -229,23 +244,29 @@ class BodySinkJson(_Sink):
     """Buffers a whole (non-streamed) JSON body and decodes it once at the end; the body's
     arrival time is the one content timestamp."""
 
-    __slots__ = ("_parts",)
+    __slots__ = ("_parts", "_size")
 
     def __init__(
         self, decode: Decoder, *, keep_raw: bool = True, ending: Ending | None = None
     ) -> None:
         super().__init__(decode, keep_raw=keep_raw, ending=ending)
         self._parts: list[bytes] = []
+        self._size = 0
 
     def on_data(self, data: bytes, t_ns: int) -> None:
-        self._parts.append(data)
+        if self._error_body is not None:
+            self._keep_error(data)
+        elif self._size <= MAX_BODY:  # past it, nothing more is kept (on_end says why)
+            self._parts.append(data)
+            self._size += len(data)
 
     def on_end(self, t_ns: int) -> None:
         response = self.response
         response.t_done_ns = t_ns
-        if self._error_body is not None:
-            self._error_body = self._parts
-            self._end_error()
+        if self._end_error():
+            return
+        if self._size > MAX_BODY:
+            response.error = f"response body over {MAX_BODY >> 20} MiB: no answer is that long"
             return
         if self._cut is not None:  # never decode part of a body as if it were the answer
             self._check_ending(stream=False)
