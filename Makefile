@@ -43,7 +43,7 @@ system: compiler
 	scripts/system-deps.sh
 
 compiler:
-	scripts/system-deps.sh --compiler
+	scripts/system-deps.sh --compiler $(PYTHON)
 
 model: setup
 	$(BIN)/testbed models prepare smollm2-135m
