@@ -45,23 +45,27 @@ CHAT = [chunk(event({"choices": [{"delta": {"role": "assistant"}}]}))]
 CHAT += [chunk(event({"choices": [{"delta": {"content": "hi"}}]}))]
 CHAT += [chunk(event({"choices": [{"delta": {}, "finish_reason": "stop"}]}))]
 
-#: name -> (the reads as the server wrote them, decoder, ending, keep_raw)
-ANSWERS: dict[str, tuple[list[bytes], Decoder, Ending, bool]] = {
-    "completions": (STREAM, openai.decode_chunk, openai.ENDING, False),
-    "completions kept raw": (STREAM, openai.decode_chunk, openai.ENDING, True),
-    "chat": ([HEAD, *CHAT, DONE, LAST], openai.decode_chunk, openai.ENDING, False),
-    "CRLF line ends": (
+#: The reads as the server wrote them, the decoder, the ending, keep_raw.
+Answer = tuple[list[bytes], Decoder, Ending, bool]
+
+
+def openai_answer(reads: list[bytes], *, keep_raw: bool = False) -> Answer:
+    return reads, openai.decode_chunk, openai.ENDING, keep_raw
+
+
+ANSWERS: dict[str, Answer] = {
+    "completions": openai_answer(STREAM),
+    "completions kept raw": openai_answer(STREAM, keep_raw=True),
+    "chat": openai_answer([HEAD, *CHAT, DONE, LAST]),
+    "CRLF line ends": openai_answer(
         [
             HEAD,
             chunk(event({"choices": [{"text": "x", "finish_reason": "stop"}]}, b"\r\n")),
             chunk(b"data: [DONE]\r\n\r\n"),
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "two events in a chunk, one across two": (
+    "two events in a chunk, one across two": openai_answer(
         [
             HEAD,
             chunk(text("a") + text("b")),
@@ -70,12 +74,9 @@ ANSWERS: dict[str, tuple[list[bytes], Decoder, Ending, bool]] = {
             chunk(text("", finish_reason="stop")),
             DONE,
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "an event's two data lines in two chunks": (
+    "an event's two data lines in two chunks": openai_answer(
         [
             HEAD,
             chunk(text("a")[:-1]),
@@ -83,12 +84,9 @@ ANSWERS: dict[str, tuple[list[bytes], Decoder, Ending, bool]] = {
             chunk(text("c", finish_reason="stop")),
             DONE,
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "comments, named and multi-line events, no space": (
+    "comments, named and multi-line events, no space": openai_answer(
         [
             HEAD,
             chunk(b": ping\n\n"),
@@ -97,12 +95,9 @@ ANSWERS: dict[str, tuple[list[bytes], Decoder, Ending, bool]] = {
             chunk(b'data:{"choices":[{"text":"z","finish_reason":"stop"}]}\n\n'),
             DONE,
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "undecodable, empty and odd JSON": (
+    "undecodable, empty and odd JSON": openai_answer(
         [
             HEAD,
             chunk(b"data: {oops\n\n"),
@@ -112,68 +107,47 @@ ANSWERS: dict[str, tuple[list[bytes], Decoder, Ending, bool]] = {
             chunk(b'data: {"choices":{"0":1}}\n\n'),
             DONE,
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "an error event": (
-        [HEAD, chunk(text("a")), chunk(event({"error": {"message": "boom"}})), DONE, LAST],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+    "an error event": openai_answer(
+        [HEAD, chunk(text("a")), chunk(event({"error": {"message": "boom"}})), DONE, LAST]
     ),
-    "sizes in upper case, padded, with an extension": (
+    "sizes in upper case, padded, with an extension": openai_answer(
         [
             HEAD,
             chunk(text("a"), "0" * 6 + f"{len(text('a')):X}"),
             chunk(text("b"), "AB;x=1"),
             DONE,
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "a wrong chunk size": (
+    "a wrong chunk size": openai_answer(
         [
             HEAD,
             chunk(text("a")),
             f"{len(text('b')) - 3:x}\r\n".encode() + text("b") + b"\r\n",
             DONE,
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "chunk data not followed by CRLF": (
+    "chunk data not followed by CRLF": openai_answer(
         [
             HEAD,
             chunk(text("a")),
             f"{len(text('b')):x}\r\n".encode() + text("b") + b"XY",
             DONE,
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
-    "cut short (no [DONE], the connection closes)": (
-        [HEAD, chunk(text("a")), chunk(text("b"))],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+    "cut short (no [DONE], the connection closes)": openai_answer(
+        [HEAD, chunk(text("a")), chunk(text("b"))]
     ),
-    "an error status": (
+    "an error status": openai_answer(
         [
             b"HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\n\r\n",
             chunk(event({"error": "busy"})),
             LAST,
-        ],
-        openai.decode_chunk,
-        openai.ENDING,
-        False,
+        ]
     ),
     "tgi": (
         [

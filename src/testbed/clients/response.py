@@ -111,7 +111,6 @@ class _Sink:
         "_decode",
         "_ending",
         "_error_body",
-        "_error_size",
         "_until_close",
         "keep_raw",
         "response",
@@ -124,8 +123,7 @@ class _Sink:
         self._decode = decode
         self._ending = ending
         self.keep_raw = keep_raw
-        self._error_body: list[bytes] | None = None
-        self._error_size = 0
+        self._error_body: bytearray | None = None  # an error answer's body, its start
         self._cut: str | None = None  # how the connection closed mid-body, if it did
         self._until_close = False  # the body ends when the connection closes (no framing)
 
@@ -144,7 +142,7 @@ class _Sink:
         )
         self._until_close = not framed
         if not 200 <= status < 300:
-            self._error_body = []
+            self._error_body = bytearray()
 
     def on_cut(self, reason: str, t_ns: int) -> None:
         """The connection closed before the body's framing ended: the response is over,
@@ -157,15 +155,14 @@ class _Sink:
 
     def _keep_error(self, data: bytes) -> None:
         """Keep the first :data:`MAX_ERROR_BODY` bytes of an error answer's body."""
-        assert self._error_body is not None
-        if self._error_size < MAX_ERROR_BODY:
-            self._error_body.append(data)
-            self._error_size += len(data)
+        kept = self._error_body
+        assert kept is not None
+        kept += data[: MAX_ERROR_BODY - len(kept)]
 
     def _end_error(self) -> bool:
         if self._error_body is None:
             return False
-        body = b"".join(self._error_body).decode("utf-8", "replace").strip()
+        body = self._error_body.decode("utf-8", "replace").strip()
         cut = f" (cut short: {self._cut})" if self._cut else ""
         self.response.error = f"HTTP {self.response.status}: {body[:300]}{cut}"
         return True
