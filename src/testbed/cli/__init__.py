@@ -14,7 +14,13 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from testbed.core.errors import EXIT_INFRA, EXIT_INPUT, EXIT_INTERRUPTED, TestbedError
+from testbed.core.errors import (
+    EXIT_INFRA,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    TestbedError,
+)
 
 #: The command modules, in the order ``testbed --help`` lists them.
 COMMANDS = (
@@ -63,7 +69,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns (and exits with) the exit code."""
+    """Entry point of the console script; returns (and exits with) the exit code.
+
+    A reader that closed standard output early (``testbed plan … | head``) ends any command
+    quietly with 0 (:mod:`testbed.cli.pipes`)."""
+    from testbed.cli import pipes
+
+    before = pipes.stdout_identity()
+    try:
+        code = _main(argv)
+    except BrokenPipeError as exc:
+        if not pipes.reader_gone():  # a socket's broken pipe, untranslated: a bug
+            return _internal_error(exc)
+        pipes.silence()
+        return EXIT_OK
+    except SystemExit:
+        if pipes.gave_up_on_closed_pipe(before):  # rich's console: SystemExit(1) on EPIPE
+            return EXIT_OK
+        pipes.flush()  # argparse's --help: its text is still buffered
+        raise
+    # what is still buffered meets a closed pipe here, not in the interpreter's exit; the
+    # command had finished, so its own code stands
+    pipes.flush()
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
@@ -79,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_error("interrupted")
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
-        code = EXIT_INFRA
+        raise  # main decides: the reader of standard output left, or a bug
     except Exception as exc:  # a bug of testbed's: exit 3, never 1 (1 means a verdict failed)
         code = _internal_error(exc)
     return code
