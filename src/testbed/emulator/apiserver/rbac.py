@@ -176,9 +176,9 @@ def _rule_allows(rule: Obj, attrs: Attributes) -> bool:
 
 
 def _resource_matches(resources: list[str], attrs: Attributes) -> bool:
+    # as kube-apiserver's ResourceMatches: ``*``, the exact ``resource/subresource``, or
+    # ``*/subresource``; ``pods/*`` is no wildcard (it names a subresource called ``*``)
     if attrs.subresource:
         wanted = f"{attrs.resource}/{attrs.subresource}"
-        return any(
-            r in ("*", wanted, f"{attrs.resource}/*", f"*/{attrs.subresource}") for r in resources
-        )
+        return any(r in ("*", wanted, f"*/{attrs.subresource}") for r in resources)
     return any(r in ("*", attrs.resource) for r in resources)
