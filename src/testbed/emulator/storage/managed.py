@@ -336,7 +336,7 @@ def apply_config(
             owners[other] = (entry, owned - {p for _, p in found})
         new = merge_applied(clone(live), body)
         others = set().union(*(owned for _, owned in owners.values()))
-        for path in sorted(previous[1] - wanted - others, key=len, reverse=True):
+        for path in _removals(previous[1] - wanted - others):
             remove_at(new, path)
         if previous[1] == wanted and _without_managed(new) == _without_managed(live):
             return live  # a no-op apply keeps the object, time and version as they are
@@ -356,6 +356,15 @@ def apply_config(
         )
     new.setdefault("metadata", {})["managedFields"] = entries
     return new
+
+
+def _removals(gone: set[Path]) -> list[Path]:
+    """The paths to remove, deepest first; a keyed list's item that goes as a whole takes its
+    fields with it (removing them one by one would take its key first, and the item, no
+    longer found by it, would stay behind as an empty object)."""
+    items = {p[:-1] for p in gone if p[-1] == "."}
+    inside = {p for p in gone if p[-1] != "." and any(p[:n] in items for n in range(1, len(p)))}
+    return sorted(gone - inside, key=len, reverse=True)
 
 
 def _without_managed(obj: Obj) -> Obj:
