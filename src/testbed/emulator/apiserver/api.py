@@ -15,7 +15,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator.apiserver import discovery, openapi, subresources, tables, views
+from testbed.emulator.apiserver import (
+    discovery,
+    escalation,
+    openapi,
+    subresources,
+    tables,
+    views,
+)
 from testbed.emulator.apiserver.authn import Authenticator, UserInfo
 from testbed.emulator.apiserver.rbac import Attributes, Authorizer, verb_of
 from testbed.emulator.apiserver.request_input import (
@@ -39,7 +46,8 @@ from testbed.emulator.storage.errors import (
     invalid,
     method_not_allowed,
 )
-from testbed.emulator.storage.managed import APPLY
+from testbed.emulator.storage.managed import APPLY, apply_config
+from testbed.emulator.storage.patch import apply_patch
 from testbed.emulator.storage.resources import ResourceType
 from testbed.emulator.storage.store import Store
 from testbed.emulator.storage.watchers import Event
@@ -90,7 +98,7 @@ class Api:
                 return json_response(doc)
             if target is None:
                 raise _NOT_FOUND
-            return await self._dispatch(request, target)
+            return await self._dispatch(request, target, user)
         except ApiError as exc:
             return json_response(exc.status(), exc.code)
 
@@ -127,7 +135,9 @@ class Api:
             raise _NOT_FOUND  # no v2 document: kubectl uses v3 when it is served
         return None
 
-    async def _dispatch(self, request: web.Request, t: Target) -> web.StreamResponse:
+    async def _dispatch(
+        self, request: web.Request, t: Target, user: UserInfo
+    ) -> web.StreamResponse:
         method = request.method
         if t.subresource is not None and (t.rt.key, t.subresource) in self._extensions:
             assert t.name is not None
@@ -140,13 +150,15 @@ class Api:
                     return await self._watch(request, t)
                 return self._list(request, t)
             if method == "POST":
-                created = self._create(t, await object_body(request), field_manager(request))
+                body = await object_body(request)
+                self._guard(user, t, body)
+                created = self._create(t, body, field_manager(request))
                 return json_response(self._out(t.rt, created), 201)
             if method == "DELETE":
                 return self._delete_collection(request, t, await optional_object(request))
             raise method_not_allowed(f"{method} is not allowed on a collection")
         if t.subresource in (None, "status"):
-            return await self._object(request, t)
+            return await self._object(request, t, user)
         if t.rt.key == "serviceaccounts" and t.subresource == "token" and method == "POST":
             assert t.name is not None
             sa = self.store.get("serviceaccounts", t.namespace, t.name)
@@ -250,7 +262,7 @@ class Api:
         )
 
     # -- one object --------------------------------------------------------------------
-    async def _object(self, request: web.Request, t: Target) -> web.StreamResponse:
+    async def _object(self, request: web.Request, t: Target, user: UserInfo) -> web.StreamResponse:
         assert t.name is not None
         key, method = t.rt.key, request.method
         if method == "GET":
@@ -265,6 +277,7 @@ class Api:
         if method == "PUT":
             body = await object_body(request)
             check_kind(t.rt, body)
+            self._guard(user, t, body, self.store.get(key, t.namespace, t.name))
             stored = views.from_view(t.rt, body, self.store.bucket(key).rt.api_version)
             manager = field_manager(request) if t.subresource is None else None
             replaced = self.store.replace(
@@ -272,10 +285,15 @@ class Api:
             )
             return json_response(self._out(t.rt, replaced))
         if method == "PATCH" and media_type(request) == APPLY:
-            obj, created = self._apply(request, t, await applied_body(request))
+            obj, created = self._apply(request, t, await applied_body(request), user)
             return json_response(self._out(t.rt, obj), 201 if created else 200)
         if method == "PATCH":
-            return json_response(self._out(t.rt, self._patch(request, t, await json_body(request))))
+            patch = await json_body(request)
+            if self._guarded(t):
+                current = self.store.get(key, t.namespace, t.name)
+                content_type = request.headers.get("Content-Type", "")
+                self._guard(user, t, apply_patch(content_type, current, patch), current)
+            return json_response(self._out(t.rt, self._patch(request, t, patch)))
         if method == "DELETE" and t.subresource is None:
             options = await optional_object(request)
             propagation, grace = delete_options(request, options)
@@ -293,8 +311,6 @@ class Api:
             return self.store.patch(
                 t.rt.key, t.namespace, t.name, content_type, body, t.subresource, manager
             )
-        from testbed.emulator.storage.patch import apply_patch
-
         current = views.to_view(t.rt, self.store.get(t.rt.key, t.namespace, t.name))
         patched = views.from_view(
             t.rt,
@@ -303,7 +319,9 @@ class Api:
         )
         return self.store.replace(t.rt.key, t.namespace, t.name, patched, t.subresource)
 
-    def _apply(self, request: web.Request, t: Target, body: Obj) -> tuple[Obj, bool]:
+    def _apply(
+        self, request: web.Request, t: Target, body: Obj, user: UserInfo
+    ) -> tuple[Obj, bool]:
         """Server-side apply (``application/apply-patch+yaml``); creates when absent."""
         assert t.name is not None
         manager = request.query.get("fieldManager")
@@ -320,7 +338,27 @@ class Api:
             raise bad_request(f"server-side apply of {t.rt.api_version} is not supported here")
         check_kind(t.rt, body)
         force = query_flag(request.query.get("force"))
+        if self._guarded(t):
+            current = self.store.try_get(t.rt.key, t.namespace, t.name)
+            rt = self.store.bucket(t.rt.key).rt
+            new = apply_config(current, body, manager, force, rt.api_version, rt.has_status)
+            self._guard(user, t, new, current)
         return self.store.apply(t.rt.key, t.namespace, t.name, body, manager, force)
+
+    def _guarded(self, t: Target) -> bool:
+        return (
+            self.authz is not None
+            and t.subresource is None
+            and escalation.guards(t.rt.group, t.rt.plural)
+        )
+
+    def _guard(self, user: UserInfo, t: Target, new: Obj, current: Obj | None = None) -> None:
+        """kube-apiserver's policy-based RBAC storage: a Role, ClusterRole or binding grants
+        no more than its writer holds (escalation.py)."""
+        if self._guarded(t):
+            assert self.authz is not None
+            namespace = t.namespace or ""
+            escalation.check_write(self.authz, user, t.rt.plural, namespace, new, current)
 
     def _out(self, rt: ResourceType, obj: Obj) -> Obj:
         return views.to_view(rt, obj)

@@ -23,16 +23,19 @@ from testbed.emulator.storage.store import Store
 
 Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io"
-#: Resources every authenticated user may create (system:basic-user).
-SELF_REVIEWS = frozenset(
-    {
-        ("authorization.k8s.io", "selfsubjectaccessreviews"),
-        ("authorization.k8s.io", "selfsubjectrulesreviews"),
-        ("authentication.k8s.io", "selfsubjectreviews"),
-    }
-)
-#: Non-resource paths every authenticated user may GET (system:discovery, public-info-viewer).
-DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi", "/version", "/healthz", "/livez", "/readyz")
+#: What every authenticated user holds (the system:basic-user, system:discovery and
+#: system:public-info-viewer ClusterRoles a cluster binds to system:authenticated): asking
+#: what it may do, and reading discovery. Rules like any bound ones, so that what a user may
+#: grant (escalation.py) counts them too.
+AUTHENTICATED_RULES: tuple[Obj, ...] = (
+    {"apiGroups": ["authorization.k8s.io"],
+     "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"],
+     "verbs": ["create"]},
+    {"nonResourceURLs": [url for p in ("/api", "/apis", "/openapi", "/version", "/healthz",
+                                       "/livez", "/readyz") for url in (p, p + "/*")],
+     "verbs": ["get"]},
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,6 @@ class Authorizer:
         user = attrs.user
         if user.is_master:
             return True
-        if "system:authenticated" in user.groups and _default_allowed(attrs):
-            return True
         return any(_rule_allows(rule, attrs) for rule in self.rules(user, attrs.namespace))
 
     def check(self, attrs: Attributes) -> None:
@@ -113,6 +114,8 @@ class Authorizer:
 
     def rules(self, user: UserInfo, namespace: str) -> Iterator[Obj]:
         """Every rule granted to ``user`` for requests in ``namespace`` ('' = cluster scope)."""
+        if "system:authenticated" in user.groups:
+            yield from AUTHENTICATED_RULES
         bindings, _ = self.store.list(f"clusterrolebindings.{RBAC}", None)
         for binding in bindings:
             if _binds(binding, user):
@@ -123,6 +126,10 @@ class Authorizer:
         for binding in bindings:
             if _binds(binding, user):
                 yield from self._role_rules(binding.get("roleRef") or {}, namespace)
+
+    def rules_for(self, user: UserInfo, namespace: str) -> list[Obj]:
+        """The rules ``user`` holds in ``namespace``: what it may grant (RuleResolver.RulesFor)."""
+        return list(self.rules(user, namespace))
 
     def _role_rules(self, ref: Obj, namespace: str | None) -> list[Obj]:
         kind = ref.get("kind")
@@ -147,14 +154,6 @@ def _binds(binding: Obj, user: UserInfo) -> bool:
             if user.name == f"system:serviceaccount:{namespace}:{name}":
                 return True
     return False
-
-
-def _default_allowed(attrs: Attributes) -> bool:
-    if not attrs.resource_request:
-        return attrs.verb == "get" and any(
-            attrs.path == p or attrs.path.startswith(p + "/") for p in DISCOVERY_PREFIXES
-        )
-    return attrs.verb == "create" and (attrs.group, attrs.resource) in SELF_REVIEWS
 
 
 def _rule_allows(rule: Obj, attrs: Attributes) -> bool:
