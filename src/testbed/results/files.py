@@ -3,9 +3,11 @@ as whole as they are."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -13,9 +15,10 @@ from typing import IO, Any, Self
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: never half-written."""
+    """Write ``text`` to ``path`` through a temporary file and a rename: never half-written.
+    The file gets the mode of every other file of the folder (0666 less the user's umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = _create_temporary(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -25,6 +28,29 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _create_temporary(path: Path) -> tuple[int, Path]:
+    """A new, empty file beside ``path`` that no one else has opened. Not ``mkstemp``: its
+    files are 0600 whatever the umask, and the rename carries that mode to the result — a
+    run folder whose summaries only their owner could read beside 0644 records."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):  # a name taken (a crashed writer's leftover) only costs another try
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp  # the kernel applies the umask
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name beside it", str(path))
+
+
+def create_file(path: Path) -> None:
+    """Create ``path`` empty, as any other file of its folder, when it does not exist: for
+    files that a library would otherwise create with a mode of its own (SQLite's 0644 less
+    the umask, which an umask of 002 makes differ from its neighbours' 0664)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
 
 
 def write_json(path: Path, value: Any) -> None:

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Self
 
 from testbed.core.clock import wall_label
+from testbed.results.files import create_file
 
 FINAL = ("PASS", "FAIL", "INCONCLUSIVE", "SKIPPED")
 
@@ -36,6 +37,7 @@ class Ledger:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        create_file(path)  # the folder's mode, not SQLite's (its journals copy the file's)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
