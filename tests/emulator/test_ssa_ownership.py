@@ -68,7 +68,7 @@ def test_another_value_for_a_shared_field_conflicts_with_every_other_owner() -> 
     with pytest.raises(ApiError) as refused:
         _apply(live, _cm({"shared": "2"}), "carol")
     assert refused.value.code == 409
-    causes = refused.value.details["causes"]
+    causes = (refused.value.details or {})["causes"]
     assert {c["message"] for c in causes} == {'conflict with "alice"', 'conflict with "bob"'}
     assert {c["field"] for c in causes} == {".data.shared"}
     forced = _apply(live, _cm({"shared": "2"}), "carol", force=True)
