@@ -193,7 +193,9 @@ class _Worker:
         labels = ((current or {}).get("metadata") or {}).get("labels") or {}
         if current is not None and item.kind == CRD and labels.get(RUN) is None:
             return
-        if current is None or labels.get(WORKER) != label_value(self.worker_id):
+        mine = {RUN: label_value(self.run_id), WORKER: label_value(self.worker_id)}
+        if current is None or any(labels.get(k) != v for k, v in mine.items()):
+            # another worker's, another run's (a worker id repeats across runs) or nobody's
             owner = labels.get(RUN) or "someone else"
             raise ServerStartError(
                 f"{item.origin}: {item.describe()} already exists in"
