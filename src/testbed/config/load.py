@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from testbed.config.server_metrics import ServerMetrics
 
+#: How long a stage runs when neither ``duration_s`` nor ``requests`` bounds it (s).
+DEFAULT_DURATION_S = 10.0
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
@@ -206,9 +209,17 @@ class LoadProbe(_Strict):
     sweep: SweepSettings = Field(default_factory=SweepSettings)
     ramp: RampSettings = Field(default_factory=RampSettings)
     duration_s: float | None = Field(
-        10.0, gt=0, description="Issue requests for this long, per stage (s)."
+        None,
+        gt=0,
+        description="Issue requests for this long at most, per stage (s); unset: until"
+        f" `requests` have run, or {DEFAULT_DURATION_S:g} s when `requests` is unset too.",
     )
-    requests: int | None = Field(None, ge=1, description="Issue at most this many, per stage.")
+    requests: int | None = Field(
+        None,
+        ge=1,
+        description="Run exactly this many, per stage (a `duration_s` that ends the stage"
+        " first makes it INCONCLUSIVE).",
+    )
     warmup_s: float = Field(0.0, ge=0, description="Excluded from statistics at start (s).")
     cooldown_s: float = Field(0.0, ge=0, description="Excluded from statistics at end (s).")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout (s).")
@@ -243,17 +254,27 @@ class LoadProbe(_Strict):
             return {"kind": "synthetic", **value}
         return value
 
+    @property
+    def stage_duration_s(self) -> float | None:
+        """What bounds each stage in time: ``duration_s`` as given; unset, nothing when
+        ``requests`` counts the stage (it runs them all), else the default duration."""
+        if self.duration_s is not None or self.requests is not None:
+            return self.duration_s
+        return DEFAULT_DURATION_S
+
     @model_validator(mode="after")
     def _consistent(self) -> LoadProbe:
         if self.profile == "rate" and self.rate is None:
             raise ValueError("profile 'rate' needs `rate` (requests/s), e.g. rate: 50")
-        if self.duration_s is None and self.requests is None:
-            raise ValueError("set `duration_s` or `requests` (or both) to bound each stage")
-        if self.profile in ("sweep", "ramp") and self.duration_s is None:
-            raise ValueError(f"profile {self.profile!r} needs `duration_s` (per stage)")
-        if self.warmup_s + self.cooldown_s >= (self.duration_s or float("inf")):
+        if self.profile == "ramp" and self.stage_duration_s is None:
+            raise ValueError(
+                "profile 'ramp' rises over `duration_s`, which a request count cannot set:"
+                " give `duration_s` too (the ramp's length, s)"
+            )
+        duration = self.stage_duration_s
+        if duration is not None and self.warmup_s + self.cooldown_s >= duration:
             raise ValueError(
                 f"warmup_s + cooldown_s ({self.warmup_s + self.cooldown_s}) must be shorter"
-                f" than duration_s ({self.duration_s})"
+                f" than duration_s ({duration:g})"
             )
         return self

@@ -141,11 +141,11 @@ def _records(config: LoadProbe) -> tuple[int, float | None, str]:
     """Stages, records per stage (None: unknown before the run) and the field bounding them."""
     stages = 2 + config.sweep.rates if config.profile == "sweep" else 1
     open_loop: float | None = None
-    if config.profile in ("rate", "ramp") and config.duration_s is not None:
+    if config.profile in ("rate", "ramp") and config.stage_duration_s is not None:
         rate = config.rate or 0.0
         if config.profile == "ramp":
             rate = (config.ramp.start_rate + config.ramp.end_rate) / 2
-        open_loop = rate * config.duration_s
+        open_loop = rate * config.stage_duration_s
     if config.requests is not None and (open_loop is None or config.requests <= open_loop):
         return stages, float(config.requests), "requests"
     if open_loop is not None:

@@ -16,7 +16,7 @@ from testbed.probes.load.schedule import Arrivals
 def _stage(config: LoadProbe, name: str, **kind: object) -> Stage:
     return Stage(
         name=name,
-        duration_s=config.duration_s,
+        duration_s=config.stage_duration_s,
         max_requests=config.requests,
         warmup_s=config.warmup_s,
         cooldown_s=config.cooldown_s,

@@ -131,7 +131,7 @@ class LoadGenerator:
         offsets: list[int] = []
         if stage.arrivals is not None:
             offsets = offsets_ns(stage.arrivals, stage.duration_s, stage.max_requests, seed)
-            per_s = _rate_of(offsets, stage.duration_s) / self._opt.procs
+            per_s = _rate_of(offsets, stage) / self._opt.procs
             await self._pool.warm(min(self._opt.max_in_flight, max(4, int(per_s / 4))))
         else:
             await self._pool.warm(self._share(stage.concurrency or 1))
@@ -195,7 +195,7 @@ class LoadGenerator:
     # -- open loop --------------------------------------------------------------------------
     async def _open_loop(self, stage: Stage, t0: int, offsets: list[int], run: StageRun) -> None:
         mine = offsets[self._opt.proc :: self._opt.procs]
-        run.requested_rate = _rate_of(offsets, stage.duration_s)
+        run.requested_rate = _rate_of(offsets, stage)
         slots = asyncio.Semaphore(self._opt.max_in_flight)
         timer = PreciseTimer()
         run.precise_timer = timer.precise
@@ -211,8 +211,7 @@ class LoadGenerator:
         finally:
             timer.close()
         run.sent = len(mine)
-        planned = t0 + round(stage.duration_s * 1e9) if stage.duration_s else 0
-        run.t_stop_ns = max(planned, t0 + (offsets[-1] if offsets else 0))
+        run.t_stop_ns = t0 + _span_ns(offsets, stage)
 
     async def _slotted(self, stage: str, due: int, slots: asyncio.Semaphore) -> None:
         if slots.locked():
@@ -311,11 +310,27 @@ def _no_gc_pauses() -> Iterator[None]:
         gc.collect()
 
 
-def _rate_of(offsets: list[int], duration_s: float | None) -> float:
-    """Requested rate of a schedule: arrivals per second of the stage's duration (or of the
-    schedule's span when only a request count bounds it)."""
-    if duration_s:
-        return len(offsets) / duration_s
+def _ended_by_count(offsets: list[int], stage: Stage) -> bool:
+    """Whether an open-loop schedule ends with its request count (not its duration)."""
+    if not stage.duration_s:
+        return True
+    return stage.max_requests is not None and len(offsets) >= stage.max_requests
+
+
+def _span_ns(offsets: list[int], stage: Stage) -> int:
+    """How long an open-loop stage issues requests, from its start: its whole duration when
+    that ended the schedule, else up to its last send — a count reached long before the
+    duration must not leave the idle rest inside the window (its rates would be diluted)."""
+    if _ended_by_count(offsets, stage):
+        return offsets[-1] if offsets else 0
+    return round((stage.duration_s or 0.0) * 1e9)
+
+
+def _rate_of(offsets: list[int], stage: Stage) -> float:
+    """Requested rate of a schedule: arrivals per second of its duration, or, when its count
+    ended it, the gaps between its first and last arrival per second of that span."""
+    if not _ended_by_count(offsets, stage):
+        return len(offsets) / (stage.duration_s or 1.0)
     return (len(offsets) - 1) / (offsets[-1] / 1e9) if len(offsets) > 1 and offsets[-1] else 0.0
 
 

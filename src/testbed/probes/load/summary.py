@@ -4,8 +4,9 @@ summary.json (a stage, or the headline stage of a sweep) has ``ttft_ms``, ``itl_
 ``tpot_ms``, ``e2e_ms`` (each ``p50 p90 p95 p99 p999 mean std n``), ``throughput``
 (``requests_per_s``, ``output_tokens_per_s``, ``goodput_requests_per_s``), ``harness``
 (``schedule_lag_ms`` p50/p99, ``requested_rate``, ``achieved_rate``, ``cpu_ms_per_request``
-…), ``requests`` (counts) and ``window``. A sweep adds ``stages`` and
-``max_rate_meeting_slo``.
+…), ``requests`` (counts: ``asked``, the stage's request count or null, ``total`` that ran
+…), ``window`` and ``cut_short`` (why fewer than ``asked`` ran, or null). A sweep adds
+``stages`` and ``max_rate_meeting_slo``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def stage_summary(
         },
         "harness": self_check.harness,
         "requests": {
+            "asked": stage.max_requests,
             "total": total,
             "ok": ok,
             "errors": total - ok,
@@ -58,6 +60,7 @@ def stage_summary(
         },
         "window": {"start_ns": win.start_ns, "end_ns": win.end_ns, "seconds": win.seconds},
         "selfcheck": {"ok": self_check.ok, "problems": self_check.problems},
+        "cut_short": cut_short(stage, total),
         "notes": self_check.notes,
     }
     if slo:
@@ -65,6 +68,17 @@ def stage_summary(
             summary, slo, summary["requests"]["success_ratio"]
         )
     return summary
+
+
+def cut_short(stage: Stage, ran: int) -> str | None:
+    """Why a stage asked for a request count ran fewer (its duration ended it first), or
+    None: a count is what the user asked to measure, so fewer is never silent."""
+    if stage.max_requests is None or ran >= stage.max_requests:
+        return None
+    return (
+        f"{ran} of {stage.max_requests} requests ran: duration_s ({stage.duration_s:g} s)"
+        " ended the stage first — raise duration_s, or leave it unset to run every request"
+    )
 
 
 def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
@@ -76,6 +90,8 @@ def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
     """
     judged = stages[:1] if config.profile == "sweep" else stages
     checked = [s for s in stages if s["stage"] != "saturation"]
+    # fewer requests than asked is short in every stage, the saturation stage's too
+    short = [f"{s['stage']}: {s['cut_short']}" for s in stages if s.get("cut_short")]
     problems = [f"{s['stage']}: {p}" for s in checked for p in s["selfcheck"]["problems"]]
     evidence: dict[str, Any] = {
         "method": "steady-state window percentiles vs SLO bounds; harness self-check",
@@ -102,11 +118,13 @@ def verdict_of(stages: list[dict[str, Any]], config: LoadProbe) -> Verdict:
     if any(s["requests"]["in_window"] == 0 for s in judged):
         return Verdict(
             status=Status.INCONCLUSIVE,
-            reason="no successful request in the steady-state window",
+            reason="; ".join([*short, "no successful request in the steady-state window"]),
             evidence=evidence,
         )
-    if problems:
-        return Verdict(status=Status.INCONCLUSIVE, reason="; ".join(problems), evidence=evidence)
+    if short or problems:
+        return Verdict(
+            status=Status.INCONCLUSIVE, reason="; ".join(short + problems), evidence=evidence
+        )
     violations = [f"{s['stage']}: {v}" for s in judged for v in s.get("slo_violations", [])]
     if not config.slo:  # without SLOs every request must still succeed
         violations += [
