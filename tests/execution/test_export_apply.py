@@ -82,7 +82,7 @@ def test_the_exported_objects_apply_and_read_back(
             engine,
             str(ROOT / "examples" / "tekton-sweep.yaml"),
             "--set",
-            "backend.kind=kubernetes",  # runs make namespaces: a ClusterRole and its binding
+            "backend.kind=kubernetes",  # the tasks' workers run in the pipeline's namespace
             "--namespace",
             namespace,
             "--upload",
@@ -102,7 +102,7 @@ def test_the_exported_objects_apply_and_read_back(
     ]
     (pipeline,) = yaml.safe_load_all((out / MAIN_FILE[engine]).read_text())
     assert [d["kind"] for d in support] == [
-        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Secret",
+        "Namespace", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret",
     ]  # fmt: skip
     try:
         apply_all(client, support)

@@ -117,6 +117,13 @@ class Backend(abc.ABC):
         del loaded, namespace, account
         return []
 
+    @classmethod
+    def runner_admin(cls, loaded: LoadedCampaign, namespace: str) -> list[dict[str, Any]]:
+        """The cluster-scoped objects a cluster admin applies before an exported pipeline
+        runs in ``namespace`` (a stack's CRDs); the runner is never granted them."""
+        del loaded, namespace
+        return []
+
     def open_worker(
         self, worker_id: str, deployment: AnyDeployment, work_dir: Path
     ) -> AbstractAsyncContextManager[Handle]:

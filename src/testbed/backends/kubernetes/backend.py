@@ -35,9 +35,13 @@ from testbed.backends.kubernetes.names import (
 )
 from testbed.backends.kubernetes.node_fit import infeasible_reason
 from testbed.backends.kubernetes.probe_runner import ProbeJobs
-from testbed.backends.kubernetes.rbac import rbac_objects
+from testbed.backends.kubernetes.rbac import admin_objects, rbac_objects
 from testbed.backends.kubernetes.readiness import Lineage, follow_until_ready, watch_death
-from testbed.backends.kubernetes.run_cleanup import delete_run_objects
+from testbed.backends.kubernetes.run_cleanup import (
+    delete_run_objects,
+    record_secret,
+    recorded_secrets,
+)
 from testbed.backends.kubernetes.stack import Stacks
 from testbed.backends.kubernetes.stack_validation import check_stacks
 from testbed.backends.kubernetes.weights import run_secrets
@@ -104,6 +108,7 @@ class KubernetesBackend(Backend):
     check_campaign = staticmethod(check_stacks)
     #: Least privilege for what this backend does for the campaign (:mod:`.rbac`).
     runner_rbac = staticmethod(rbac_objects)
+    runner_admin = staticmethod(admin_objects)
 
     async def kube(self) -> Kube:
         if self._kube is None:
@@ -154,6 +159,9 @@ class KubernetesBackend(Backend):
                 key = (obj["kind"], obj["metadata"]["name"])
                 if obj["kind"] in ("Deployment", "Service") or key in self._applied:
                     continue
+                if obj["kind"] == "Secret":  # cleanup deletes Secrets by name, never lists them
+                    with contextlib.suppress(OSError):
+                        record_secret(self._objects_marker(), key[1])
                 try:
                     await asyncio.to_thread(kube.apply, obj)
                 except ClusterNotFound as exc:
@@ -344,6 +352,11 @@ class KubernetesBackend(Backend):
             self._objects_marker().unlink(missing_ok=True)
         return done
 
+    def _secrets(self) -> set[str]:
+        """The Secrets this run applied: in this process, or recorded in its marker."""
+        applied = {name for kind, name in self._applied if kind == "Secret"}
+        return applied | recorded_secrets(self._objects_marker())
+
     async def _cleanup(self) -> list[str]:
         done = await delete_run_objects(
             await self.kube(),
@@ -352,6 +365,7 @@ class KubernetesBackend(Backend):
             self.namespace,
             owns_namespace(self.settings),
             self.settings.datashim,
+            self._secrets(),
         )
         self._applied.clear()
         return done

@@ -119,7 +119,7 @@ class Stacks:
                         "cluster_url": where.cluster_url,
                         "version": f"stack {deployment.manifests}",
                     }
-                    endpoint = stack_endpoint(deployment, where.base_url, where.metrics_url)
+                    endpoint = stack_endpoint(deployment, where.base_url, where.metrics_urls)
                     watching = asyncio.ensure_future(worker.watch_serving(deployment, placed, died))
                     try:
                         yield Handle(endpoint, died=died, info=info)
@@ -146,6 +146,8 @@ class _Worker:
         placed: list[tuple[StackObject, KindInfo]] = []
         defined = {str((o.obj.get("spec") or {}).get("group")) for o in objects if o.kind == CRD}
         for item in sorted(objects, key=lambda o: o.kind != CRD):  # stable: CRDs first
+            if item.kind == CRD and await asyncio.to_thread(_served, self.kube, item):
+                continue  # installed by the cluster's admin: used as it is, never written
             info = await self._discover(item, item.api_version.rpartition("/")[0] in defined)
             await self._create(item, info)
             placed.append((item, info))
@@ -290,6 +292,21 @@ class _Worker:
     async def remove(self) -> None:
         await delete_refs(self.kube, self.run_id, self.worker_id, self.journal.refs())
         self.journal.remove()
+
+
+def _served(kube: Kube, crd: StackObject) -> bool:
+    """Whether discovery already serves the kind CRD ``crd`` defines (an exported pipeline's
+    admin applies a stack's CRDs; the runner may not even read CRDs)."""
+    spec = crd.obj.get("spec") or {}
+    versions = [v.get("name") for v in spec.get("versions") or [] if v.get("served", True)]
+    kind = (spec.get("names") or {}).get("kind")
+    if not versions or not kind:
+        return False
+    try:
+        kube.info(f"{spec.get('group')}/{versions[0]}", str(kind))
+    except (InputError, ClusterError):
+        return False
+    return True
 
 
 async def watch_until(

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from testbed.config.loader import LoadedCampaign
 from testbed.execution.export import argo, tekton
 from testbed.execution.export.objects import ExportOptions, campaign_volume, support_objects
-from testbed.execution.export.order import Task, ordered_tasks
+from testbed.execution.export.order import Task, ordered_tasks, stacks_take_turns
 from testbed.execution.export.step import ExportedRun
 from testbed.plan.model import Plan
 
@@ -28,6 +28,7 @@ def export(
     """File name → objects, and the tasks in order (for the terminal summary)."""
     campaign = loaded.campaign
     tasks = ordered_tasks(plan, campaign.execution)
+    stacks_take_turns(tasks, plan)
     volume = campaign_volume(loaded, plan, options)
     render = tekton.pipeline_run if engine == "tekton" else argo.workflow
     run = ExportedRun(

@@ -99,7 +99,9 @@ def support_objects(
     ]  # fmt: skip
     backend = backend_class(loaded.campaign.backend.kind)
     rbac += backend.runner_rbac(loaded, options.namespace, options.service_account)
-    return {
+    admin = backend.runner_admin(loaded, options.namespace)
+    files: dict[str, list[dict[str, Any]]] = {"admin.yaml": admin} if admin else {}
+    return files | {
         "namespace.yaml": [
             {"apiVersion": "v1", "kind": "Namespace",
              "metadata": {"name": options.namespace, "labels": dict(LABELS)}}
@@ -134,7 +136,7 @@ class CampaignVolume:
 
 def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) -> CampaignVolume:
     """The resolved campaign and the case files its treatments name, mounted at /campaign."""
-    data = {"campaign.yaml": yaml.safe_dump(loaded.document, sort_keys=False)}
+    data = {"campaign.yaml": yaml.safe_dump(exported_document(loaded, options), sort_keys=False)}
     items = [{"key": "campaign.yaml", "path": "campaign.yaml"}]
     for relative in _case_files(plan):
         source = loaded.base_dir / relative
@@ -155,6 +157,18 @@ def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) 
         "data": data,
     }  # fmt: skip
     return CampaignVolume(configmap, items)
+
+
+def exported_document(loaded: LoadedCampaign, options: ExportOptions) -> dict[str, Any]:
+    """The campaign as its tasks run it: on a cluster, in one namespace (the campaign's, else
+    the pipeline's), where the runner's Role holds — never a namespace of each run's own,
+    which would need rights in every namespace of a shared cluster."""
+    document = dict(loaded.document)
+    if isinstance(loaded.campaign.backend, KubernetesSettings):
+        backend = dict(document.get("backend") or {})
+        backend["namespace"] = backend.get("namespace") or options.namespace
+        document["backend"] = backend
+    return document
 
 
 def _stack_files(loaded: LoadedCampaign) -> list[str]:

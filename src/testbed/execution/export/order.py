@@ -8,7 +8,9 @@ strategy written as dependencies, since an in-cluster engine has no CPU budget t
 - ``parallel`` without a limit: no dependency inside a group.
 
 ``unroll`` factors split the plan into groups run one after the other: the first tasks of a
-group wait for the last tasks (the sinks) of the group before. Pure functions.
+group wait for the last tasks (the sinks) of the group before. Tasks that deploy the same
+stack take turns (:func:`stacks_take_turns`), as its workers do inside one ``testbed run``:
+they share one namespace, and a stack's objects have fixed names. Pure functions.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.config.execution import Execution
+from testbed.config.stacks import StackDeployment
 from testbed.plan.model import Plan, Treatment
 
 
@@ -70,3 +73,18 @@ def _within(group: list[Task], execution: Execution) -> None:
     size = width or 1
     for i in range(size, len(group)):
         group[i].after = [group[i - size].name]
+
+
+def stacks_take_turns(tasks: list[Task], plan: Plan) -> None:
+    """Each task that deploys a stack also waits for the task before it deploying the same
+    stack (by deployment name), unless it already does."""
+    last: dict[str, str] = {}
+    for task in tasks:
+        for worker in task.treatment.workers:
+            config = plan.workers[worker].config
+            if not isinstance(config, StackDeployment):
+                continue
+            before = last.get(config.name)
+            if before is not None and before not in task.after:
+                task.after.append(before)
+            last[config.name] = task.name
