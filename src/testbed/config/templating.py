@@ -1,8 +1,10 @@
 """Steps made concrete: templates rendered from the resolved campaign, named commands resolved,
 every step numbered in execution order — pure, so ``plan``, ``validate`` and ``run`` agree.
 
-Templates are Jinja with :class:`jinja2.StrictUndefined`: a name the campaign does not have
-is a :class:`CampaignError` (exit 2) at the line of the template. They see the resolved
+Templates are Jinja, rendered in :mod:`testbed.core.templates`' sandbox (they read the
+campaign's values, never Python's objects or another file): a name the campaign does not
+have, or anything the sandbox refuses, is a :class:`CampaignError` (exit 2) at the line of
+the template. They see the resolved
 campaign (``vars``, ``deployments`` — also by name: ``deployments.stable.model`` —, ``load``,
 ``backend``, ``execution`` …) and ``run`` (``id``, ``dir``, ``namespace``; placeholders when
 planning). ``${env:NAME}`` references pass through rendering untouched: the plan and the
@@ -30,6 +32,7 @@ from testbed.config.campaign import Campaign
 from testbed.config.provenance import Path as DocPath
 from testbed.config.provenance import Provenance
 from testbed.config.steps import SET_AT_RUNTIME, Parallel, Step
+from testbed.core import templates
 from testbed.core.errors import CampaignError
 from testbed.core.secrets import redact
 
@@ -108,13 +111,6 @@ class _Renderer:
     prov: Provenance
     file: str
 
-    def __post_init__(self) -> None:
-        import jinja2
-
-        self.env = jinja2.Environment(  # noqa: S701 - argv, not HTML
-            undefined=jinja2.StrictUndefined, keep_trailing_newline=True
-        )
-
     def text(self, template: str, at: DocPath) -> str:
         return str(self._do(template, at, native=False))
 
@@ -129,23 +125,20 @@ class _Renderer:
         return value
 
     def _do(self, template: str, at: DocPath, *, native: bool) -> Any:
-        import jinja2
-
         if "{{" not in template and "{%" not in template:
             return template
         try:
             lone = template.strip()
             if native and lone.startswith("{{") and lone.endswith("}}") and lone.count("{{") == 1:
-                expression = self.env.compile_expression(lone[2:-2], undefined_to_none=False)
-                result = expression(**self.context)
-                if isinstance(result, jinja2.Undefined):
-                    str(result)  # StrictUndefined raises here, naming the missing name
-                return result
-            return self.env.from_string(template).render(**self.context)
-        except jinja2.UndefinedError as exc:
-            raise self.error(at, f"{template!r}: {exc} — {self.known()}") from None
-        except jinja2.TemplateError as exc:
-            raise self.error(at, f"{template!r} is not a valid template: {exc}") from None
+                return templates.evaluate(lone[2:-2], self.context)
+            return templates.render(template, self.context)
+        except templates.UndefinedName as exc:
+            reason = f"{exc.reason}{_line(exc)}"
+            raise self.error(at, f"{template!r}: {reason} — {self.known()}") from None
+        except templates.TemplateFailure as exc:
+            raise self.error(
+                at, f"{template!r} cannot be rendered{_line(exc)}: {exc.reason}"
+            ) from None
 
     def known(self) -> str:
         names = ", ".join(sorted(self.context))
@@ -286,6 +279,11 @@ def _toolbox_script(
             (*at, "command"), f"{found[0]} is not executable — chmod +x {found[0]}"
         )
     return found[0].resolve()
+
+
+def _line(exc: templates.TemplateFailure) -> str:
+    """Where in a template of several lines (a ``run: |`` script) it failed."""
+    return f" (line {exc.line} of the template)" if exc.line and exc.line > 1 else ""
 
 
 def _flag(value: Any) -> str:

@@ -5,9 +5,10 @@ a ``kustomization.yaml``. Every YAML file is a Jinja template rendered with the 
 ``values`` (each key a top-level name, and all of them as ``values``), plus ``namespace``,
 ``run_id``, ``worker`` and ``deployment`` (its ``name`` and ``model``); a value may itself
 hold placeholders of those (``model: "{{ deployment.model }}"``). Undefined names are
-errors (StrictUndefined), placed at ``file:line``. A kustomization's files are rendered into
-a scratch copy first, then ``kubectl kustomize`` builds it. ``kind: List`` documents (some
-``helm template`` output) are flattened.
+errors (StrictUndefined), placed at ``file:line``; templates render in
+:mod:`testbed.core.templates`' sandbox (values only: no Python objects, no other file). A
+kustomization's files are rendered into a scratch copy first, then ``kubectl kustomize``
+builds it. ``kind: List`` documents (some ``helm template`` output) are flattened.
 
 Each object is given the run's labels — on its metadata and on every pod template inside
 it — so ``kubectl get … -l testbed.io/run=RUN`` and cleanup find it; a stack's own
@@ -19,7 +20,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
-import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +28,8 @@ from typing import Any
 import yaml
 
 from testbed.config.stacks import StackDeployment
-from testbed.core.errors import InputError, MissingDependency
+from testbed.core import templates
+from testbed.core.errors import InputError
 from testbed.core.kube.labels import labelled
 
 KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
@@ -104,14 +105,12 @@ def render_values(values: Mapping[str, Any], names: Mapping[str, Any]) -> dict[s
 
     def one(value: Any, where: str) -> Any:
         if isinstance(value, str) and ("{{" in value or "{%" in value):
-            from jinja2 import TemplateError
-
             try:
-                return _environment().from_string(value).render(**names)
-            except TemplateError as exc:
+                return templates.render(value, names)
+            except templates.TemplateFailure as exc:
                 known = ", ".join(sorted(names))
                 raise InputError(
-                    f"values.{where}: {exc.message or exc} — a value's placeholders may use {known}"
+                    f"values.{where}: {exc.reason} — a value's placeholders may use {known}"
                 ) from None
         if isinstance(value, Mapping):
             return {k: one(v, f"{where}.{k}") for k, v in value.items()}
@@ -130,43 +129,22 @@ def _yaml_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES)
 
 
-def _environment() -> Any:
-    try:
-        from jinja2 import StrictUndefined
-        from jinja2.sandbox import SandboxedEnvironment
-    except ImportError as exc:  # pragma: no cover - jinja2 ships with the kubernetes extra
-        raise MissingDependency("jinja2", "kubernetes") from exc
-    return SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
-
-
 def render_file(path: Path, names: Mapping[str, Any]) -> str:
     """One file's text rendered with ``names``; InputError at ``file:line`` otherwise."""
-    from jinja2 import TemplateError, TemplateSyntaxError
-
-    text = path.read_text(encoding="utf-8")
     try:
-        template = _environment().from_string(text)
-        template.filename = str(path)
-    except TemplateSyntaxError as exc:
-        raise InputError(f"{path}:{exc.lineno}: template syntax: {exc.message}") from None
-    try:
-        return str(template.render(**names))
-    except TemplateError as exc:
-        line = _template_line(exc, str(path))
+        return templates.render(path.read_text(encoding="utf-8"), names)
+    except templates.UndefinedName as exc:
         known = ", ".join(sorted(k for k in names if k != "labels"))
         raise InputError(
-            f"{path}{f':{line}' if line else ''}: {exc.message or exc} — give it a value in the"
-            f" deployment's values: (names it can use: {known})"
+            f"{path}{_at(exc)}: {exc.reason} — give it a value in the deployment's values:"
+            f" (names it can use: {known})"
         ) from None
+    except templates.TemplateFailure as exc:
+        raise InputError(f"{path}{_at(exc)}: {exc.reason}") from None
 
 
-def _template_line(exc: BaseException, filename: str) -> int | None:
-    """The template line Jinja was rendering when it raised (its traceback names the file)."""
-    line = None
-    for frame, lineno in traceback.walk_tb(exc.__traceback__):
-        if frame.f_code.co_filename in (filename, "<template>"):
-            line = lineno
-    return line
+def _at(exc: templates.TemplateFailure) -> str:
+    return f":{exc.line}" if exc.line else ""
 
 
 def parse_objects(text: str, origin: str) -> list[StackObject]:

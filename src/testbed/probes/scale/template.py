@@ -6,12 +6,12 @@ values (``name``, ``index``, ``namespace``, ``workers``, ``gpus``, ``pvc``, ``im
 ``run_seconds``, ``workload_type`` and whatever ``--set``/``values`` add), then parsed.
 testbed adds two labels to every object and to every pod template inside it
 (``testbed.io/scale-run``, ``testbed.io/scale-workload``) so the sampler can find them;
-every other field is kept as the user wrote it. Unknown placeholders are errors, not blanks.
+every other field is kept as the user wrote it. Unknown placeholders are errors, not blanks;
+templates render in :mod:`testbed.core.templates`' sandbox (values only, no other file).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.resources
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed.config.yamlsource import safe_load_all
-from testbed.core.errors import InputError, MissingDependency
+from testbed.core import templates
+from testbed.core.errors import InputError
 from testbed.core.kube.labels import labelled
 
 RUN_LABEL = "testbed.io/scale-run"
@@ -72,32 +73,21 @@ class Template:
         return objects
 
 
-@functools.lru_cache(maxsize=16)
-def _compiled(text: str) -> Any:
-    """One compiled Jinja2 template per text: compiling costs milliseconds, rendering µs."""
-    try:
-        from jinja2 import StrictUndefined
-        from jinja2.sandbox import SandboxedEnvironment
-    except ImportError as exc:  # pragma: no cover - jinja2 ships with the kubernetes extra
-        raise MissingDependency("jinja2", "kubernetes") from exc
-    env = SandboxedEnvironment(undefined=StrictUndefined, keep_trailing_newline=True)
-    return env.from_string(text)
-
-
 def _render_text(template: Template, values: Mapping[str, Any]) -> str:
-    from jinja2 import TemplateError, TemplateSyntaxError
-
     try:
-        return str(_compiled(template.text).render(**values))
-    except TemplateSyntaxError as exc:
+        return templates.render(template.text, values)
+    except templates.UndefinedName as exc:
         raise InputError(
-            f"{template.origin}:{exc.lineno}: template syntax: {exc.message}"
-        ) from None
-    except TemplateError as exc:
-        raise InputError(
-            f"template {template.origin}: {exc.message or exc} — give it a value with"
+            f"{_at(template, exc)}: {exc.reason} — give it a value with"
             " --set KEY=VALUE (or `values:` in the campaign's scale section)"
         ) from None
+    except templates.TemplateFailure as exc:
+        raise InputError(f"{_at(template, exc)}: {exc.reason}") from None
+
+
+def _at(template: Template, exc: templates.TemplateFailure) -> str:
+    """``origin:line`` when the line is known, else ``template origin``."""
+    return f"{template.origin}:{exc.line}" if exc.line else f"template {template.origin}"
 
 
 def label(obj: dict[str, Any], run: str, workload: str) -> dict[str, Any]:
