@@ -32,8 +32,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rate", type=float, help="arrival rate, requests/s (open loop)")
     p.add_argument("--arrival", choices=("constant", "poisson", "gamma"))
     p.add_argument("--gamma-shape", type=float, help="shape of gamma inter-arrivals")
-    p.add_argument("--duration", type=float, help="seconds per stage (default 10)")
-    p.add_argument("--requests", type=int, help="requests per stage")
+    p.add_argument(
+        "--duration",
+        type=float,
+        help="at most this many seconds per stage (default: until --requests have run, else 10)",
+    )
+    p.add_argument("--requests", type=int, help="requests per stage, all of them run")
     p.add_argument("--warmup", type=float, help="seconds excluded at the start")
     p.add_argument("--cooldown", type=float, help="seconds excluded at the end")
     p.add_argument("--timeout", type=float, help="per-request timeout, s")
@@ -63,7 +67,7 @@ def register(subparsers: Any) -> None:
         "--insecure", action="store_true", help="https: accept any certificate (no check)"
     )
     p.add_argument("--ca-bundle", metavar="PEM", help="https: trust the CAs in this PEM file")
-    p.add_argument("--out", help="output directory (default runs/load-<stamp>)")
+    p.add_argument("--out", help="output directory, new or empty (default runs/load-<stamp>)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
     add_fail_on(p)
@@ -143,10 +147,13 @@ def flag_of(field: str) -> str:
 def handle(args: argparse.Namespace) -> int:
     import json
     import sys
+    import time
 
+    from testbed.core.clock import wall_label
     from testbed.probes.base import ProbeContext
     from testbed.probes.load import run
     from testbed.probes.load.loops import run_fast
+    from testbed.report.load_run import run_record
     from testbed.results.files import RecordWriter, write_json
     from testbed.results.verdict import exit_code
 
@@ -163,6 +170,7 @@ def handle(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 progress=lambda msg: print(msg, file=sys.stderr),
             )
+            started, clock = wall_label(), time.monotonic()
             outcome = run_fast(run(ctx))
     except InputError:  # found before any request: leave nothing behind an exit 2
         if created is not None:
@@ -171,6 +179,9 @@ def handle(args: argparse.Namespace) -> int:
             shutil.rmtree(created, ignore_errors=True)
         raise
     summary = {**outcome.summary, "verdict": outcome.verdict.model_dump(mode="json")}
+    # the folder is a run of one treatment for `testbed report`/`compare` (report/load_run.py)
+    params = config.model_dump(mode="json", exclude_defaults=True)
+    summary["run"] = run_record(params, started, time.monotonic() - clock)
     write_json(out / "summary.json", summary)
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
@@ -229,12 +240,31 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
 
 def _output_dir(args: argparse.Namespace) -> tuple[Any, Any]:
     """``--out`` (default ``runs/load-<stamp>``), created; and the outermost folder created
-    for it now (``runs`` itself, the first time), or None."""
+    for it now (``runs`` itself, the first time), or None.
+
+    A folder that holds files already is refused: records are appended, so a second run
+    would mix its records with the first's (and judge both as one). The default name gets
+    a suffix instead when two runs start within the same second."""
     from pathlib import Path
 
     from testbed.core.clock import run_stamp
 
-    out = Path(args.out or f"runs/load-{run_stamp()}")
+    if args.out:
+        out = Path(args.out)
+        used = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+        if used:
+            shown = ", ".join(used[:4]) + (" …" if len(used) > 4 else "")
+            raise InputError(
+                f"--out {out}: the folder already holds files ({shown}); a run's records"
+                " would mix with them — name a new or empty folder, or remove this one first"
+            )
+    else:
+        stamp = run_stamp()
+        out = Path(f"runs/load-{stamp}")
+        suffix = 1
+        while out.exists():
+            suffix += 1
+            out = Path(f"runs/load-{stamp}-{suffix}")
     missing = [p for p in (out, *out.parents) if not p.exists()]
     created = missing[-1] if missing else None
     try:

@@ -26,7 +26,9 @@
 
 BASE and CANDIDATE may also be two *treatment* directories (``runs/R/003__…``), of one run or
 of two: those two are compared with each other whatever their factors — one picker against
-another — and the outcome line says which is better. No history is consulted then.
+another — and the outcome line says which is better. No history is consulted then. A
+``testbed load --out`` folder is one treatment too (:mod:`testbed.report.load_run`): it
+compares with another load folder, or with a treatment directory, in the same way.
 
 The exit code follows the status: FAIL (1) on any regression, else ERROR (3) when a
 candidate treatment has no result to compare, else PASS (0).
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InputError
+from testbed.report.load_run import is_load_folder, load_document
 from testbed.report.metric_change import MetricResult, intervals, judge
 from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
@@ -160,29 +163,45 @@ def is_treatment(path: Path) -> bool:
     return (path / SUMMARY).is_file() and (path.parent / PLAN).is_file()
 
 
+def _is_side(path: Path) -> bool:
+    """One treatment: a run's treatment directory, or a ``testbed load --out`` folder."""
+    return is_treatment(path) or is_load_folder(path)
+
+
+def _side(path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """The folder a treatment's ``dir`` is relative to, its run document, and its row."""
+    if is_load_folder(path):  # its one treatment is the folder itself, named as it is
+        document = load_document(path)
+        return path.parent, document, {**document["treatments"][0], "dir": path.name}
+    document = run_document(RunDir.existing(path.parent))
+    row = next((r for r in document["treatments"] if r["dir"] == path.name), None)
+    if row is None:
+        raise InputError(f"{path}: not a treatment with a result in its run's plan")
+    return path.parent, document, row
+
+
 def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
-    """Compare two treatment directories with each other (see the module docstring)."""
-    docs = [run_document(RunDir.existing(p.parent)) for p in (base, candidate)]
-    same_run = base.parent.resolve() == candidate.parent.resolve()
-    differences = [] if same_run else setup_differences(docs[0], docs[1])
+    """Compare two treatments with each other — treatment directories of runs, or
+    ``testbed load`` folders (see the module docstring)."""
+    (base_root, base_doc, base_row), (cand_root, cand_doc, cand_row) = map(_side, (base, candidate))
+    loads = is_load_folder(base) or is_load_folder(candidate)  # each its own run
+    same_run = not loads and base_root.resolve() == cand_root.resolve()
+    differences = [] if same_run else setup_differences(base_doc, cand_doc)
     if differences and not options.force:
         raise InputError(
             "the treatments' runs have different setups:\n  " + "\n  ".join(differences)
             + "\ncompare treatments of one campaign on one machine, or pass --force"
         )  # fmt: skip
-    rows = []
-    for path, doc in zip((base, candidate), docs, strict=True):
-        row = next((r for r in doc["treatments"] if r["dir"] == path.name), None)
-        if row is None or row["status"] in _NO_RESULT:
-            raise InputError(f"{path}: not a treatment with a result in its run's plan")
-        rows.append(row)
+    for path, row in ((base, base_row), (candidate, cand_row)):
+        if row["status"] in _NO_RESULT:
+            raise InputError(f"{path}: not a treatment with a result ({row['status']})")
     comparison = Comparison(base, candidate, differences, treatments=True)
     no_history = CompareOptions(**{**options.__dict__, "use_index": False})
-    thresholds = {**_campaign_thresholds(candidate.parent), **options.thresholds}
-    history = _History(candidate.parent, docs[1], no_history)
-    _verdict_change(comparison, rows[0], rows[1])
+    thresholds = {**_campaign_thresholds(cand_root), **options.thresholds}
+    history = _History(cand_root, cand_doc, no_history)
+    _verdict_change(comparison, base_row, cand_row)
     comparison.results = _compare_pair(
-        base.parent, candidate.parent, rows[0], rows[1], thresholds, no_history, history
+        base_root, cand_root, base_row, cand_row, thresholds, no_history, history
     )
     return comparison
 
@@ -190,8 +209,14 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
 def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
     """Compare two run directories, or two treatment directories (see the module
     docstring)."""
-    if is_treatment(base) and is_treatment(candidate):
+    if _is_side(base) and _is_side(candidate):
         return compare_treatments(base, candidate, options)
+    for path in (base, candidate):
+        if is_load_folder(path):
+            raise InputError(
+                f"{path} is a `testbed load` folder, one treatment: compare it with another"
+                " load folder or a run's treatment directory (runs/<run>/NNN__…), not a run"
+            )
     base_doc = run_document(RunDir.existing(base))
     cand_doc = run_document(RunDir.existing(candidate))
     differences = setup_differences(base_doc, cand_doc)

@@ -81,10 +81,11 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     """Write summary.json, junit.xml and report.html, record the run, upload; exit code."""
     from testbed.report.html import render as render_html
     from testbed.report.junit import render as render_junit
+    from testbed.report.load_run import document_of, is_load_folder
 
-    run_dir = RunDir.existing(path)
-    document = run_document(run_dir)
-    write_json(path / SUMMARY, document)
+    document = document_of(path)  # a run directory, or a `testbed load --out` folder
+    if not is_load_folder(path):  # whose summary.json is the load's own: kept
+        write_json(path / SUMMARY, document)
     write_atomic(path / JUNIT, render_junit(document, path))
     html_path = options.html_path or path / HTML
     try:

@@ -49,6 +49,7 @@ _NOT_METRICS = frozenset(
         "stage",
         "duration_s",
         "seed",
+        "run",  # what `testbed load` records about itself (machine, flags, version)
     }
 )
 #: Numbers about a test rather than the product (p-values, levels, sample sizes): never judged.
