@@ -3,7 +3,7 @@
 Every error a user can cause or meet is a :class:`TestbedError`; foreign exceptions are
 translated at the boundary (``raise … from exc``). Each class carries the exit code the
 command line returns for it (DESIGN.md: 0 ok · 1 verdict failed · 2 bad input ·
-3 infrastructure error · 130 interrupted).
+3 infrastructure error · 5 nothing was tested · 130 interrupted).
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INPUT = 2
 EXIT_INFRA = 3
+#: The command tested nothing: every treatment (every case, every request) was skipped —
+#: pytest's "no tests collected" (its 5, which CI systems already read as "not green").
+EXIT_NOTHING_TESTED = 5
 EXIT_INTERRUPTED = 130
 
 

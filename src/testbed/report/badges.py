@@ -1,4 +1,5 @@
-"""A verdict as the report shows it: coloured in the terminal, a badge in the HTML report.
+"""A verdict as the report shows it: coloured in the terminal, a badge in the HTML report;
+and what a run skipped, in the words both show it in.
 
 Both the run's own views (console, html) and the views they include (criteria) show
 statuses this way, so it lives below all of them.
@@ -6,7 +7,9 @@ statuses this way, so it lives below all of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
+from typing import Any
 
 from testbed.report.live import STYLE
 from testbed.results.verdict import Status
@@ -21,3 +24,18 @@ def styled(status: str) -> str:
 def badge(status: str) -> str:
     """``status`` as an HTML badge (its CSS class is the status, spaces as dashes)."""
     return f'<span class="badge {escape(status.replace(" ", "-"))}">{escape(status)}</span>'
+
+
+def skipped_note(document: Mapping[str, Any]) -> str:
+    """What the run skipped (``summary.json``'s ``skipped``), e.g. ``skipped: 1 treatment,
+    11 cases``; empty when nothing was skipped — so a partial skip is never out of sight."""
+    skipped = document.get("skipped") or {}
+    parts = [
+        f"{n} {noun}{'' if n == 1 else 's'}"
+        for noun, n in (
+            ("treatment", skipped.get("treatments", 0)),
+            ("case", skipped.get("cases", 0)),
+        )
+        if n
+    ]
+    return f"skipped: {', '.join(parts)}" if parts else ""

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from testbed.core.secrets import redact
-from testbed.report.badges import styled
+from testbed.report.badges import skipped_note, styled
 from testbed.report.live import STYLE
 from testbed.results.verdict import Status
 
@@ -97,4 +97,6 @@ def print_summary(
     counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))
     status = document["status"]
     style = STYLE.get(Status(status), "")
-    console.print(f"[bold {style}]run {status}[/bold {style}]  {counts}")
+    note = skipped_note(document)
+    note = f"  [yellow]· {note}[/yellow]" if note else ""
+    console.print(f"[bold {style}]run {status}[/bold {style}]  {counts}{note}")

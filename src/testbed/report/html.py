@@ -23,7 +23,7 @@ from testbed.report import (
     scale_view,
     steps_view,
 )
-from testbed.report.badges import badge
+from testbed.report.badges import badge, skipped_note
 from testbed.report.html_blocks import e, kv, params, pre_json, tree
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
@@ -75,6 +75,8 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
 def _header(document: Mapping[str, Any]) -> str:
     run, machine = document["run"], document.get("machine") or {}
     counts = " ".join(f"{badge(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))
+    note = skipped_note(document)
+    counts += f' <span class="skipped-note">· {e(note)}</span>' if note else ""
     facts = {
         "started": run.get("started"),
         "testbed": document.get("testbed_version"),

@@ -27,7 +27,7 @@ from rich.console import Console
 
 from testbed import __version__
 from testbed.core.clock import wall_label
-from testbed.core.errors import EXIT_OK, TestbedError
+from testbed.core.errors import EXIT_NOTHING_TESTED, EXIT_OK, TestbedError
 from testbed.core.secrets import redact
 from testbed.report.console import print_summary
 from testbed.report.details import print_details
@@ -102,7 +102,9 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     settings = campaign_results(path)
     if options.use_index:
         _record(path, document, options.index_url or settings.get("index"), console)
-    code = exit_code(document["status"], options.fail_on)
+    code = outcome_code(document, options.fail_on)
+    if code == EXIT_NOTHING_TESTED:
+        console.print(f"[bold red]{nothing_tested_reason(document)}[/bold red] (exit 5)")
     target = options.upload or settings.get("upload")
     if target:
         endpoint = options.s3_endpoint_url or settings.get("s3_endpoint_url")
@@ -156,6 +158,8 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
         if stopped is not None and row["status"] == Status.NOT_RUN.value and not row["started"]:
             row["reason"] = f"not run: step {stopped['dir']} failed ({stopped['status']})"
     status = worst([run_status(rows), *(c["status"] for c in criteria), *step_statuses(steps)])
+    if nothing_tested(rows) and status in (Status.PASS, Status.INCONCLUSIVE):
+        status = Status.SKIPPED  # steps that ran fine test nothing of the product
     return {
         "schema_version": RUN_SUMMARY_VERSION,
         "kind": "testbed.run",
@@ -168,6 +172,7 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
         "servers": servers(rows),
         "status": status.value,
         "counts": dict(Counter(row["status"] for row in rows)),
+        "skipped": skipped_counts(rows),
         "treatments": rows,
         "criteria": criteria,
         "steps": steps,
@@ -198,6 +203,42 @@ def servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 if worker.get(key) is not None:
                     entry[key] = worker[key]
     return list(seen.values())
+
+
+def nothing_tested(rows: list[dict[str, Any]]) -> bool:
+    """Whether no treatment ran anything: every one SKIPPED (or none planned at all)."""
+    return all(row["status"] == Status.SKIPPED.value for row in rows)
+
+
+def skipped_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """What was skipped: whole treatments, and the cases skipped inside the others (a
+    correctness treatment's ``cases.skipped``; a skipped treatment's are in its count)."""
+    cases = 0
+    for row in rows:
+        counted = (row.get("evidence") or {}).get("cases")
+        if row["status"] != Status.SKIPPED.value and isinstance(counted, dict):
+            cases += int(counted.get("skipped") or 0)
+    treatments = sum(1 for row in rows if row["status"] == Status.SKIPPED.value)
+    return {"treatments": treatments, "cases": cases}
+
+
+def outcome_code(document: dict[str, Any], fail_on: frozenset[Status]) -> int:
+    """The exit code of a run document (:func:`testbed.results.verdict.exit_code`)."""
+    skipped = document.get("skipped") or {}
+    partly = bool(skipped.get("treatments") or skipped.get("cases"))
+    return exit_code(document["status"], fail_on, partly_skipped=partly)
+
+
+def nothing_tested_reason(document: dict[str, Any]) -> str:
+    """Why a run tested nothing, for the line printed beside its exit code 5."""
+    rows = document["treatments"]
+    if not rows:
+        return "nothing was tested: the plan has no treatment"
+    first = rows[0]
+    return (
+        f"nothing was tested: all {len(rows)} treatment(s) were skipped; first:"
+        f" {first['dir']}: {first['reason'] or 'no reason given'}"
+    )
 
 
 def run_status(rows: list[dict[str, Any]]) -> Status:

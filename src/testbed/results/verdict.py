@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK
+from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_NOTHING_TESTED, EXIT_OK
 
 
 class Status(enum.StrEnum):
@@ -59,15 +59,24 @@ def worst(statuses: Iterable[Status | str]) -> Status:
     return min(found, key=SEVERITY.index)
 
 
-def exit_code(status: Status | str, fail_on: Collection[Status] = ()) -> int:
-    """The exit code of a command whose outcome is ``status`` (README, Exit codes).
+def exit_code(
+    status: Status | str, fail_on: Collection[Status] = (), *, partly_skipped: bool = False
+) -> int:
+    """The exit code of a command whose outcome is ``status`` (docs/results.md, Exit codes).
 
-    FAIL → 1; ERROR and NOT RUN → 3; INCONCLUSIVE → 0, or 1 when it is in ``fail_on``
-    (``--fail-on inconclusive``, for CI that wants enough data or nothing); else 0.
+    ERROR and NOT RUN → 3; FAIL → 1; SKIPPED → 5 (:data:`EXIT_NOTHING_TESTED`): a command's
+    outcome is SKIPPED only when nothing at all was tested, which must never read as green.
+    INCONCLUSIVE → 0, or 1 when it is in ``fail_on`` (``--fail-on inconclusive``); a PASS or
+    INCONCLUSIVE that ``partly_skipped`` (a treatment or a case was skipped) → 1 when SKIPPED
+    is in ``fail_on`` (``--fail-on skipped``); else 0.
     """
     status = Status(status)
     if status in (Status.ERROR, Status.NOT_RUN):
         return EXIT_INFRA
-    if status is Status.FAIL or status in fail_on:
+    if status is Status.FAIL:
+        return EXIT_FAILED
+    if status is Status.SKIPPED:
+        return EXIT_NOTHING_TESTED
+    if status in fail_on or (partly_skipped and Status.SKIPPED in fail_on):
         return EXIT_FAILED
     return EXIT_OK

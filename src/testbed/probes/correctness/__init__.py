@@ -175,4 +175,6 @@ def verdict_of(summary: dict[str, Any]) -> Verdict:
         reason = f"no case was compared: {unchecked} ran unchecked (skip_check)"
         return Verdict(status=Status.INCONCLUSIVE, reason=reason, evidence=evidence)
     reason = f"{counts['passed']} passed" + (f", {unchecked} unchecked" if unchecked else "")
+    if counts["skipped"]:  # a partial skip is said in the verdict, not only in the counts
+        reason += f", {counts['skipped']} skipped"
     return Verdict(status=Status.PASS, reason=reason, evidence=evidence)
