@@ -1,5 +1,6 @@
-"""GPUs on the local backend, on a machine without any: a fake ``nvidia-smi`` on PATH (the
-test seam) lists two, or the campaign declares ids. Each worker gets its own devices through
+"""GPUs on the local backend, on a machine without any: a fake ``nvidia-smi`` on PATH lists
+two, or a :class:`Listed` probe (the injectable seam) says which the machine has; ids the
+campaign declares are never trusted without the devices. Each worker gets its own devices through
 ``CUDA_VISIBLE_DEVICES`` (read back from the running server's /proc environ), a worker
 asking more than there are is SKIPPED with the numbers, ``plan`` shows the assignment, the
 run directory records it, and two worker sets holding one GPU never run at once."""
@@ -7,9 +8,11 @@ run directory records it, and two worker sets holding one GPU never run at once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,15 @@ import pytest
 import yaml
 
 from testbed.backends.local import LocalBackend
-from testbed.backends.local.gpus import Gpu, assign, discover, parse_nvidia_smi
+from testbed.backends.local.gpus import (
+    Found,
+    Gpu,
+    Listed,
+    assign,
+    discover,
+    parse_nvidia_smi,
+    probe_machine,
+)
 from testbed.config.backend_settings import LocalSettings
 from testbed.config.deployments import AnyDeployment, deployment_model
 from testbed.core.errors import InputError, ServerStartError
@@ -57,17 +68,48 @@ def test_discovery_sources_and_restrictions(fake_smi: Path) -> None:
     assert discover(None, {"CUDA_VISIBLE_DEVICES": "GPU-bbbb-1111,0"}).ids == (1, 0)
     assert discover(None, {"CUDA_VISIBLE_DEVICES": "-1"}).ids == ()
     assert discover([1], {}).ids == (1,)
-    with pytest.raises(InputError, match=r"names GPU\(s\) \[3\].*nvidia-smi -L: \[0, 1\]"):
+    with pytest.raises(InputError, match=r"names GPU\(s\) \[3\].*\(nvidia-smi -L lists 0, 1\)"):
         discover([1, 3], {})
-    with pytest.raises(InputError, match="after CUDA_VISIBLE_DEVICES"):
+    with pytest.raises(InputError, match="CUDA_VISIBLE_DEVICES leaves 1"):
         discover([0], {"CUDA_VISIBLE_DEVICES": "1"})
 
 
-def test_without_nvidia_smi_declared_ids_are_trusted() -> None:
-    declared = discover([0, 1, 2], {}, which=lambda _name: None)
-    assert declared.ids == (0, 1, 2)
-    assert "no nvidia-smi" in declared.source
-    assert discover(None, {}, which=lambda _name: None).ids == ()
+def nothing_here(dev: Path) -> Callable[[], Found]:
+    """This machine as it is (no nvidia-smi, no device files), whatever runs the tests."""
+    return functools.partial(probe_machine, which=lambda _name: None, dev=dev)
+
+
+def test_declared_ids_are_never_trusted_without_the_devices(tmp_path: Path) -> None:
+    """No pretend GPUs: without nvidia-smi and device files, backend.gpus names nothing
+    this machine has — refused, saying what was looked for and found."""
+    with pytest.raises(InputError) as refused:
+        discover([0, 1], {}, nothing_here(tmp_path))
+    message = str(refused.value)
+    assert message.startswith("backend.gpus names GPU(s) [0, 1], which this machine does not")
+    assert f"looked for nvidia-smi on PATH and device files {tmp_path}/nvidia<N>" in message
+    assert "found neither" in message
+    assert "drop backend.gpus" in message
+    none = discover(None, {}, nothing_here(tmp_path))
+    assert none.ids == ()
+    assert none.source.startswith("none (no nvidia-smi on PATH")
+
+
+def test_without_nvidia_smi_the_device_files_are_the_gpus(tmp_path: Path) -> None:
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm", "nvidia-caps", "null"):
+        (tmp_path / name).touch()
+    found = discover(None, {}, nothing_here(tmp_path))
+    assert found.ids == (0, 1)
+    assert found.source == f"{tmp_path}/nvidia<N> (no nvidia-smi)"
+    assert discover([1], {}, nothing_here(tmp_path)).ids == (1,)
+    with pytest.raises(InputError, match=rf"\[2\].*device files {tmp_path}/nvidia0"):
+        discover([1, 2], {}, nothing_here(tmp_path))
+
+
+def test_a_listed_machine_is_the_seam_for_gpus_this_one_lacks() -> None:
+    inventory = discover([0, 1], {"CUDA_VISIBLE_DEVICES": "1,0,2"}, Listed((0, 1, 2)))
+    assert (inventory.ids, inventory.source) == ((1, 0), "listed")
+    with pytest.raises(InputError, match=r"\[2\].*listed: 0, 1, 2; CUDA_VISIBLE_DEVICES leaves 1"):
+        discover([1, 2], {"CUDA_VISIBLE_DEVICES": "1"}, Listed((0, 1, 2)))
 
 
 def test_assignment_takes_turns_and_skips_with_the_numbers(fake_smi: Path) -> None:
@@ -121,9 +163,7 @@ async def test_each_server_sees_its_own_devices(tmp_path: Path, fake_smi: Path) 
 
 
 async def test_a_lone_server_asking_too_many_gpus_does_not_start(tmp_path: Path) -> None:
-    backend = LocalBackend(
-        tmp_path, config=LocalSettings(gpus=[0]), environ={"PATH": "/nonexistent"}
-    )
+    backend = LocalBackend(tmp_path, config=LocalSettings(gpus=[0]), gpu_probe=Listed((0, 1)))
     with pytest.raises(ServerStartError, match=r"needs 2 GPU\(s\).*offers 1 \(0\)"):
         async with backend.provision("w", sim("w", 2), tmp_path / "w"):
             pass

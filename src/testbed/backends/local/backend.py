@@ -53,8 +53,10 @@ class LocalBackend(Backend):
         base_dir: Path | None = None,
         config: LocalSettings | None = None,
         environ: dict[str, str] | None = None,
+        gpu_probe: gpus.DeviceProbe | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self._gpu_probe = gpu_probe  # None: ask this machine (gpus.probe_machine)
         self.base_dir = base_dir or Path.cwd()  # relative paths of the campaign start here
         settings = config or LocalSettings()
         self.declared_gpus = settings.gpus
@@ -70,7 +72,7 @@ class LocalBackend(Backend):
     def inventory(self) -> gpus.Inventory:
         """The GPUs this run may use, found once (``nvidia-smi -L`` runs here)."""
         if self._inventory is None:
-            self._inventory = gpus.discover(self.declared_gpus, self.environ)
+            self._inventory = gpus.discover(self.declared_gpus, self.environ, self._gpu_probe)
         return self._inventory
 
     async def infeasible(

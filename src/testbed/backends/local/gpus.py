@@ -1,15 +1,20 @@
 """GPUs of this machine for the local backend: which exist, which a run may use, who gets which.
 
-Discovery, first source that answers:
+Discovery asks the machine, never the campaign — a GPU that is not there is never handed
+out (a server given "GPU 0" on a machine without one would run on the CPU and PASS as if):
 
 1. ``nvidia-smi -L`` (lines ``GPU 0: NVIDIA A100 … (UUID: GPU-…)``; MIG lines are not
    whole GPUs and are left out);
-2. without nvidia-smi, the ids the campaign declares in ``backend.gpus`` (a machine whose
-   driver tools are not on PATH, and the test seam), else none.
+2. without a working nvidia-smi, the driver's device files ``/dev/nvidia<N>`` (a container
+   given GPUs without the driver tools; ``nvidiactl``, ``nvidia-uvm`` are not GPUs);
+3. else none.
 
-Then the run is restricted, in this order, to the devices ``CUDA_VISIBLE_DEVICES`` names (by
-index or UUID; ``-1`` or empty means none) and to ``backend.gpus``. Ids are nvidia-smi's
-indices, and children get ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA counts the same way.
+The probe is injectable (:data:`DeviceProbe`; :class:`Listed` is a machine with the GPUs
+it is given, for tests and dry runs). Then the run is restricted, in this order, to the
+devices ``CUDA_VISIBLE_DEVICES`` names (by index or UUID; ``-1`` or empty means none) and to
+``backend.gpus``; an id ``backend.gpus`` names that is not found is refused (exit 2), saying
+what was looked for and what was found. Ids are nvidia-smi's indices, and children get
+``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so that CUDA counts the same way.
 
 Assignment is static and deterministic, so ``testbed plan`` can show it and the run records
 it: each worker asking ``resources.gpu: N`` gets N devices, workers taking turns over the
@@ -27,6 +32,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from testbed.config.backend_settings import LocalSettings
@@ -49,7 +55,7 @@ class Inventory:
     """The GPUs a run may use, and how they were found (for the plan and the run dir)."""
 
     devices: tuple[Gpu, ...]
-    source: str  # "nvidia-smi -L", "backend.gpus (no nvidia-smi)", "none"
+    source: str  # "nvidia-smi -L", "/dev/nvidia<N> (no nvidia-smi)", "none (…)"
     notes: tuple[str, ...] = ()
 
     @property
@@ -93,36 +99,90 @@ def _nvidia_smi(which: Callable[[str], str | None]) -> list[Gpu] | None:
     return parse_nvidia_smi(done.stdout) if done.returncode == 0 else []
 
 
+@dataclass(frozen=True)
+class Found:
+    """What a look at the machine found: its GPUs, the source that listed them, and what
+    was looked at (for messages)."""
+
+    devices: tuple[Gpu, ...]
+    source: str  # "nvidia-smi -L", "/dev/nvidia<N> (no nvidia-smi)", or "none (…)"
+    looked: str  # e.g. "nvidia-smi -L lists 0, 1"
+
+
+#: How the machine's GPUs are found (:func:`probe_machine`; a test passes :class:`Listed`).
+DeviceProbe = Callable[[], Found]
+
+_DEVICE_FILE = re.compile(r"^nvidia(\d+)$")
+
+
+def device_files(dev: Path) -> list[Gpu]:
+    """The GPUs whose device files (``nvidia0``, ``nvidia1`` …) are in ``dev``."""
+    try:
+        names = [entry.name for entry in dev.iterdir()]
+    except OSError:
+        return []
+    ids = sorted(int(m.group(1)) for m in map(_DEVICE_FILE.match, names) if m)
+    return [Gpu(i) for i in ids]
+
+
+def probe_machine(
+    which: Callable[[str], str | None] = shutil.which, dev: Path = Path("/dev")
+) -> Found:
+    """This machine's GPUs, by the first source that answers (see the module docstring)."""
+    listed = _nvidia_smi(which)
+    if listed is not None:
+        shown = ", ".join(str(g.index) for g in listed) or "none"
+        return Found(tuple(listed), "nvidia-smi -L", f"nvidia-smi -L lists {shown}")
+    files = device_files(dev)
+    if files:
+        shown = ", ".join(f"{dev}/nvidia{g.index}" for g in files)
+        return Found(tuple(files), f"{dev}/nvidia<N> (no nvidia-smi)", f"device files {shown}")
+    return Found(
+        (),
+        f"none (no nvidia-smi on PATH, no {dev}/nvidia<N>)",
+        f"looked for nvidia-smi on PATH and device files {dev}/nvidia<N>: found neither",
+    )
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A :data:`DeviceProbe` for a machine that has exactly ``ids`` (tests, dry runs)."""
+
+    ids: tuple[int, ...]
+    source: str = "listed"
+
+    def __call__(self) -> Found:
+        shown = ", ".join(map(str, self.ids)) or "none"
+        return Found(tuple(Gpu(i) for i in self.ids), self.source, f"{self.source}: {shown}")
+
+
 def discover(
     declared: Sequence[int] | None,
     environ: Mapping[str, str],
-    which: Callable[[str], str | None] = shutil.which,
+    probe: DeviceProbe | None = None,
 ) -> Inventory:
-    """The GPUs this run may use (see the module docstring for the order of sources)."""
-    listed = _nvidia_smi(which)
-    if listed is not None:
-        devices, source = listed, "nvidia-smi -L"
-    elif declared is not None:
-        devices, source = [Gpu(i) for i in declared], "backend.gpus (no nvidia-smi on PATH)"
-    else:
-        return Inventory((), "none (no nvidia-smi on PATH, no backend.gpus)")
-    notes = []
+    """The GPUs this run may use (see the module docstring for the order of sources);
+    ``probe`` defaults to :func:`probe_machine` (looked up when called, so a test can
+    replace it for a whole command)."""
+    found = (probe or probe_machine)()
+    devices, notes = list(found.devices), []
     visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
+    if visible is not None and devices:
         devices = _visible(devices, visible)
         notes.append(f"CUDA_VISIBLE_DEVICES={visible!r} leaves {[g.index for g in devices]}")
     if declared is not None:
         have = {g.index for g in devices}
         missing = [i for i in declared if i not in have]
         if missing:
+            after = "; CUDA_VISIBLE_DEVICES leaves " + (", ".join(map(str, sorted(have))) or "none")
             raise InputError(
                 f"backend.gpus names GPU(s) {missing}, which this machine does not offer"
-                f" ({source}: {sorted(have) or 'none'}"
-                + (", after CUDA_VISIBLE_DEVICES" if visible is not None else "")
-                + ") — list only those, or drop backend.gpus to use every GPU found"
+                f" ({found.looked}{after if notes else ''}) — list only those it has, or drop"
+                " backend.gpus to use every GPU found"
+                + ("" if found.devices else ", or run where the GPUs are (backend: kubernetes)")
             )
         devices = [g for g in devices if g.index in set(declared)]
-    return Inventory(tuple(devices), source, tuple(notes))
+    return Inventory(tuple(devices), found.source, tuple(notes))
 
 
 def _visible(devices: list[Gpu], value: str) -> list[Gpu]:
@@ -183,11 +243,11 @@ def device_environment(devices: Sequence[int] | None, machine_has_gpus: bool) ->
 
 
 def plan_assignment(
-    backend: LocalSettings, workers: Mapping[str, AnyDeployment]
+    backend: LocalSettings, workers: Mapping[str, AnyDeployment], probe: DeviceProbe | None = None
 ) -> tuple[Inventory, Assignment] | None:
     """What ``testbed plan`` shows for a local run: this machine's GPUs and each worker's;
     None when no worker asks for a GPU and the machine has none."""
-    inventory = discover(backend.gpus, os.environ)
+    inventory = discover(backend.gpus, os.environ, probe)
     wanted = {w: worker_gpus(c) for w, c in workers.items()}
     if not any(wanted.values()) and not inventory.devices:
         return None
