@@ -32,9 +32,9 @@ vars: {pool: a100, token: "${env:H21_TOKEN}"}
 
 
 def run_testbed(
-    tmp_path: Path, *args: str, timeout: float = 240
+    tmp_path: Path, *args: str, timeout: float = 240, token: str = "tok-value-9"
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC), "H21_TOKEN": "tok-value-9"}
+    env = {**os.environ, "PYTHONPATH": str(SRC), "H21_TOKEN": token, "H21_OTHER": "Wq"}
     return subprocess.run(
         [sys.executable, "-m", "testbed", *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout, check=False,
@@ -166,6 +166,35 @@ def test_a_failing_step_is_the_runs_error_and_the_final_cleanup_still_runs(
     junit = (run / "junit.xml").read_text()
     assert '<testcase classname="steps-run.steps.prepare" name="003__prepare__broken"' in junit
     assert '<error message="failed: exit 7">the reason it broke, ***</error>' in junit
+
+
+SHORT = """\
+steps:
+  prepare:
+    - name: broken
+      run: [sh, -c, 'echo "refused $1, other $H21_OTHER" >&2; exit 7', sh, "{{ vars.token }}"]
+"""
+
+
+@pytest.mark.security
+def test_short_secrets_are_masked_in_step_json_summary_and_report(tmp_path: Path) -> None:
+    # Qz7: a 3-character token (masked only from 4 characters up before); Wq: a secret the
+    # campaign references elsewhere, which the step reads from the environment it inherits.
+    text = HEAD.replace("token:", 'other: "${env:H21_OTHER}", token:') + SHORT
+    path = tmp_path / "campaign.yaml"
+    path.write_text(text)
+    done = run_testbed(tmp_path, "run", str(path), "--out", "run", token="Qz7")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "refused ***, other ***" in done.stdout
+    run = tmp_path / "run"
+    assert step(run, "001__prepare__broken")["tail"] == ["refused ***, other ***"]
+    for shown in (done.stdout, done.stderr, *(
+        (run / name).read_text()
+        for name in ("steps/001__prepare__broken/step.json", "summary.json", "report.html",
+                     "junit.xml")
+    )):  # fmt: skip
+        assert "Qz7" not in shown
+        assert "refused Wq" not in shown and "other Wq" not in shown
 
 
 def test_a_timeout_stops_the_steps_whole_process_group(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ without ``on_error: continue`` ends the stage: the steps after it do not start.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -27,7 +28,7 @@ from testbed.core.clock import monotonic_ns, wall_label
 from testbed.core.errors import TestbedError
 from testbed.core.process_group import die_with_parent, start_time
 from testbed.core.processes import ServerProcess, stop
-from testbed.core.secrets import names, redact, resolve
+from testbed.core.secrets import mask, redact, resolve, values
 from testbed.execution.events import Observer
 from testbed.results.files import write_json
 from testbed.results.rundir import PID_DIR
@@ -64,6 +65,9 @@ class StepRunner:
     env: Mapping[str, str] = field(default_factory=dict)  # added to every child's environment
     capture: StateCapture | None = None
     resume: bool = False  # skip the steps whose folder says ok
+    # Texts holding the campaign's ${env:} references: a child inherits the whole
+    # environment, so any of their values may come back in its output, not only its argv's.
+    references: tuple[str, ...] = ()
     failure: str = ""  # the first blocking failure: "<dir>: <why>"
 
     def write_plan(self, steps: list[PlannedStep], skipped_phases: set[str]) -> None:
@@ -103,13 +107,13 @@ class StepRunner:
             else:
                 outcome = await self._process(step, folder)
         except asyncio.CancelledError:
-            tail = _tail(folder, _secrets(step))
+            tail = _tail(folder, self._secrets(step))
             record.update(status="interrupted", duration_s=_since(began), tail=tail)
             write_json(folder / STEP_FILE, record)
             raise
         record.update(outcome, duration_s=_since(began))
         if record["status"] != OK:
-            record["tail"] = _tail(folder, _secrets(step))
+            record["tail"] = _tail(folder, self._secrets(step))
         await asyncio.to_thread(write_json, folder / STEP_FILE, record)
         return self._verdict(step, record)
 
@@ -128,6 +132,10 @@ class StepRunner:
         if not self.failure:
             self.failure = f"step {step.dirname} {why}" + (f":\n{tail}" if tail else "")
         return False
+
+    def _secrets(self, step: PlannedStep) -> list[str]:
+        """The values a step's output must not show (its argv's and the campaign's)."""
+        return values([*self.references, *step.argv])
 
     async def _capture(self, folder: Path) -> dict[str, Any]:
         if self.capture is None:
@@ -151,10 +159,16 @@ class StepRunner:
             "TESTBED_STEP": step.name,
         }
         pid_file = self.run_path / PID_DIR / f"step-{step.number:03d}.json"
+        started = asyncio.ensure_future(_start(argv, env, folder, self.base_dir, pid_file))
         try:
-            child = await _start(argv, env, folder, self.base_dir, pid_file)
+            child = await asyncio.shield(started)
         except OSError as exc:
             return {"status": "failed", "message": f"cannot start {step.shown()[0]}: {exc}"}
+        except asyncio.CancelledError:
+            # Ctrl-C while the child was starting: it may run already (asyncio would kill only
+            # the shell, not what it spawned); its whole group goes, as after the start
+            await asyncio.shield(_stop_when_started(started))
+            raise
         try:
             async with asyncio.timeout(step.timeout_s):
                 code = await child.process.wait()
@@ -192,6 +206,11 @@ async def _start(
     return ServerProcess(process, folder / STDOUT, pid_file)
 
 
+async def _stop_when_started(started: asyncio.Future[ServerProcess]) -> None:
+    with contextlib.suppress(OSError):
+        await stop(await started, STOP_GRACE_S)
+
+
 def _keep_earlier(folder: Path) -> None:
     """An earlier attempt's files move to ``attempts/<n>/``: nothing recorded is lost."""
     if not folder.is_dir():
@@ -207,15 +226,10 @@ def _keep_earlier(folder: Path) -> None:
         shutil.move(str(item), keep / item.name)
 
 
-def _secrets(step: PlannedStep) -> list[str]:
-    """The values of the ``${env:}`` references the step's argv carries."""
-    found = {os.environ.get(name, "") for part in step.argv for name in names(part)}
-    return sorted((v for v in found if len(v) >= 4), key=len, reverse=True)
-
-
 def _tail(folder: Path, secrets: list[str]) -> list[str]:
-    """The last lines of stderr, else of stdout; a secret the step was given, echoed back,
-    is shown as *** (the report and step.json carry the tail; the logs are the child's)."""
+    """The last lines of stderr, else of stdout; a secret the step could read, echoed back,
+    is shown as *** however short (the report, step.json and summary.json carry the tail;
+    the logs are the child's)."""
     for name in (STDERR, STDOUT):
         try:
             text = (folder / name).read_text(encoding="utf-8", errors="replace")
@@ -223,9 +237,7 @@ def _tail(folder: Path, secrets: list[str]) -> list[str]:
             continue
         if text.strip():
             lines = text.splitlines()[-TAIL_LINES:]
-            for secret in secrets:
-                lines = [line.replace(secret, "***") for line in lines]
-            return [redact(line) for line in lines]
+            return [mask(line, secrets) for line in lines]
     return []
 
 

@@ -10,6 +10,7 @@ the prepare steps made, so every step runs again (their earlier outputs kept in
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 
 from testbed.backends.base import Backend
@@ -88,5 +89,6 @@ def make_runner(
             namespaces=loaded.campaign.execution.capture.namespaces,
         ),
         resume=resume,
+        references=(json.dumps(loaded.document),),
     )
     return planned_steps(loaded, run), runner
