@@ -194,7 +194,8 @@ def test_short_secrets_are_masked_in_step_json_summary_and_report(tmp_path: Path
                      "junit.xml")
     )):  # fmt: skip
         assert "Qz7" not in shown
-        assert "refused Wq" not in shown and "other Wq" not in shown
+        assert "refused Wq" not in shown
+        assert "other Wq" not in shown
 
 
 def test_a_timeout_stops_the_steps_whole_process_group(tmp_path: Path) -> None:
