@@ -91,6 +91,11 @@ def worker_rules(loaded: LoadedCampaign, pipeline_namespace: str) -> list[Rule]:
         extra, granted = stack_needs(stacks, objects)
         for key, verbs in extra.items():
             need.setdefault(key, set()).update(verbs)
+        for rule in [r for r in granted if not r.get("resourceNames")]:
+            for group in rule.get("apiGroups") or []:
+                for resource in rule.get("resources") or []:
+                    need.setdefault((group, resource), set()).update(rule.get("verbs") or [])
+        granted = [r for r in granted if r.get("resourceNames")]
     rules = [
         {"apiGroups": [group], "resources": [resource],
          "verbs": [v for v in _VERB_ORDER if v in verbs]}
