@@ -30,7 +30,7 @@
 static PyObject *s_got_bytes, *s_sink, *s_state, *s_buf, *s_parse_read, *s_on_data,
     *s_on_data_py, *s_error_body, *s_sse, *s_response, *s_ended, *s_events, *s_keep_raw,
     *s_raw, *s_decode, *s_unreadable, *s_error, *s_choices, *s_text, *s_delta,
-    *s_message, *s_content, *s_chunks, *s_finish_reason, *s_usage;
+    *s_message, *s_content, *s_chunks, *s_finish_reason, *s_usage, *s_index;
 static PyObject *one, *loads;
 /* http1._CHUNK_SIZE: the parser waits for a chunk's size line (set by configure(); until
  * then every read goes to the Python parser). */
@@ -168,6 +168,15 @@ static PyObject *EventReader_on_data(PyObject *self, PyObject *const *args, Py_s
     Py_ssize_t size = n - 8;
     PyObject *response = PyObject_GetAttr(self, s_response), *obj = NULL, *result = NULL;
     if (response == NULL) return NULL;
+    PyObject *ended = PyObject_GetAttr(response, s_ended);
+    if (ended == NULL) goto done;
+    int after_end = PyObject_IsTrue(ended);
+    Py_DECREF(ended);
+    if (after_end < 0) goto done;
+    if (after_end) {  /* anything after the stream's end is the server's error: Python says so */
+        result = call2(self, s_on_data_py, data, t_ns);
+        goto done;
+    }
     if (size == 6 && memcmp(payload, "[DONE]", 6) == 0) {
         if (PyObject_SetAttr(response, s_ended, Py_True) == 0) result = Py_NewRef(Py_None);
         goto done;
@@ -204,9 +213,11 @@ done:
 }
 
 /* ChoicesDecoder(fallback): OpenAI's decode_chunk for the plain shape of a completions or chat
- * chunk — a dict whose "choices" is a list of dicts, whose "error" is absent or empty — and
- * `fallback` (openai.decode_chunk, the reference) for anything else, decided before anything
- * is written. */
+ * chunk — a dict whose "choices" is a list of dicts (or null), whose "error" is absent or
+ * empty, whose first choice has index 0 (or none), string text and finish reason, and no text
+ * after the finish reason, whose usage is a dict — and `fallback` (openai.decode_chunk, the
+ * reference, which says what is wrong with the rest) for anything else, decided before
+ * anything is written. */
 typedef struct {
     PyObject_HEAD
     PyObject *fallback;
@@ -225,11 +236,19 @@ static int decode_plain(PyObject *response, PyObject *obj, PyObject *t_ns) {
     PyObject *text = NULL, *reason = NULL;
     if (PyErr_Occurred()) return -1;
     if (error != NULL && PyObject_IsTrue(error)) return 0;
-    if (choices != NULL && choices != Py_None) {
+    if (choices == NULL) return 0;  /* not a chunk: an error object at the top level? */
+    if (choices != Py_None) {
         if (!PyList_CheckExact(choices)) return 0;
         if (PyList_GET_SIZE(choices)) {
             PyObject *choice = PyList_GET_ITEM(choices, 0);
             if (!PyDict_CheckExact(choice)) return 0;
+            PyObject *index = get(choice, s_index);
+            if (index != NULL) {
+                int overflow = 0;
+                if (!PyLong_CheckExact(index) || PyLong_AsLongAndOverflow(index, &overflow) != 0
+                    || overflow)
+                    return PyErr_Occurred() ? -1 : 0;
+            }
             text = get(choice, s_text);
             if (text == NULL || text == Py_None) {
                 PyObject *message = get(choice, s_delta);
@@ -244,7 +263,22 @@ static int decode_plain(PyObject *response, PyObject *obj, PyObject *t_ns) {
             if (PyErr_Occurred()) return -1;
         }
     }
-    if (text != NULL && PyObject_IsTrue(text)) {
+    int has_text = text != NULL && PyObject_IsTrue(text);
+    if (has_text) {
+        if (!PyUnicode_CheckExact(text)) return 0;
+        PyObject *before = PyObject_GetAttr(response, s_finish_reason);
+        if (before == NULL) return -1;
+        int finished = before != Py_None;
+        Py_DECREF(before);
+        if (finished) return 0;  /* content after the finish reason */
+    }
+    int has_reason = reason != NULL && PyObject_IsTrue(reason);
+    if (has_reason && !PyUnicode_CheckExact(reason)) return 0;
+    PyObject *usage = get(obj, s_usage);
+    if (PyErr_Occurred()) return -1;
+    int has_usage = usage != NULL && PyObject_IsTrue(usage);
+    if (has_usage && !PyDict_CheckExact(usage)) return 0;
+    if (has_text) {
         PyObject *chunks = PyObject_GetAttr(response, s_chunks);
         if (chunks == NULL) return -1;
         PyObject *pair = PyTuple_Pack(2, t_ns, text);
@@ -253,12 +287,8 @@ static int decode_plain(PyObject *response, PyObject *obj, PyObject *t_ns) {
         Py_DECREF(chunks);
         if (rc < 0) return -1;
     }
-    if (reason != NULL && PyObject_IsTrue(reason)
-        && PyObject_SetAttr(response, s_finish_reason, reason) < 0)
-        return -1;
-    PyObject *usage = get(obj, s_usage);
-    if (usage != NULL && PyObject_IsTrue(usage) && PyObject_SetAttr(response, s_usage, usage) < 0)
-        return -1;
+    if (has_reason && PyObject_SetAttr(response, s_finish_reason, reason) < 0) return -1;
+    if (has_usage && PyObject_SetAttr(response, s_usage, usage) < 0) return -1;
     return PyErr_Occurred() ? -1 : 1;
 }
 
@@ -400,6 +430,7 @@ PyMODINIT_FUNC PyInit__readpath(void) {
     INTERN(s_chunks, "chunks");
     INTERN(s_finish_reason, "finish_reason");
     INTERN(s_usage, "usage");
+    INTERN(s_index, "index");
     if ((one = PyLong_FromLong(1)) == NULL) return NULL;
     PyObject *orjson = PyImport_ImportModule("orjson");
     if (orjson == NULL) return NULL;

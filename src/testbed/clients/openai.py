@@ -12,6 +12,7 @@ import asyncio
 import json
 from typing import Any, Literal
 
+from testbed.clients.counts import NO_LIMITS, Limits, whole_number
 from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.readpath import compiled
 from testbed.clients.response import STREAM_SINK, BodySinkJson, Decoder, Ending, Response, Sink
@@ -27,28 +28,79 @@ PATHS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/com
 
 def decode_chunk(response: Response, obj: Any, t_ns: int) -> None:
     """Read one completions or chat object (a stream chunk or a whole body) into
-    ``response``: content text, finish reason, usage, error."""
+    ``response``: content text, finish reason, usage, error.
+
+    What no correct server sends is the response's error, in words: an event that is not a
+    JSON object; an error object (under ``error``, or at the top level as vLLM's streams
+    sent it before 0.10: ``{"object": "error", "message": …}``); content after the chunk
+    that carried the finish reason; text, a finish reason or usage of the wrong type; a
+    choice index that is not a whole number. Only choice 0 is read (the others of an
+    ``n`` > 1 request are left; the highest index is kept for the end's check).
+    """
     if not isinstance(obj, dict):
+        response.error = f"not a completion chunk (JSON {type(obj).__name__}): {str(obj)[:200]}"
         return
     choices = obj.get("choices")
+    if "choices" not in obj and (obj.get("object") == "error" or "message" in obj):
+        response.error = error_text(obj)
+        return
     if choices:
-        choice = choices[0]
-        text = choice.get("text")
-        if text is None:
-            message = choice.get("delta") or choice.get("message")
-            if message:
-                text = message.get("content")
-        if text:
-            response.chunks.append((t_ns, text))
-        reason = choice.get("finish_reason")
-        if reason:
-            response.finish_reason = reason
+        _read_choice(response, choices[0], t_ns)
     usage = obj.get("usage")
     if usage:
-        response.usage = usage
+        if isinstance(usage, dict):
+            response.usage = usage
+        else:
+            response.error = f"usage is not an object of counts: {str(usage)[:200]}"
     error = obj.get("error")
     if error:
-        response.error = str(error.get("message", error) if isinstance(error, dict) else error)
+        response.error = error_text(error)
+
+
+def _read_choice(response: Response, choice: Any, t_ns: int) -> None:
+    index = choice.get("index", 0)
+    if index != 0 or type(index) is not int:
+        if type(index) is int and index > 0:
+            response.top_index = max(response.top_index, index)
+        else:
+            response.error = f"choice index {json.dumps(index)[:40]} is not a whole number ≥ 0"
+        return
+    text = choice.get("text")
+    if text is None:
+        message = choice.get("delta") or choice.get("message")
+        if message:
+            text = message.get("content")
+    if text:
+        if not isinstance(text, str):
+            response.error = f"content {json.dumps(text)[:80]} is not a string"
+            return
+        if response.finish_reason is not None:
+            response.error = (
+                f"content after the chunk with finish_reason {response.finish_reason!r}:"
+                f" {text[:80]!r}"
+            )
+        response.chunks.append((t_ns, text))
+    reason = choice.get("finish_reason")
+    if reason:
+        if isinstance(reason, str):
+            response.finish_reason = reason
+        else:
+            response.error = f"finish_reason {json.dumps(reason)[:80]} is not a string"
+
+
+def error_text(error: Any) -> str:
+    """A server's error object in words: its message, then its type and code; an error
+    without a message says so (an empty reason would read as nothing at all)."""
+    if not isinstance(error, dict):
+        text = str(error).strip()
+        return text or f"an error without a message ({json.dumps(error)})"
+    message = error.get("message")
+    message = message.strip() if isinstance(message, str) else ""
+    parts = [f"{key} {error[key]}" for key in ("type", "code") if error.get(key) not in (None, "")]
+    said = f" ({', '.join(parts)})" if parts else ""
+    if message:
+        return message + said
+    return f"an error without a message{said or ': ' + json.dumps(error)[:200]}"
 
 
 #: The decoder the sinks use: :func:`decode_chunk` behind its compiled twin when it was built
@@ -75,11 +127,22 @@ def encode(pool: ConnectionPool, api: Api, request: dict[str, Any], *, stream: b
     return pool.encode("POST", PATHS[api], body.encode())
 
 
-def sink(*, stream: bool, keep_raw: bool = False) -> Sink:
-    """A fresh sink that decodes an OpenAI response (streamed or not)."""
+def limits_of(request: dict[str, Any]) -> Limits:
+    """What ``request`` allows the answer: ``max_completion_tokens`` (or ``max_tokens``, as
+    vLLM reads them) per choice, ``n`` choices, ``echo``."""
+    most = whole_number(request.get("max_completion_tokens")) or whole_number(
+        request.get("max_tokens")
+    )
+    choices = whole_number(request.get("n")) or 1
+    return Limits(most, max(choices, 1), bool(request.get("echo")))
+
+
+def sink(*, stream: bool, keep_raw: bool = False, limits: Limits = NO_LIMITS) -> Sink:
+    """A fresh sink that decodes an OpenAI response (streamed or not); ``limits``: what the
+    request allowed (:func:`limits_of`), which the answer's counts are checked against."""
     if stream:
-        return STREAM_SINK(DECODE, keep_raw=keep_raw, ending=ENDING)
-    return BodySinkJson(DECODE, keep_raw=keep_raw, ending=ENDING)
+        return STREAM_SINK(DECODE, keep_raw=keep_raw, ending=ENDING, limits=limits)
+    return BodySinkJson(DECODE, keep_raw=keep_raw, ending=ENDING, limits=limits)
 
 
 async def complete(
@@ -95,10 +158,11 @@ async def complete(
 
     ``keep_raw`` keeps every parsed JSON chunk in ``Response.raw`` (logprobs live there).
     Connection failures raise :class:`~testbed.clients.http.HttpClientError`; an HTTP error
-    status, an error event and an answer cut short (no ``[DONE]``, no finish reason, the
-    connection closed mid-body) are returned as ``Response.error``.
+    status, an error event, an answer cut short (no ``[DONE]``, no finish reason, the
+    connection closed mid-body) and counts that cannot be true for ``request`` are returned
+    as ``Response.error``.
     """
-    target = sink(stream=stream, keep_raw=keep_raw)
+    target = sink(stream=stream, keep_raw=keep_raw, limits=limits_of(request))
     response = target.response
     await pool.send(encode(pool, api, request, stream=stream), target, timeout_s)
     return response

@@ -11,7 +11,12 @@ An answer that does not end that way was cut short, and that is the server's err
 request, never a success: a stream without its terminator (OpenAI's ``data: [DONE]``, TGI's
 final event), an answer without a finish reason, a connection closed before the body's
 framing ended (:meth:`on_cut`). HTTP allows a body delimited by the connection's close, so
-only the protocol's own terminator tells a finished stream from a dead server.
+only the protocol's own terminator tells a finished stream from a dead server. Nothing may
+follow that terminator either: an event after it (a second ``[DONE]``) is the server's error.
+
+A complete answer's claims are checked last (:func:`~testbed.clients.counts.check`): token
+counts that cannot be true, given the request's :class:`~testbed.clients.counts.Limits` and
+the content that arrived, and a choice the request did not ask for, are the server's error.
 
 Protocol modules make their streamed sinks with :data:`STREAM_SINK`: :class:`StreamSink`
 behind the compiled per-read path (``_readpath.c``) when it was built — one whole ``data:``
@@ -27,6 +32,8 @@ from typing import Any
 
 import orjson
 
+from testbed.clients import counts
+from testbed.clients.counts import NO_LIMITS, Limits, plural
 from testbed.clients.readpath import compiled
 from testbed.clients.sse import MAX_EVENT, SseParser
 
@@ -59,6 +66,7 @@ class Response:
     connect_ns: int = 0  # time spent opening a new connection before sending (0: reused)
     events: int = 0  # stream events received (content or not)
     ended: bool = False  # the protocol's end-of-answer marker arrived (see Ending)
+    top_index: int = 0  # the highest choice index an OpenAI chunk carried (0: one choice)
 
     @property
     def ok(self) -> bool:
@@ -98,11 +106,6 @@ def cut_short(
     return None
 
 
-def plural(n: int, noun: str) -> str:
-    """``1 text chunk``, ``3 text chunks``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 class _Sink:
     """Common head/error handling: a non-2xx body is buffered and becomes ``error``."""
 
@@ -111,17 +114,24 @@ class _Sink:
         "_decode",
         "_ending",
         "_error_body",
+        "_limits",
         "_until_close",
         "keep_raw",
         "response",
     )
 
     def __init__(
-        self, decode: Decoder, *, keep_raw: bool = False, ending: Ending | None = None
+        self,
+        decode: Decoder,
+        *,
+        keep_raw: bool = False,
+        ending: Ending | None = None,
+        limits: Limits = NO_LIMITS,
     ) -> None:
         self.response = Response()
         self._decode = decode
         self._ending = ending
+        self._limits = limits
         self.keep_raw = keep_raw
         self._error_body: bytearray | None = None  # an error answer's body, its start
         self._cut: str | None = None  # how the connection closed mid-body, if it did
@@ -183,6 +193,18 @@ class _Sink:
             response.error = cut_short(response, ending, stream=stream, how=how + note, cut=cut)
         elif cut:
             response.error = f"response body cut short: {how}"
+        if response.error is None:
+            response.error = self._check_claims()
+
+    def _check_claims(self) -> str | None:
+        """Why the complete answer's own claims cannot be true (None when they can)."""
+        response, limits = self.response, self._limits
+        if response.top_index >= limits.choices:
+            asked = plural(limits.choices, "choice")
+            return (
+                f"a choice with index {response.top_index} in the answer to a request for {asked}"
+            )
+        return counts.check(response, limits)
 
 
 class StreamSink(_Sink):
@@ -192,9 +214,14 @@ class StreamSink(_Sink):
     __slots__ = ("_sse",)
 
     def __init__(
-        self, decode: Decoder, *, keep_raw: bool = False, ending: Ending | None = None
+        self,
+        decode: Decoder,
+        *,
+        keep_raw: bool = False,
+        ending: Ending | None = None,
+        limits: Limits = NO_LIMITS,
     ) -> None:
-        super().__init__(decode, keep_raw=keep_raw, ending=ending)
+        super().__init__(decode, keep_raw=keep_raw, ending=ending, limits=limits)
         self._sse = SseParser()
 
     def on_data(self, data: bytes, t_ns: int) -> None:
@@ -206,6 +233,8 @@ class StreamSink(_Sink):
         if not payloads and self._sse.too_long and response.error is None:
             response.error = f"stream event over {MAX_EVENT >> 20} MiB without its end"
         for payload in payloads:
+            if response.ended:  # the stream had ended: nothing is part of the answer now
+                self._after_end(payload)
             if payload == b"[DONE]":
                 response.ended = True
                 continue
@@ -221,6 +250,14 @@ class StreamSink(_Sink):
                 decode(response, obj, t_ns)
             except Exception as exc:  # JSON, not in the protocol's shape: the server's error
                 self._unreadable(exc, obj)
+
+    def _after_end(self, payload: bytes) -> None:
+        marker = self._ending.marker if self._ending else "data: [DONE]"
+        if payload == b"[DONE]":
+            what = "a second data: [DONE]"
+        else:
+            what = f"an event ({payload[:160].decode('utf-8', 'replace')})"
+        self.response.error = f"{what} after {marker}, the end of the stream"
 
     def _unreadable(self, exc: Exception, obj: Any) -> None:
         """A stream event its decoder cannot read (``choices`` not a list, a token that is
@@ -244,9 +281,14 @@ class BodySinkJson(_Sink):
     __slots__ = ("_parts", "_size")
 
     def __init__(
-        self, decode: Decoder, *, keep_raw: bool = True, ending: Ending | None = None
+        self,
+        decode: Decoder,
+        *,
+        keep_raw: bool = True,
+        ending: Ending | None = None,
+        limits: Limits = NO_LIMITS,
     ) -> None:
-        super().__init__(decode, keep_raw=keep_raw, ending=ending)
+        super().__init__(decode, keep_raw=keep_raw, ending=ending, limits=limits)
         self._parts: list[bytes] = []
         self._size = 0
 

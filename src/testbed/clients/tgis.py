@@ -26,7 +26,9 @@ UNAVAILABLE 503, others 500); a server that cannot be reached (or a connection t
 before any message came) raises :class:`TgisConnectionError`, a deadline
 :class:`TimeoutError` — as the HTTP pool does.
 An answer that ends (status OK) without a stop reason — a stream closed before its last
-message — was cut short: that is ``Response.error`` too, the server's error of the request.
+message — was cut short: that is ``Response.error`` too, the server's error of the request;
+so are counts that cannot be true (:mod:`~testbed.clients.counts`: ``generated_token_count``
+over the request's ``max_new_tokens``, or fewer than the messages that carried text).
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from testbed.clients import counts
+from testbed.clients.counts import NO_LIMITS, Limits, plural, whole_number
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.grpc_channel import GrpcChannel, GrpcError
 from testbed.clients.http import HttpClientError
-from testbed.clients.response import Response, plural
+from testbed.clients.response import Response
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError, InputError, MissingDependency
 from testbed.core.secrets import resolve
@@ -144,12 +148,13 @@ def response_dict(message: Any) -> dict[str, Any]:
 class TgisSink:
     """Reads ``GenerationResponse`` messages into a :class:`Response` as they arrive."""
 
-    __slots__ = ("keep_raw", "response", "stream")
+    __slots__ = ("keep_raw", "limits", "response", "stream")
 
-    def __init__(self, *, stream: bool, keep_raw: bool = False) -> None:
+    def __init__(self, *, stream: bool, keep_raw: bool = False, limits: Limits = NO_LIMITS) -> None:
         self.response = Response()
         self.stream = stream
         self.keep_raw = keep_raw
+        self.limits = limits
 
     def on_sent(self, t_ns: int) -> None:
         self.response.t_sent_ns = t_ns
@@ -196,10 +201,21 @@ class TgisSink:
             else:
                 response.error = "answer without a stop_reason (NOT_FINISHED)"
             response.status = response.status or 200
+        if response.error is None:
+            response.error = counts.check(response, self.limits)
 
 
-def sink(*, stream: bool, keep_raw: bool = False) -> TgisSink:
-    return TgisSink(stream=stream, keep_raw=keep_raw)
+def limits_of(body: dict[str, Any]) -> Limits:
+    """What a request (proto field names) allows: ``params.stopping.max_new_tokens``."""
+    params = body.get("params")
+    stopping = params.get("stopping") if isinstance(params, dict) else None
+    most = stopping.get("max_new_tokens") if isinstance(stopping, dict) else None
+    return Limits(whole_number(most))
+
+
+def sink(*, stream: bool, keep_raw: bool = False, limits: Limits = NO_LIMITS) -> TgisSink:
+    """A fresh sink for a TGIS answer, its counts checked against ``limits``."""
+    return TgisSink(stream=stream, keep_raw=keep_raw, limits=limits)
 
 
 def stream_reader(sink: TgisSink) -> Callable[[bytes, int], None]:

@@ -25,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from testbed.clients import openai, tgi, tgis
+from testbed.clients.counts import Limits
 from testbed.clients.http import HttpClientError
-from testbed.clients.response import Response, Sink
+from testbed.clients.response import Sink
 from testbed.clients.tgis import TgisSink
 from testbed.core.clock import monotonic_ns
 from testbed.probes.load.dataset import Item
+from testbed.probes.load.record import request_record
 from testbed.probes.load.schedule import Arrivals, PreciseTimer, offsets_ns
 from testbed.probes.load.tokens import TokenCounter
 
@@ -120,6 +122,8 @@ class LoadGenerator:
         self._pool, self._items, self._payloads = pool, items, payloads
         self._counter, self._write, self._opt = counter, write, options
         self._make_sink = _sink_factory(options.api, options.stream)
+        # what each request allows its answer (checked by its sink when it ends)
+        self._limits = [Limits(item.output_tokens) for item in items]
         self._next = options.proc  # global request number; processes interleave
         self.lags: list[int] = []
         self.capped = 0
@@ -228,7 +232,7 @@ class LoadGenerator:
         number = self._next
         self._next += self._opt.procs
         index = number % len(self._items)
-        sink = self._make_sink()
+        sink = self._make_sink(self._limits[index])
         error = None
         try:
             await self._pool.send(self._payloads[index], sink, self._opt.timeout_s)
@@ -240,58 +244,22 @@ class LoadGenerator:
         sent = response.t_sent_ns
         if sent:
             self.lags.append(sent - scheduled - queued - response.connect_ns)
-        self._write(self._record(stage, number, index, scheduled, queued, response, error))
-
-    def _record(
-        self,
-        stage: str,
-        number: int,
-        index: int,
-        scheduled: int,
-        queued: int,
-        response: Response,
-        error: str | None,
-    ) -> dict[str, Any]:
-        item = self._items[index]
-        usage = response.usage or {}
-        server_out = usage.get("completion_tokens")
-        client_out = self._counter.count(response.text) if response.chunks else 0
-        # the server's own answer (an HTTP error, an error event, no content) vs the client's
-        # (timeout, connection): only the first proves the server wrong whatever the harness did
-        by_server = error is None
-        error = error or response.error
-        if error is None and not response.chunks:
-            error = "no content in the response"
-        record: dict[str, Any] = {
-            "stage": stage,
-            "n": number,
-            "proc": self._opt.proc,
-            "item": index,
-            "scheduled_ns": scheduled,
-            "queued_ns": queued,
-            "connect_ns": response.connect_ns,
-            "sent_ns": response.t_sent_ns or None,
-            "first_byte_ns": response.t_first_byte_ns or None,
-            "chunks_ns": [t for t, _ in response.chunks],
-            "done_ns": response.t_done_ns or None,
-            "failed_ns": monotonic_ns() if error and not response.t_done_ns else None,
-            "status": response.status,
-            "error": error,
-            "error_by": None if error is None else "server" if by_server else "client",
-            "finish_reason": response.finish_reason,
-            "input_tokens": item.input_tokens,
-            "requested_output_tokens": item.output_tokens,
-            "usage_input_tokens": usage.get("prompt_tokens"),
-            "usage_output_tokens": server_out,
-            "client_output_tokens": client_out,
-            "output_tokens": server_out if server_out is not None else client_out,
-            "token_mismatch": server_out is not None
-            and self._counter.exact
-            and server_out != client_out,
-        }
+        record = request_record(
+            response,
+            error,
+            self._items[index],
+            self._counter,
+            self._opt.api,
+            stage=stage,
+            n=number,
+            proc=self._opt.proc,
+            item=index,
+            scheduled_ns=scheduled,
+            queued_ns=queued,
+        )
         if self._opt.keep_text:
             record["text"] = response.text
-        return record
+        self._write(record)
 
 
 @contextlib.contextmanager
@@ -334,8 +302,8 @@ def _rate_of(offsets: list[int], stage: Stage) -> float:
     return (len(offsets) - 1) / (offsets[-1] / 1e9) if len(offsets) > 1 and offsets[-1] else 0.0
 
 
-def _sink_factory(api: str, stream: bool) -> Callable[[], Sink | TgisSink]:
+def _sink_factory(api: str, stream: bool) -> Callable[[Limits], Sink | TgisSink]:
     """Sinks that keep no raw chunks: the text (``keep_text``) is joined from the content
     chunks, and raw JSON would cost memory and CPU on the hot path."""
     module: Any = {"tgi": tgi, "tgis": tgis}.get(api, openai)
-    return lambda: module.sink(stream=stream, keep_raw=False)
+    return lambda limits: module.sink(stream=stream, keep_raw=False, limits=limits)
