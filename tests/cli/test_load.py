@@ -102,3 +102,18 @@ def test_default_folders_of_runs_in_one_second_differ(
     first, second = Path("runs/load-20260101-000000"), Path("runs/load-20260101-000000-2")
     assert len(read_records(first / "records.jsonl")) == 3
     assert len(read_records(second / "records.jsonl")) == 2
+
+
+@pytest.mark.slow
+def test_report_html_of_a_cut_short_load_says_how_many_ran(sim: str, tmp_path: Path) -> None:
+    """``testbed report`` of the folder: the Load section flags the stage, and the verdict's
+    reason says it too."""
+    out = tmp_path / "out"
+    flags = ("--concurrency", "1", "--requests", "1000", "--duration", "0.3")
+    assert load(sim, *flags, "--out", str(out)) == 0
+    ran = summary_of(out)["requests"]["total"]
+    assert main(["report", str(out), "--no-index"]) == 0
+    html = (out / "report.html").read_text()
+    said = f"{ran} of 1000 requests ran: duration_s (0.3 s) ended the stage first"
+    assert f'<p class="flag">⚠ concurrency-1: {said}' in html
+    assert html.count(said) >= 2  # the flag, and the verdict's reason

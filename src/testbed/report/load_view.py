@@ -4,7 +4,8 @@
 - latency CDFs of every load treatment overlaid (the steady-state population);
 - TTFT/ITL against throughput: across the stages of a sweep, and across treatments that
   differ only in their load level (a ``load.concurrency`` or ``load.rate`` matrix);
-- per treatment, requests in flight, completions per second and TTFT over time.
+- per treatment, requests in flight, completions per second and TTFT over time, after a
+  flag for each stage that ran fewer requests than it asked for.
 """
 
 from __future__ import annotations
@@ -102,8 +103,22 @@ def _level_groups(items: Sequence[LoadTreatment]) -> dict[str, list[Mapping[str,
     return {label: points for label, points in groups.items() if len(points) >= 2}
 
 
+def _cut_short(summary: Mapping[str, Any]) -> str:
+    """A flag for each stage that ran fewer requests than it asked for (its duration ended
+    it first): the numbers below describe only the ones that ran."""
+    stages = summary.get("stages")
+    listed = [s for s in stages if isinstance(s, Mapping)] if isinstance(stages, list) else []
+    return "".join(
+        f'<p class="flag">⚠ {html.escape(str(s.get("stage")))}:'
+        f" {html.escape(str(s['cut_short']))}</p>"
+        for s in listed or [summary]
+        if s.get("cut_short")
+    )
+
+
 def _treatment(number: int, item: LoadTreatment) -> str:
     parts = [f'<h3 id="load-{html.escape(item.row["id"])}">{html.escape(item.label)}</h3>']
+    parts.append(_cut_short(item.summary))
     stages = item.summary.get("stages")
     if isinstance(stages, list) and len(stages) >= 2:
         points = [s for s in stages if isinstance(s, Mapping)]
