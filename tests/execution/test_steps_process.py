@@ -18,11 +18,15 @@ import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from testbed.config.templating import PlannedStep
 from testbed.core.process_group import start_time
-from testbed.core.processes import kill_leftover
+from testbed.core.processes import ServerProcess, kill_leftover
 from testbed.execution.events import Silent
+from testbed.execution.steps import runner as runner_module
 from testbed.execution.steps.runner import StepRunner
 from testbed.results.steps import STEP_FILE, steps_dir
 
@@ -138,3 +142,41 @@ def test_a_leftover_is_ended_only_when_its_pid_file_names_that_very_process(
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_step_interrupted_while_its_child_starts_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands while the child is being started (the window is a few ms in a run; here
+    it is held open): the child already runs, so its whole group must still go."""
+    spawned, release = asyncio.Event(), asyncio.Event()
+    real_start = runner_module._start
+
+    async def slow_start(*args: Any) -> ServerProcess:
+        child = await real_start(*args)
+        spawned.set()
+        await release.wait()  # Ctrl-C comes now, before the start returns
+        return child
+
+    monkeypatch.setattr(runner_module, "_start", slow_start)
+    child_file = steps_dir(tmp_path) / "001__prepare__s1" / "child"
+    ready = tmp_path / "ready"
+    os.mkfifo(ready)
+
+    async def interrupt(steps: StepRunner) -> None:
+        script = f'{BACKGROUND}; echo up > "{ready}"; wait'
+        task = asyncio.ensure_future(steps.run_stage([_step(script)], "prepare"))
+        async with asyncio.timeout(60):
+            await spawned.wait()
+            assert await asyncio.to_thread(ready.read_text) == "up\n"
+        task.cancel()
+        await asyncio.sleep(0)  # the cancel reaches the step
+        release.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    with runner(tmp_path) as (steps, reports):
+        asyncio.run(interrupt(steps))
+        child = int(child_file.read_text())
+        reports.children.append(child)
+        assert not _alive(child)
