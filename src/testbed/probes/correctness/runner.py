@@ -275,17 +275,22 @@ class Runner:
         return self._result(item, exchange, await self._judge(item, exchange.output))
 
     async def _twin(self, item: Item, unary: Result) -> Result:
-        """The streamed request: a well-formed stream that adds up to the unary answer."""
+        """The streamed request. It passes only when its own answer is right — a
+        well-formed stream, or the refusal the case expects — *and* agrees with the unary
+        answer: two refusals agree with each other, yet a refused stream is no stream."""
         exchange = await self._exchange(item, stream=True)
         if isinstance(exchange, Result):
             return exchange
-        checks = []
-        if 200 <= exchange.status < 300:
+        checks: list[Check] = []
+        refused = exchange.output.error is not None and not exchange.payloads
+        if refused or item.case.error is not None:
+            checks += await self._judge(item, exchange.output)
+        else:
             problems = check_stream(exchange)
             checks.append(Check("stream", not problems, "; ".join(problems)))
+            if unary.output is None:  # the unary request had no answer: judge this one alone
+                checks += await self._judge(item, exchange.output)
         if unary.output is not None and not (item.case.skip_check and unary.output.error is None):
             greedy = item.case.request.greedy
             checks.append(twin_check(unary.output, exchange.output, self.settings, greedy=greedy))
-        elif unary.output is None:  # the unary request had no answer: judge this one alone
-            checks += await self._judge(item, exchange.output)
         return self._result(item, exchange, checks)
