@@ -4,6 +4,8 @@
 pod's requests; :mod:`.times` formats and parses RFC 3339 times as the API writes them;
 :mod:`.gpu` names NVIDIA's resources and labels (``nvidia.com/gpu``, MIG slices in both the
 campaign's and the device plugin's spelling); :mod:`.fit` answers "does this pod fit this
-node" with the scheduler's filters. The backend, the scale probe and the emulator all import
-these, so both sides of the seam agree by construction. No I/O, no ``kubernetes`` client.
+node" with the scheduler's filters; :mod:`.limits` states the API server's size limits
+(annotations, ConfigMap and Secret data, request bodies). The backend, the scale probe and
+the emulator all import these, so both sides of the seam agree by construction. No I/O, no
+``kubernetes`` client.
 """

@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from testbed.core.kube.limits import MAX_REQUEST_BODY_BYTES
 from testbed.emulator.apiserver import (
     discovery,
     escalation,
@@ -43,6 +44,7 @@ from testbed.emulator.machinery.handlers import SubresourceHandler, query_flag
 from testbed.emulator.storage.errors import (
     ApiError,
     bad_request,
+    entity_too_large,
     invalid,
     method_not_allowed,
 )
@@ -101,6 +103,9 @@ class Api:
             return await self._dispatch(request, target, user)
         except ApiError as exc:
             return json_response(exc.status(), exc.code)
+        except web.HTTPRequestEntityTooLarge:  # a body over client_max_size, as aiohttp reads
+            refused = entity_too_large(MAX_REQUEST_BODY_BYTES)
+            return json_response(refused.status(), refused.code)
 
     def _authorize(self, request: web.Request, user: UserInfo, path: str, t: Target | None) -> None:
         if self.authz is None:

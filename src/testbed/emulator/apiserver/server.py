@@ -18,14 +18,13 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from testbed.core.kube.limits import MAX_REQUEST_BODY_BYTES
 from testbed.emulator.apiserver.api import Api
 from testbed.emulator.apiserver.nodes import ClusterShape, node_lease, node_manifest
 from testbed.emulator.machinery.handlers import SubresourceHandler
 from testbed.emulator.storage.store import Store
 
 ShutdownHook = Callable[[], Awaitable[None]]
-#: Largest request body accepted (a ConfigMap may carry up to 1 MiB of data, plus framing).
-MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 class Emulator:
@@ -71,7 +70,8 @@ class Emulator:
 
     async def start(self) -> None:
         self.seed_nodes()
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        # kube-apiserver's MaxRequestBodyBytes: a larger body is its 413 (Api.handle)
+        app = web.Application(client_max_size=MAX_REQUEST_BODY_BYTES)
         app.router.add_route("*", "/{tail:.*}", self.api.handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()

@@ -4,7 +4,8 @@ Defaulting follows the fields controllers and kubectl read (a pod's ``restartPol
 ``schedulerName``; a Deployment's strategy; a Job's generated selector; a Service's
 cluster IP; a PVC bound at once). Validation covers the mistakes a manifest generator can
 make and the server answers with 422: no containers, a selector that does not select its
-template, a missing image.
+template, a missing image, a ConfigMap or Secret over 1 MiB of data
+(:mod:`testbed.core.kube.limits`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from testbed.core.kube.limits import MAX_DATA_BYTES, too_long
 from testbed.emulator.storage import crds
 from testbed.emulator.storage.meta import normalized_time
 
@@ -208,7 +210,38 @@ def _secret(obj: dict[str, Any]) -> Errors:
     data = obj.setdefault("data", {})
     for key, value in string_data.items():
         data[key] = base64.b64encode(str(value).encode()).decode()
+    return _secret_size(obj)
+
+
+def _secret_size(obj: dict[str, Any]) -> Errors:
+    """A Secret's decoded data may hold 1 MiB (``ValidateSecret``: the error is on ``data``)."""
+    if _decoded_size(obj.get("data")) > MAX_DATA_BYTES:
+        return [("data", too_long(MAX_DATA_BYTES))]
     return []
+
+
+def _configmap_size(obj: dict[str, Any]) -> Errors:
+    """A ConfigMap's data and binaryData together may hold 1 MiB; ``ValidateConfigMap``
+    puts the error on the whole object (``field.NewPath("")``, which prints as ``[]``)."""
+    data = obj.get("data") or {}
+    size = sum(len(str(v).encode()) for v in data.values()) if isinstance(data, dict) else 0
+    if size + _decoded_size(obj.get("binaryData")) > MAX_DATA_BYTES:
+        return [("[]", too_long(MAX_DATA_BYTES))]
+    return []
+
+
+def _decoded_size(values: Any) -> int:
+    """Bytes of base64 values once decoded (what the server stores and counts)."""
+    if not isinstance(values, dict):
+        return 0
+    total = 0
+    for value in values.values():
+        text = str(value)
+        try:
+            total += len(base64.b64decode(text))
+        except ValueError:  # not base64: the decoder's business, count what was sent
+            total += len(text.encode())
+    return total
 
 
 def _namespace(obj: dict[str, Any]) -> Errors:
@@ -260,6 +293,7 @@ PREPARE: dict[str, Callable[[dict[str, Any]], Errors]] = {
     "jobs.batch": _job,
     "services": _service,
     "secrets": _secret,
+    "configmaps": _configmap_size,
     "namespaces": _namespace,
     "persistentvolumeclaims": _pvc,
     "events": _event,
@@ -274,9 +308,14 @@ def prepare_create(key: str, obj: dict[str, Any]) -> Errors:
 
 
 def validate_update(key: str, obj: dict[str, Any]) -> Errors:
-    """Checks an update must pass (the template of a workload must still match)."""
+    """Checks an update must pass (the template of a workload must still match, a
+    ConfigMap's or a Secret's data must still fit)."""
     if key in ("deployments.apps", "replicasets.apps", "daemonsets.apps", "jobs.batch"):
         return _selects_template(obj)
+    if key == "configmaps":
+        return _configmap_size(obj)
+    if key == "secrets":
+        return _secret_size(obj)
     if key == "events":
         _event_times(obj)
     if key == "pods" and not (obj.get("spec") or {}).get("containers"):

@@ -119,6 +119,11 @@ def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str]]) -> 
     return ApiError(422, "Invalid", message, details)
 
 
+def entity_too_large(limit: int) -> ApiError:
+    """413 as ``errors.NewRequestEntityTooLargeError`` words a body over the server's limit."""
+    return ApiError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(400, "BadRequest", message)
 

@@ -10,6 +10,7 @@ import time
 import uuid
 from typing import Any
 
+from testbed.core.kube.limits import TOTAL_ANNOTATION_BYTES, annotations_size, too_long
 from testbed.core.kube.times import MICROS, SECONDS, format_time, from_epoch, parse_time
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -107,7 +108,8 @@ def _key_errors(where: str, key: str) -> list[tuple[str, str]]:
 
 
 def metadata_errors(meta: dict[str, Any]) -> list[tuple[str, str]]:
-    """Labels and annotations as the server validates them."""
+    """Labels and annotations as the server validates them (annotations: at most 256 KiB
+    of keys and values together, ``ValidateAnnotations``)."""
     errors: list[tuple[str, str]] = []
     labels = meta.get("labels") or {}
     if not isinstance(labels, dict):
@@ -129,4 +131,6 @@ def metadata_errors(meta: dict[str, Any]) -> list[tuple[str, str]]:
         errors += _key_errors("metadata.annotations", key)
         if not isinstance(value, str):
             errors.append((f"metadata.annotations[{key}]", "Invalid value: must be a string"))
+    if annotations_size(annotations) > TOTAL_ANNOTATION_BYTES:
+        errors.append(("metadata.annotations", too_long(TOTAL_ANNOTATION_BYTES)))
     return errors
