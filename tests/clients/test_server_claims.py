@@ -46,10 +46,10 @@ def ask(server: ScriptedServer, api: str, *, stream: bool = True, **request: Any
     async def main() -> Response:
         pool = ConnectionPool(server.url)
         try:
+            body: dict[str, Any] = {"model": "m", "max_tokens": 8, **request}
             if api == "tgi":
                 body = {"inputs": "hi", "parameters": {"max_new_tokens": 8}}
                 return await tgi.generate(pool, body, stream=stream, timeout_s=10)
-            body = {"model": "m", "max_tokens": 8, **request}
             body["prompt" if api == "completions" else "messages"] = "hi"
             chosen: openai.Api = "chat" if api == "chat" else "completions"
             return await openai.complete(pool, body, api=chosen, stream=stream, timeout_s=10)
