@@ -31,7 +31,7 @@ def handle(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from testbed.config.loader import load_campaign
-    from testbed.execution.export import export
+    from testbed.execution.export import MAIN_FILE, apply_commands, export
     from testbed.execution.export.objects import options_for
     from testbed.execution.pipeline import check_inputs
     from testbed.results.files import write_atomic
@@ -65,11 +65,6 @@ def handle(args: argparse.Namespace) -> int:
     skipped = len(plan.treatments) - len(plan.planned())
     if skipped:
         console.print(f"{skipped} treatment(s) skipped by the plan are not exported")
-    console.print(
-        f"wrote {', '.join(sorted(files))} to {out}; apply with:\n"
-        f"  kubectl apply -f {out}/namespace.yaml -f {out}/rbac.yaml -f {out}/campaign.yaml\n"
-        f"  envsubst < {out}/secret.yaml | kubectl apply -f -\n"
-        f"  kubectl create -f {out}/{'pipelinerun' if args.engine == 'tekton' else 'workflow'}"
-        ".yaml"
-    )
+    lines = "".join(f"\n  {line}" for line in apply_commands(str(out), MAIN_FILE[args.engine]))
+    console.print(f"wrote {', '.join(sorted(files))} to {out}; apply with:{lines}")
     return 0

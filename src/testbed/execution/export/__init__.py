@@ -4,7 +4,8 @@ The exported pipeline reproduces ``testbed plan``'s treatments (one task each, n
 ``tNNN-<treatment id>``) and the campaign's execution strategy (order.py); every task runs
 ``testbed worker`` for its treatment and uploads its results to S3 (step.py). The objects it
 needs — namespace, service account and RBAC, the campaign as a ConfigMap, a Secret template
-of the ``${env:}`` values — come as separate manifests (objects.py).
+of the ``${env:}`` values — come as separate manifests (objects.py), applied by the commands
+of apply.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Literal
 
 from testbed.config.loader import LoadedCampaign
 from testbed.execution.export import argo, tekton
+from testbed.execution.export.apply import MAIN_FILE, apply_commands
 from testbed.execution.export.objects import ExportOptions, campaign_volume, support_objects
 from testbed.execution.export.order import Task, ordered_tasks, stacks_take_turns
 from testbed.execution.export.step import ExportedRun
@@ -42,8 +44,8 @@ def export(
     )
     main = render(run)
     files = support_objects(loaded, options, volume)
-    files["pipelinerun.yaml" if engine == "tekton" else "workflow.yaml"] = [main]
+    files[MAIN_FILE[engine]] = [main]
     return files, tasks
 
 
-__all__ = ["ENGINES", "Engine", "ExportOptions", "Task", "export"]
+__all__ = ["ENGINES", "MAIN_FILE", "Engine", "ExportOptions", "Task", "apply_commands", "export"]

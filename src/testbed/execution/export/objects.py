@@ -19,6 +19,7 @@ from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.core.ids import slugify
+from testbed.core.kube.limits import MAX_DATA_BYTES
 from testbed.core.secrets import names
 from testbed.plan.model import Plan
 
@@ -149,6 +150,7 @@ def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) 
         key = slugify(relative.replace("/", "--"), max_length=200)
         data[key] = (loaded.base_dir / relative).read_text()
         items.append({"key": key, "path": relative})
+    _check_fits(data, items)
     configmap = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -169,6 +171,23 @@ def exported_document(loaded: LoadedCampaign, options: ExportOptions) -> dict[st
         backend["namespace"] = backend.get("namespace") or options.namespace
         document["backend"] = backend
     return document
+
+
+def _check_fits(data: dict[str, str], items: list[dict[str, str]]) -> None:
+    """A real API server refuses a ConfigMap over 1 MiB of data: say so now, naming the
+    largest files, rather than let ``kubectl apply`` fail in the cluster."""
+    sizes = {item["path"]: len(data[item["key"]].encode()) for item in items}
+    total = sum(sizes.values())
+    if total <= MAX_DATA_BYTES:
+        return
+    largest = sorted(sizes, key=sizes.__getitem__, reverse=True)[:3]
+    shown = ", ".join(f"{path} ({sizes[path]:,} bytes)" for path in largest)
+    raise InputError(
+        f"the campaign's ConfigMap would hold {total:,} bytes, over the {MAX_DATA_BYTES:,}"
+        f" a Kubernetes API server accepts; the largest files: {shown} — ship fewer or"
+        " smaller files with the campaign (install CRDs in the cluster beforehand rather"
+        " than in a stack's manifests folder)"
+    )
 
 
 def _stack_files(loaded: LoadedCampaign) -> list[str]:
