@@ -12,6 +12,7 @@ every shape of chunk a server could send.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -34,7 +35,7 @@ def event(obj: Any, sep: bytes = b"\n") -> bytes:
 
 
 def text(s: str, **choice: Any) -> bytes:
-    return event({"choices": [{"index": 0, "text": s, **choice}]})
+    return event({"choices": [{"index": 0, "text": s} | choice]})
 
 
 DONE = chunk(b"data: [DONE]\n\n")
@@ -141,6 +142,31 @@ ANSWERS: dict[str, Answer] = {
     ),
     "cut short (no [DONE], the connection closes)": openai_answer(
         [HEAD, chunk(text("a")), chunk(text("b"))]
+    ),
+    "content after the finish reason": openai_answer(
+        [HEAD, chunk(text("a", finish_reason="stop")), chunk(text("b")), DONE, LAST]
+    ),
+    "events after [DONE]": openai_answer(
+        [HEAD, chunk(text("a", finish_reason="stop")), DONE, chunk(text("late")), DONE, LAST]
+    ),
+    "an error object at the top level": openai_answer(
+        [
+            HEAD,
+            chunk(text("a")),
+            chunk(event({"object": "error", "message": "boom", "type": "X", "code": 500})),
+            DONE,
+            LAST,
+        ]
+    ),
+    "a second choice": openai_answer(
+        [
+            HEAD,
+            chunk(text("a")),
+            chunk(text("x", index=1)),
+            chunk(text("b", finish_reason="stop")),
+            DONE,
+            LAST,
+        ]
     ),
     "an error status": openai_answer(
         [
@@ -256,6 +282,18 @@ CHUNKS: list[Any] = [
     {"choices": [{"delta": "a"}]},
     {"choices": [{"delta": {"content": ["x"]}, "finish_reason": 0}]},
     {"choices": "abc"},
+    {"object": "error", "message": "boom", "type": "X", "code": 500},
+    {"message": ""},
+    {"error": {"message": "", "type": "X"}},
+    {"choices": [{"index": 1, "text": "x"}]},
+    {"choices": [{"index": 2**70, "text": "x"}]},
+    {"choices": [{"index": "0", "text": "x"}]},
+    {"choices": [{"index": True, "text": "x"}]},
+    {"choices": [{"index": -1, "text": "x"}]},
+    {"choices": [{"index": 0, "text": "x", "finish_reason": True}]},
+    {"choices": [{"text": ""}], "usage": [1]},
+    {"choices": [], "usage": "x"},
+    {"usage": {"completion_tokens": 1}},
     {},
     [],
     [{"choices": [{"text": "a"}]}],
@@ -265,15 +303,22 @@ CHUNKS: list[Any] = [
 ]
 
 
-@pytest.mark.parametrize("obj", CHUNKS, ids=[orjson.dumps(c).decode()[:40] for c in CHUNKS])
-def test_the_compiled_decoder_reads_as_decode_chunk(obj: Any) -> None:
+@pytest.mark.parametrize("finished", [None, "stop"])
+@pytest.mark.parametrize(
+    "obj",
+    CHUNKS,
+    ids=[json.dumps(c)[:40] for c in CHUNKS],
+)
+def test_the_compiled_decoder_reads_as_decode_chunk(obj: Any, finished: str | None) -> None:
+    """Each chunk, first or after the one with the finish reason (content then is an error)."""
+
     def read(decode: Decoder) -> tuple[Any, ...]:
-        got = response.Response()
+        got = response.Response(finish_reason=finished)
         try:
             decode(got, obj, 7)
         except Exception as exc:
             return (type(exc), str(exc))
-        return (got.chunks, got.finish_reason, got.usage, got.error)
+        return (got.chunks, got.finish_reason, got.usage, got.error, got.top_index)
 
     assert read(openai.DECODE) == read(openai.decode_chunk)
 
@@ -325,6 +370,20 @@ def test_the_answers_mean_what_their_names_say() -> None:
     assert odd["error"].startswith("unreadable stream event (KeyError")
     assert odd["events"] == 5
     assert whole("an error event")["error"] == "boom"
+    after = whole("content after the finish reason")
+    assert (after["text"], after["error"]) == (
+        "ab",
+        "content after the chunk with finish_reason 'stop': 'b'",
+    )
+    late = whole("events after [DONE]")  # the last of the two says what came
+    assert (late["text"], late["error"]) == (
+        "a",
+        "a second data: [DONE] after data: [DONE], the end of the stream",
+    )
+    assert whole("an error object at the top level")["error"] == "boom (type X, code 500)"
+    second = whole("a second choice")
+    assert (second["text"], second["top_index"]) == ("ab", 1)
+    assert second["error"] == "a choice with index 1 in the answer to a request for 1 choice"
     assert whole("sizes in upper case, padded, with an extension")["text"] == "ab"
     assert "malformed HTTP response" in whole("a wrong chunk size")["failed"]
     assert "not followed by CRLF" in whole("chunk data not followed by CRLF")["failed"]
