@@ -46,10 +46,11 @@ def adapter_endpoint(
 
 
 def stack_endpoint(
-    deployment: StackDeployment, base_url: str, metrics_url: str | None = None
+    deployment: StackDeployment, base_url: str, metrics_urls: tuple[str, ...] = ()
 ) -> Endpoint:
     """The endpoint of a stack (``server: manifests``) that answers at ``base_url``: the
-    protocols its ``endpoint:`` declares, its model name, its metrics Service if any."""
+    protocols its ``endpoint:`` declares, its model name, the pods of its metrics Service
+    (``metrics_urls``, one each) if any."""
     metrics = deployment.metrics
     return Endpoint(
         base_url=base_url.rstrip("/"),
@@ -57,7 +58,7 @@ def stack_endpoint(
         model=deployment.model,
         server_kind=deployment.server,
         metrics_path=metrics.path if metrics else None,
-        metrics_url=metrics_url,
+        metrics_urls=metrics_urls,
     )
 
 

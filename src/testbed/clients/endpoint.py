@@ -33,8 +33,9 @@ class Endpoint:
     tokenizer: str | None = None  # a local folder for client-side token counting
     api_key: str | None = None
     metrics_path: str | None = "/metrics"
-    #: where metrics_path is served when not at base_url (a stack's metrics Service)
-    metrics_url: str | None = None
+    #: where metrics_path is served when not at base_url: one URL per pod behind a stack's
+    #: metrics Service — each process counts only its own tokens, so all are read and summed
+    metrics_urls: tuple[str, ...] = ()
     labels: dict[str, str] = field(default_factory=dict)
     tls: Tls = field(default_factory=Tls)
     grpc_target: str | None = None  # host:port of the TGIS gRPC service (protocol tgis)

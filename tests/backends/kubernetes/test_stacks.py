@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from testbed.clients.kube import Kube
+from testbed.probes.server_metrics.summary import read_samples
 from tests.backends.kubernetes.conftest import (
     await_object,
     leftovers,
@@ -117,6 +118,29 @@ def test_a_stack_over_a_values_matrix_passes_load_and_leaves_nothing(
     assert ttft[5]["p50"] >= 5.0
     assert found[0]["server_metrics"]["deployments"]  # scraped from the metrics Service
     assert stack_left(kube, "stack-pass") == []
+
+
+def test_server_metrics_of_two_replicas_are_read_from_both_and_summed(
+    tmp_path: Path, kubeconfig: Path, kube: Kube
+) -> None:
+    # The load spreads over both pods; each counts only its own tokens. Read from one pod,
+    # the server's count was half the client's on every treatment (issue 32).
+    campaign = stack_campaign(tmp_path, values={"ttft_ms": 5, "replicas": 2})
+    run_dir = tmp_path / "stack-two"
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path, 400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    assert_passed(summary)
+    part = summary["server_metrics"]
+    sim = part["deployments"]["sim"]
+    assert sim["failed_scrapes"] == 0, sim
+    # the simulator counts exactly: the pods' sum is the client's count to the token
+    assert sim["generation_tokens"] == sim["client"]["output_tokens"] == 8 * 4, sim
+    assert part["flagged"] == []
+    (treatment,) = [p.parent for p in run_dir.glob("*/summary.json")]
+    samples = read_samples(treatment / "server_metrics.jsonl")
+    assert {s["pods"] for s in samples} == {2}
+    assert stack_left(kube, "stack-two") == []
 
 
 def test_a_workload_that_gives_up_is_an_error_with_its_own_message(

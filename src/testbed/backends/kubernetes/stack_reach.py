@@ -13,6 +13,8 @@ Inside the cluster (``backend.access: service``) probes use the Service's DNS na
 this machine, a Service is reached like ``kubectl port-forward service/NAME`` — port-forwards
 on the container port its ``targetPort`` names — except that the connections go to the Ready
 pods its selector picks in turn (as the Service would spread them), not all to one. The
+metrics Service is read pod by pod (a port-forward each, or the pod's IP in the cluster):
+its counters are per process, and the sampler sums them. The
 in-cluster URL handed to probe Jobs (``backend.probes: cluster``) uses the kubelet's
 ``NAME_SERVICE_HOST``/``_PORT`` variables when the Service is in the run's namespace.
 """
@@ -60,7 +62,7 @@ class Target:
 class Where:
     base_url: str  # where probes running here send requests
     cluster_url: str  # the same server for a probe Job of the run
-    metrics_url: str | None = None
+    metrics_urls: tuple[str, ...] = ()  # one per pod of the metrics Service
 
 
 def _placed(
@@ -246,10 +248,8 @@ async def _open(
     target: Target,
     in_cluster: bool,
     died: asyncio.Future[str],
-    spread: bool = True,
 ) -> AsyncIterator[str]:
-    """The target's base URL; ``spread``: connections over all its Ready pods (requests),
-    else to the first (metrics: counters of one process, never two pods' interleaved)."""
+    """The target's base URL: connections spread over all its Ready pods."""
     if target.service is None:
         yield str(target.url)
         return
@@ -260,11 +260,38 @@ async def _open(
         return
     pods = await asyncio.to_thread(_ready_pods, kube, target.service)
     port = container_port(pods[0], entry.get("targetPort") or entry["port"])
-    names = [str(pod["metadata"]["name"]) for pod in (pods if spread else pods[:1])]
+    names = [str(pod["metadata"]["name"]) for pod in pods]
     local = await stack.enter_async_context(
         PortForward(kube.api, meta["namespace"], names, port, _refused(names, port, died))
     )
     yield f"http://127.0.0.1:{local}{target.path}"
+
+
+async def _each_pod(
+    stack: contextlib.AsyncExitStack,
+    kube: Kube,
+    service: Mapping[str, Any],
+    port: int | str,
+    in_cluster: bool,
+    died: asyncio.Future[str],
+) -> tuple[str, ...]:
+    """A base URL per Ready pod of ``service`` (metrics: a counter is one process's, so
+    every pod is read on its own — through the Service, each scrape would hit any one)."""
+    entry = _service_port(service, port)
+    pods = await asyncio.to_thread(_ready_pods, kube, service)
+    urls = []
+    for pod in pods:
+        number = container_port(pod, entry.get("targetPort") or entry["port"])
+        address = (pod.get("status") or {}).get("podIP")
+        if in_cluster and address:
+            urls.append(f"http://{address}:{number}")
+            continue
+        name = str(pod["metadata"]["name"])
+        namespace = service["metadata"]["namespace"]
+        refused = _refused([name], number, died)
+        forward = PortForward(kube.api, namespace, [name], number, refused)
+        urls.append(f"http://127.0.0.1:{await stack.enter_async_context(forward)}")
+    return tuple(urls)
 
 
 def _refused(pods: list[str], port: int, died: asyncio.Future[str]) -> Callable[[str], None]:
@@ -289,12 +316,10 @@ async def reach(
     metrics = deployment.metrics
     async with contextlib.AsyncExitStack() as stack:
         base = await stack.enter_async_context(_open(stack, kube, target, in_cluster, died))
-        metrics_url = None
+        metrics_urls: tuple[str, ...] = ()
         if metrics:
             item = _placed(placed, "Service", metrics.service)
             ns = _namespace_of(item[0] if item else None, namespace)
             svc = await asyncio.to_thread(_service, kube, metrics.service, ns, "metrics")
-            mt = Target("", svc, metrics.port)
-            opened = _open(stack, kube, mt, in_cluster, died, spread=False)
-            metrics_url = await stack.enter_async_context(opened)
-        yield Where(base, target.cluster_url, metrics_url)
+            metrics_urls = await _each_pod(stack, kube, svc, metrics.port, in_cluster, died)
+        yield Where(base, target.cluster_url, metrics_urls)

@@ -7,9 +7,11 @@ and stop — politely, then surely. The samples land in ``server_metrics.jsonl``
 treatment as they are taken; :func:`.summary.summarise` turns them and the records into the
 ``server_metrics`` part of summary.json.
 
-A deployment without a metrics endpoint (``metrics_path`` None) is left out, and a sampler
-that cannot start is noted in ``session.problems``: server metrics are evidence beside the
-verdict, never a reason for an ERROR.
+A deployment served by several pods (a stack's metrics Service with replicas) is scraped
+pod by pod and its sample is their sum: through the Service, each scrape would read any one
+pod's counters. A deployment without a metrics endpoint (``metrics_path`` None) is left
+out, and a sampler that cannot start is noted in ``session.problems``: server metrics are
+evidence beside the verdict, never a reason for an ERROR.
 """
 
 from __future__ import annotations
@@ -54,14 +56,16 @@ class Session:
 
 def _targets(
     endpoints: Mapping[str, Endpoint], session: Session
-) -> tuple[list[dict[str, str]], list[str | None]]:
-    targets, keys = [], []
+) -> tuple[list[dict[str, Any]], list[str | None]]:
+    targets: list[dict[str, Any]] = []
+    keys: list[str | None] = []
     for name, endpoint in endpoints.items():
         if not endpoint.metrics_path:
             session.problems.append(f"{name}: the server has no metrics endpoint")
             continue
-        base_url = endpoint.metrics_url or endpoint.base_url
-        targets.append({"name": name, "base_url": base_url, "path": endpoint.metrics_path})
+        # several URLs: the pods of one deployment, each counting its own (summed)
+        base_urls = list(endpoint.metrics_urls) or [endpoint.base_url]
+        targets.append({"name": name, "base_urls": base_urls, "path": endpoint.metrics_path})
         keys.append(resolve(endpoint.api_key) if endpoint.api_key else None)
     return targets, keys
 

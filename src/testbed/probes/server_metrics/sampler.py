@@ -10,8 +10,14 @@ them a moment after the response is out), at most :data:`SETTLE_TRIES` times.
 
 Each sample is one JSON line, appended and flushed as it is taken::
 
-    {"deployment", "phase": start|during|final, "sent_ns", "t_ns", "running", "waiting",
-     "kv_cache_usage", "prompt_tokens", "generation_tokens", "error", "sampler_cpu_s"}
+    {"deployment", "phase": start|during|final, "sent_ns", "t_ns", "pods", "running",
+     "waiting", "kv_cache_usage", "prompt_tokens", "generation_tokens", "error",
+     "sampler_cpu_s"}
+
+A target may name several base URLs: the pods of one deployment, each a process counting
+only its own requests. They are scraped together and the sample is the deployment's whole:
+counters and queue gauges summed, ``kv_cache_usage`` the pods' mean (every pod its own
+cache); when one pod cannot be read the sample is an error (a partial sum is no count).
 
 ``sent_ns``/``t_ns`` are ``monotonic_ns`` values (the records' clock: ``CLOCK_MONOTONIC`` is
 system-wide on Linux); ``sampler_cpu_s`` is this process's CPU time so far. The spec names
@@ -46,11 +52,14 @@ class Sampler:
         self.timeout_s = float(spec.get("timeout_s", 5.0))
         self.out = Path(spec["out"])
         self.pools = [
-            ConnectionPool(
-                t["base_url"],
-                headers={"Authorization": f"Bearer {key}"} if key else None,
-                max_connections=1,
-            )
+            [
+                ConnectionPool(
+                    url,
+                    headers={"Authorization": f"Bearer {key}"} if key else None,
+                    max_connections=1,
+                )
+                for url in t["base_urls"]
+            ]
             for t, key in zip(self.targets, keys, strict=True)
         ]
 
@@ -64,26 +73,38 @@ class Sampler:
         return list(found)
 
     async def _one(
-        self, target: dict[str, Any], pool: ConnectionPool, phase: str
+        self, target: dict[str, Any], pools: list[ConnectionPool], phase: str
     ) -> dict[str, Any]:
         sent = monotonic_ns()
-        values: dict[str, float | None] = dict.fromkeys(FIELDS)
-        error = None
-        try:
-            values = await scrape(pool, target["path"], self.timeout_s)
-        except (HttpClientError, MetricsError, OSError) as exc:
-            error = str(exc) or type(exc).__name__
-        except TimeoutError:
-            error = f"no answer within {self.timeout_s:g} s"
+        found = await asyncio.gather(*(self._scrape(pool, target["path"]) for pool in pools))
+        urls = target["base_urls"]
+        errors = [
+            f"pod {n + 1} of {len(urls)} ({url}): {e}" if len(urls) > 1 else e
+            for n, (url, (_, e)) in enumerate(zip(urls, found, strict=True))
+            if e is not None
+        ]
+        values = merge([v for v, _ in found]) if not errors else dict.fromkeys(FIELDS)
         return {
             "deployment": target["name"],
             "phase": phase,
             "sent_ns": sent,
             "t_ns": monotonic_ns(),
+            "pods": len(pools),
             **values,
-            "error": error,
+            "error": "; ".join(errors) or None,
             "sampler_cpu_s": round(time.process_time(), 6),
         }
+
+    async def _scrape(
+        self, pool: ConnectionPool, path: str
+    ) -> tuple[dict[str, float | None], str | None]:
+        """One pod's values, or why there are none."""
+        try:
+            return await scrape(pool, path, self.timeout_s), None
+        except (HttpClientError, MetricsError, OSError) as exc:
+            return dict.fromkeys(FIELDS), str(exc) or type(exc).__name__
+        except TimeoutError:
+            return dict.fromkeys(FIELDS), f"no answer within {self.timeout_s:g} s"
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sample on a fixed grid from now until ``stop``, then settle."""
@@ -113,8 +134,23 @@ class Sampler:
             previous = current
 
     async def aclose(self) -> None:
-        for pool in self.pools:
-            await pool.aclose()
+        for pools in self.pools:
+            for pool in pools:
+                await pool.aclose()
+
+
+def merge(pods: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """One deployment's values from its pods': sums, but the mean of ``kv_cache_usage``; a
+    field one pod lacks is None (a sum of some pods would pass for the whole)."""
+    merged: dict[str, float | None] = {}
+    for name in FIELDS:
+        values = [pod.get(name) for pod in pods]
+        if not values or any(v is None for v in values):
+            merged[name] = None
+            continue
+        total = sum(float(v) for v in values if v is not None)
+        merged[name] = total / len(values) if name == "kv_cache_usage" else total
+    return merged
 
 
 def _counters(sample: dict[str, Any]) -> tuple[Any, ...]:
