@@ -6,10 +6,11 @@ free one). Its parameters come from :class:`testbed.config.sim.SimParams`, lowes
 first: defaults < ``--set key=value`` (YAML value, dotted keys for nested fields) < the
 explicit flags. ``--protocols openai,tgi,tgis`` adds TGIS over gRPC on ``--grpc-port`` (sim
 and hf; a line ``testbed sim gRPC (tgis) on HOST:PORT`` comes before the listening line).
-``hf`` runs the reference server in this process; ``vllm`` replaces this
-process by vLLM's server. Their settings follow the same rule: the deployment parameters of
-their kind (``HfParams`` plus ``batch_invariant`` and ``served_model_name``; ``VllmParams``)
-< ``--set`` < ``--threads``/``--dtype``. Every ``--set`` goes through the campaign's parser
+``hf`` runs the reference server in this process; ``vllm`` runs vLLM's server as a child
+in its own process group, passes SIGINT, SIGTERM and SIGHUP on to it and waits for it.
+Their settings follow the same rule: the deployment parameters of their kind (``HfParams``
+plus ``batch_invariant`` and ``served_model_name``; ``VllmParams``) < ``--set`` <
+``--threads``/``--dtype``. Every ``--set`` goes through the campaign's parser
 (``config.overrides``); a bad item exits 2 naming it.
 """
 
@@ -187,16 +188,18 @@ def _serve_hf(args: argparse.Namespace) -> int:
 
 
 def _serve_vllm(args: argparse.Namespace) -> int:
-    """Run the vLLM server in the foreground until it ends or is interrupted; its failure is
-    an infrastructure error (exit 3), its own exit codes never leak through as verdicts."""
+    """Run the vLLM server in the foreground until it ends or is stopped (Ctrl-C, SIGTERM,
+    SIGHUP: exit 130 once it is gone); its failure is an infrastructure error (exit 3), its
+    own exit codes never leak through as verdicts."""
     import collections
     import os
-    import subprocess
+    import signal
     import sys
 
     from testbed.config.deployments import VllmParams
     from testbed.config.overrides import settings_from
     from testbed.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
+    from testbed.core.process_group import run_foreground
     from testbed.servers.adapters import kv_cache
     from testbed.servers.adapters.vllm import VllmAdapter
     from testbed.servers.models import resolve_model
@@ -219,28 +222,25 @@ def _serve_vllm(args: argparse.Namespace) -> int:
             " sized to the memory free now; set kv_cache_gb to choose\n"
         )
     tail: collections.deque[str] = collections.deque(maxlen=400)
-    # vLLM's output passes through (kept for the root cause); Ctrl-C reaches vLLM too (same
-    # foreground process group): wait for it to shut down
-    with subprocess.Popen(
-        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    ) as process:
-        try:
-            assert process.stdout is not None
-            for raw in process.stdout:
-                sys.stdout.buffer.write(raw)
-                sys.stdout.flush()
-                tail.append(raw.decode("utf-8", "replace"))
-            code = process.wait()
-        except KeyboardInterrupt:
-            process.wait()
-            return EXIT_INTERRUPTED
-    if code == 0:
-        return EXIT_OK
-    if code in (-2, 130):  # interrupted
+
+    def passed_on(raw: bytes) -> None:  # vLLM's output passes through, kept for the cause
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+        tail.append(raw.decode("utf-8", "replace"))
+
+    # Ctrl-C, SIGTERM (systemd, a container runtime, a CI runner) and SIGHUP are passed on
+    # to vLLM's whole process group, and testbed waits for it: never a vLLM left serving.
+    ended = run_foreground(argv, env, passed_on)
+    if ended.stopped_by is not None:
+        name = signal.Signals(ended.stopped_by).name
+        how = "killed" if ended.killed else f"stopped (exit code {ended.code})"
+        sys.stderr.write(f"testbed: {name}: vLLM {how}\n")
         return EXIT_INTERRUPTED
+    if ended.code == 0:
+        return EXIT_OK
     cause = root_cause("".join(tail))
     sys.stderr.write(
-        f"testbed: error: vLLM exited with code {code}"
+        f"testbed: error: vLLM exited with code {ended.code}"
         + (f": {cause}" if cause else "")
         + " (its log is above)\n"
     )

@@ -4,7 +4,8 @@ A child started with ``start_new_session=True`` and :func:`die_with_parent` as i
 ``preexec_fn`` leads its own process group (so one signal reaches everything it spawned)
 and gets SIGKILL from the kernel should its parent die without cleaning up
 (``PR_SET_PDEATHSIG``). The emulator's process-kubelet and the local backend's server
-processes use these.
+processes use these; :func:`run_foreground` runs one such child in the foreground of a
+command (``testbed serve vllm``), passing the signals that stop the command on to it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import contextlib
 import ctypes
 import os
 import signal
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from testbed.core.clock import monotonic_ns
@@ -114,3 +117,88 @@ def group_rss_bytes(pgid: int) -> int:
         except (OSError, IndexError, ValueError):
             continue
     return total
+
+
+#: Signals a foreground command passes on to its child's group (a terminal's Ctrl-C, what
+#: systemd, a container runtime or a CI runner sends to stop it, a closed terminal).
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass
+class Foreground:
+    """How a foreground child ended: its exit code, and the signal that asked it to stop
+    (None: it ended by itself); ``killed`` when the group had to be killed."""
+
+    code: int
+    stopped_by: int | None = None
+    killed: bool = False
+
+
+def run_foreground(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    on_output: Callable[[bytes], None],
+    grace_s: float = 30.0,
+) -> Foreground:
+    """Run ``argv`` in the foreground until it ends, its output (stdout and stderr, line by
+    line) handed to ``on_output``; call from the main thread.
+
+    The child leads a process group of its own (it may start others: vLLM's engine), dies
+    with this process, and every signal of :data:`FORWARDED` sent here is passed on to the
+    whole group — without that, SIGTERM ends this process and leaves the server running.
+    A second signal, or ``grace_s`` without the child gone, kills the group; whatever of the
+    group outlives its leader is killed too. Nothing is left when this returns.
+    """
+    import subprocess
+
+    received: list[int] = []
+    state = Foreground(0)
+    process: subprocess.Popen[bytes] | None = None
+
+    def kill() -> None:
+        if process is not None and signal_group(process.pid, signal.SIGKILL):
+            state.killed = True
+
+    timer = threading.Timer(grace_s, kill)
+    timer.daemon = True
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if process is None:
+            return  # passed on once the child exists
+        if len(received) == 1:
+            signal_group(process.pid, signum)
+            timer.start()
+        else:
+            kill()
+
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        process = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            # a foreground command starts no thread before (the grace timer comes after)
+            preexec_fn=_die_with_parent_term,  # noqa: PLW1509
+        )
+        if received:  # a signal came while it was being started
+            forward(received.pop(), None)
+        with process:
+            assert process.stdout is not None
+            for raw in process.stdout:
+                on_output(raw)
+            state.code = process.wait()
+    finally:
+        timer.cancel()
+        if process is not None and group_alive(process.pid):
+            kill()  # a member that outlived the leader (its pipe closed or not)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    state.stopped_by = received[0] if received else None
+    return state
+
+
+def _die_with_parent_term() -> None:  # runs in the child between fork and exec
+    die_with_parent(signal.SIGTERM)  # SIGTERM: the server may still shut down cleanly
