@@ -205,6 +205,7 @@ def handle_submit(args: argparse.Namespace) -> int:
 
 
 def handle_sample(args: argparse.Namespace) -> int:
+    import signal
     import threading
     from pathlib import Path
 
@@ -224,6 +225,11 @@ def handle_sample(args: argparse.Namespace) -> int:
     timer.daemon = True  # a Ctrl-C must not wait for it
     if args.timeout:
         timer.start()
+    if args.follow:
+        # Ctrl-C (SIGINT) is how a follower ends, started from anywhere: Python leaves SIGINT
+        # ignored when testbed inherits it ignored (a script's background job, some CI
+        # runners), and the follower then ran on until --timeout whatever it was sent
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     sampler = Sampler(_kube(args), out, header)
     try:
         stats = sampler.run(args.follow, stop)

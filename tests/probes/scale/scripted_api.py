@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import random
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -337,6 +340,30 @@ async def main(argv: list[str]) -> None:
     (args.out / "truth.json").write_text(json.dumps(summary))
     print("done", flush=True)
     await asyncio.Event().wait()
+
+
+@contextlib.contextmanager
+def running(out: Path, *flags: str) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """This server as a child process writing to ``out``, and a kubeconfig naming it; its
+    stdout (``done`` once the script is played) is the caller's to read."""
+    command = [sys.executable, "-m", "tests.probes.scale.scripted_api", "--out", str(out)]
+    root = Path(__file__).resolve().parents[3]
+    server = subprocess.Popen([*command, *flags], cwd=root, stdout=subprocess.PIPE, text=True)
+    assert server.stdout is not None
+    try:
+        port = int(server.stdout.readline().split()[1])
+        kubeconfig = out / "kubeconfig"
+        cluster = {"name": "s", "cluster": {"server": f"http://127.0.0.1:{port}"}}
+        context = {"name": "s", "context": {"cluster": "s", "user": "u"}}
+        config = {"apiVersion": "v1", "kind": "Config", "clusters": [cluster],
+                  "users": [{"name": "u", "user": {}}], "contexts": [context],
+                  "current-context": "s"}  # fmt: skip
+        kubeconfig.write_text(json.dumps(config))
+        yield server, kubeconfig
+    finally:
+        server.terminate()
+        server.wait(10)
+        server.stdout.close()
 
 
 if __name__ == "__main__":

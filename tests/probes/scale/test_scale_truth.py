@@ -9,6 +9,7 @@ saw live within 10 ms of when the server wrote it (p99; the worst within 100 ms,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -33,31 +34,33 @@ SCRIPT_STAGES = ("created", "pod_created", "scheduled", "initialized", "running"
 
 @pytest.fixture
 def scripted(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path]]:
-    command = [sys.executable, "-m", "tests.probes.scale.scripted_api", "--out", str(tmp_path)]
-    command += ["--workloads", str(WORKLOADS), "--span", "8", "--delay", "0.5"]
-    command += ["--watchers", "2"]
-    server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    assert server.stdout is not None
-    port = int(server.stdout.readline().split()[1])
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "s", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                "users": [{"name": "u", "user": {}}],
-                "contexts": [{"name": "s", "context": {"cluster": "s", "user": "u"}}],
-                "current-context": "s",
-            }
-        )
-    )
-    try:
+    flags = ["--workloads", str(WORKLOADS), "--span", "8", "--delay", "0.5", "--watchers", "2"]
+    with scripted_api.running(tmp_path, *flags) as (server, kubeconfig):
         yield server, kubeconfig
+
+
+@contextlib.contextmanager
+def samplers(command: list[str], count: int) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """``count`` sampler processes; whatever happens, none outlives the test."""
+    started = [subprocess.Popen(command, cwd=ROOT) for _ in range(count)]
+    try:
+        yield started
     finally:
-        server.terminate()
-        server.wait(10)
-        server.stdout.close()
+        for sampler in started:
+            if sampler.poll() is None:
+                sampler.kill()
+                sampler.wait()
+
+
+def await_last_change(out: Path, truth_path: Path) -> None:
+    """Until the samplers' merged file holds a change received after the server sent its
+    last one (the samplers save every second while anything changed)."""
+    truth = json.loads(truth_path.read_text())
+    last = max(at for stages in truth["sent"].values() for at in stages.values())
+    deadline = time.monotonic() + 60
+    while not (out / sampled.SAMPLED).is_file() or sampled.load(out).observed_until_ms < last:
+        assert time.monotonic() < deadline, "the samplers never saw the server's last change"
+        time.sleep(0.1)  # polling the file the samplers write
 
 
 def test_sampled_times_match_what_the_server_sent(
@@ -77,14 +80,14 @@ def test_sampled_times_match_what_the_server_sent(
     (out / SUBMITTED).write_text(line(header))
     sample = [sys.executable, "-m", "testbed", "scale", "sample", "-o", str(out), "--follow"]
     sample += ["--timeout", "120", "--kubeconfig", str(kubeconfig)]
-    samplers = [subprocess.Popen(sample, cwd=ROOT) for _ in range(2)]
-    assert server.stdout is not None
-    assert server.stdout.readline().strip() == "done"
-    time.sleep(1.0)  # the last changes reach the samplers
-    for sampler in samplers:
-        sampler.send_signal(signal.SIGINT)  # how a follower is meant to end
-    for sampler in samplers:
-        assert sampler.wait(60) == 0
+    with samplers(sample, 2) as both:
+        assert server.stdout is not None
+        assert server.stdout.readline().strip() == "done"
+        await_last_change(out, tmp_path / "truth.json")
+        for sampler in both:
+            sampler.send_signal(signal.SIGINT)  # how a follower is meant to end
+        for sampler in both:
+            assert sampler.wait(60) == 0
     truth = json.loads((tmp_path / "truth.json").read_text())
     assert truth["compactions"] >= 4  # the relists this test is about happened
 
