@@ -30,6 +30,7 @@ COMMANDS = (
     "run",
     "report",
     "compare",
+    "history",
     "record",
     "serve",
     "load",
