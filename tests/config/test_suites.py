@@ -99,7 +99,9 @@ def test_suite_mistakes_are_refused_naming_the_fix(
 
 def test_a_tgis_suite_needs_deployments_that_serve_tgis(tmp_path: Path) -> None:
     path = campaign(tmp_path, {**SUITES, "protocol": "tgis"})
-    with pytest.raises(CampaignError, match=r"correctness\.protocol is tgis .* 'a-one'"):
+    with pytest.raises(
+        CampaignError, match=r"correctness\.protocol: tgis needs tgis, but deployment 'a-one'"
+    ):
         load_campaign(str(path))
 
 

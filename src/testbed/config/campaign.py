@@ -15,8 +15,8 @@ from testbed.config.diagnostics import located
 from testbed.config.execution import Execution
 from testbed.config.load import LoadProbe
 from testbed.config.matrix import Matrix
+from testbed.config.protocols import FIELDS, unreachable
 from testbed.config.scale import ScaleProbe
-from testbed.config.server_kinds import kind_of
 from testbed.config.steps import COMMAND_KEY, Steps
 
 
@@ -78,15 +78,11 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _cross_section(self) -> Campaign:
-        problem = (
-            self._reference_problem()
-            or self._probe_problem()
-            or self._tgis_problem()
-            or self._criteria_problem()
-        )
+        problem = self._reference_problem() or self._probe_problem() or self._criteria_problem()
         if problem is None:
             refused = self.backend.refusals(self.deployments)
-            problem = refused[0] if refused else None
+            # a server the backend cannot run is the first thing to fix, then its protocols
+            problem = refused[0] if refused else self._protocol_problem()
         if problem is not None:
             message, at = problem
             raise located(message, *at)
@@ -136,24 +132,23 @@ class Campaign(Strict):
             )
         return None
 
-    def _tgis_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
-        """A probe over TGIS's gRPC needs deployments that serve it."""
-        wanted: list[tuple[str, str, list[str] | None]] = []
-        if self.correctness is not None and self.correctness.protocol == "tgis":
+    def _protocol_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
+        """Each probe's protocol must be one its deployments serve (``config.protocols``)."""
+        wanted: list[tuple[str, dict[str, Any], list[str] | None]] = []
+        if self.correctness is not None:
             for part in self.correctness.split():
-                wanted.append(("correctness", "protocol", part.deployments))
-        if self.load is not None and self.load.api == "tgis":
-            wanted.append(("load", "api", self.load.deployments))
-        if self.ab is not None and self.ab.api == "tgis":
-            wanted.append(("ab", "api", [self.ab.stable, self.ab.canary]))
-        for section, field, names in wanted:
+                wanted.append(("correctness", part.model_dump(), part.deployments))
+        if self.load is not None:
+            wanted.append(("load", self.load.model_dump(), self.load.deployments))
+        if self.ab is not None:
+            wanted.append(("ab", self.ab.model_dump(), [self.ab.stable, self.ab.canary]))
+        for section, settings, names in wanted:
             for d in self.deployments:
-                if (names is None or d.name in names) and not serves_tgis(d):
-                    return (
-                        f"{section}.{field} is tgis (gRPC), which deployment '{d.name}'"
-                        f" ({d.server}) does not serve — {kind_of(d).tgis_fix}",
-                        (section, field),
-                    )
+                problem = (
+                    unreachable(section, settings, d) if names is None or d.name in names else None
+                )
+                if problem is not None:
+                    return problem, (section, FIELDS[section])
         return None
 
     def _reference_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
@@ -189,11 +184,3 @@ class Campaign(Strict):
                     where: tuple[int | str, ...] = ("correctness", "suites", i, "deployments", j)
                     return (f"'{name}' is not a deployment; known: {known}", where)
         return None
-
-
-def serves_tgis(deployment: Any) -> bool:
-    """Whether a deployment serves TGIS's gRPC (``protocol: tgis`` probes need it)."""
-    by = kind_of(deployment).tgis_by
-    if by == "protocol":
-        return bool(deployment.protocol == "tgis")
-    return by == "always" or (by == "params" and "tgis" in deployment.params.protocols)

@@ -18,10 +18,12 @@ from pydantic import ValidationError
 
 from testbed.config.campaign import Campaign
 from testbed.config.correctness import split_sections
-from testbed.config.deployments import deployment_model
+from testbed.config.deployments import deployment_model, worker_gpus
 from testbed.config.diagnostics import dotted
 from testbed.config.loader import LoadedCampaign
 from testbed.config.overrides import assign, targets
+from testbed.config.protocols import FIELDS, unreachable
+from testbed.config.server_kinds import gpu_note
 from testbed.core.errors import CampaignError
 from testbed.core.ids import short_hash, slugify
 from testbed.plan.capacity import estimate
@@ -52,6 +54,7 @@ class _Expander:
         self.worker_slugs: dict[str, tuple[str, list[str]]] = {}
         self.slug = slugify(self.campaign.name, 30)
         self._capacity: dict[str, str] = {}
+        self._notes: list[str] = []  # what the plan says beside its tables (gpu_note)
         self._check_factors()
 
     def _check_factors(self) -> None:
@@ -91,7 +94,7 @@ class _Expander:
     def run(self) -> Plan:
         for point in matrix_points(self.campaign.matrix):
             self._add_point(point)
-        notes = sorted(set(self._capacity.values()) - {""})
+        notes = sorted((set(self._capacity.values()) | set(self._notes)) - {""})
         # Worker-major order reads best and matches execution (a worker serves its
         # treatments one after the other); indices are assigned after sorting.
         order = {wid: i for i, wid in enumerate(self.workers)}
@@ -134,6 +137,7 @@ class _Expander:
         if tid in self.seen:
             return
         self.seen.add(tid)
+        self._check_reach(probe, workers, probe_hash, mine)
         params: dict[str, Any] = {}
         names = [self.worker_slugs[w.id] for w in workers]
         parts = ["-vs-".join(n for n, _ in names) or self.slug, probe]
@@ -158,6 +162,23 @@ class _Expander:
                 reason=reason,
             )
         )
+
+    def _check_reach(
+        self, probe: ProbeName, workers: tuple[Worker, ...], probe_hash: str, mine: list[Level]
+    ) -> None:
+        """A treatment whose probe asks a protocol its server does not serve is refused
+        (a matrix may vary either side; the campaign as written was checked already)."""
+        section = self.probe_configs[f"{probe}:{probe_hash}"]
+        for worker in workers:
+            problem = unreachable(probe, section, worker.config)
+            if problem is not None:
+                levels = {**worker.params, **{lv.factor: lv.value for lv in mine}}
+                combo = ", ".join(f"{f}={v}" for f, v in levels.items()) or "no factors"
+                raise CampaignError(
+                    f"{self._where(('matrix', 'factors'))}: with {combo}:"
+                    f" {probe}.{FIELDS[probe]}: {problem} — or"
+                    " exclude this combination in matrix.exclude"
+                )
 
     def _resolve_deployments(self, dep: list[Level]) -> list[Worker]:
         key = tuple(lv.key for lv in dep)
@@ -206,6 +227,7 @@ class _Expander:
             self.worker_slugs[wid] = (slugify(model.name, 30), [lv.slug for lv in levels])
             fit = estimate(model)
             self._capacity[wid] = "" if fit is None or fit.fits else fit.reason()
+            self._notes.append(gpu_note(model, worker_gpus(model)))
         return self.workers[wid]
 
     def _resolve_probe(self, probe: ProbeName, mine: list[Level], suite: int = 0) -> str:
