@@ -7,8 +7,8 @@ a ``kustomization.yaml``. Every YAML file is a Jinja template rendered with the 
 hold placeholders of those (``model: "{{ deployment.model }}"``). Undefined names are
 errors (StrictUndefined), placed at ``file:line``; templates render in
 :mod:`testbed.core.templates`' sandbox (values only: no Python objects, no other file). A
-kustomization's files are rendered into a scratch copy first, then ``kubectl kustomize``
-builds it. ``kind: List`` documents (some ``helm template`` output) are flattened.
+kustomization is built as ``kubectl kustomize`` builds it, with its load restrictor
+(:mod:`.kustomize`). ``kind: List`` documents (some ``helm template`` output) are flattened.
 
 Each object is given the run's labels — on its metadata and on every pod template inside
 it — so ``kubectl get … -l testbed.io/run=RUN`` and cleanup find it; a stack's own
@@ -17,9 +17,7 @@ it — so ``kubectl get … -l testbed.io/run=RUN`` and cleanup find it; a stack
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +25,13 @@ from typing import Any
 
 import yaml
 
+from testbed.backends.kubernetes import kustomize
 from testbed.config.stacks import StackDeployment
 from testbed.core import templates
 from testbed.core.errors import InputError
 from testbed.core.kube.labels import labelled
 
-KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 YAML_SUFFIXES = (".yaml", ".yml")
-KUSTOMIZE_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -82,8 +79,9 @@ def render_stack(
     values = render_values(deployment.values, own)
     names = {**values, "values": values, **own, "labels": context.get("labels") or {}}
     templated = deployment.templated
-    if root.is_dir() and any((root / k).is_file() for k in KUSTOMIZATIONS):
-        objects = _kustomize(root, names, templated)
+    if kustomize.is_kustomization(root):
+        render = functools.partial(render_file, names=names) if templated else None
+        objects = parse_objects(kustomize.build(root, render), f"{root} (kustomized)")
     else:
         files = [root] if root.is_file() else _yaml_files(root)
         if not files:
@@ -184,33 +182,3 @@ def _checked(doc: Any, where: str) -> list[dict[str, Any]]:
     if not isinstance(doc.get("metadata"), dict) or not doc["metadata"].get("name"):
         raise InputError(f"{where}: {doc['kind']} has no metadata.name — give it a name")
     return [doc]
-
-
-def _kustomize(root: Path, names: Mapping[str, Any], templated: bool) -> list[StackObject]:
-    """Render the folder's YAML into a scratch copy, then ``kubectl kustomize`` it."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        raise InputError(
-            f"manifests: {root} is a kustomization, which testbed builds with `kubectl"
-            " kustomize` — install kubectl, or give the rendered YAML instead"
-        )
-    with tempfile.TemporaryDirectory(prefix="testbed-kustomize-") as scratch:
-        copy_root = Path(scratch) / root.name
-        shutil.copytree(root, copy_root)
-        for path in _yaml_files(root) if templated else []:
-            target = copy_root / path.relative_to(root)
-            target.write_text(render_file(path, names), encoding="utf-8")
-        try:
-            done = subprocess.run(
-                [kubectl, "kustomize", str(copy_root)],
-                capture_output=True,
-                text=True,
-                timeout=KUSTOMIZE_TIMEOUT_S,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise InputError(f"manifests: `kubectl kustomize {root}` took too long") from None
-    if done.returncode != 0:
-        words = done.stderr.strip().replace(str(copy_root), str(root))
-        raise InputError(f"manifests: `kubectl kustomize {root}` failed: {words}")
-    return parse_objects(done.stdout, f"{root} (kustomized)")
