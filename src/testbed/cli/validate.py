@@ -23,4 +23,6 @@ def handle(args: argparse.Namespace) -> int:
         f"{args.file}: valid — {len(plan.workers)} worker(s), {len(plan.treatments)} treatment(s)"
         + (f", {skipped} skipped by the capacity planner" if skipped else "")
     )
+    for note in plan.notes:  # valid, but worth knowing before a run (e.g. GPUs unused)
+        print(f"note: {note}")
     return 0

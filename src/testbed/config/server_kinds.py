@@ -37,6 +37,9 @@ class ServerKind:
     local: bool = False
     #: Reads model weights (the simulator needs none).
     weights: bool = True
+    #: Runs its model on the GPUs it is given; False: ``resources.gpu`` only reserves
+    #: devices it never touches (the plan says so, see ``gpu_note``).
+    gpus: bool = True
     #: Its image is testbed's own, which carries the bundled models (``bundled:…``).
     bundled_models: bool = False
     #: A product under test: ``backend.server_image``/``image_tag`` choose its build.
@@ -66,6 +69,7 @@ KINDS: dict[str, ServerKind] = {
             tgis_fix="add tgis to its params.protocols",
             local=True,
             weights=False,
+            gpus=False,
         ),
         ServerKind(
             "hf",
@@ -75,6 +79,7 @@ KINDS: dict[str, ServerKind] = {
             local=True,
             bundled_models=True,
             default_batch=8,
+            gpus=False,  # the reference server runs torch on the CPU only
         ),
         ServerKind("vllm", local=True, under_test=True, default_batch=256, kv_pool=True),
         ServerKind(
@@ -92,6 +97,7 @@ KINDS: dict[str, ServerKind] = {
             tgis_fix="use openai for it",
             weights=False,
             stack=True,
+            gpus=False,  # no resources of its own: its manifests say
         ),
         ServerKind(
             "external",
@@ -99,6 +105,7 @@ KINDS: dict[str, ServerKind] = {
             tgis_fix="set protocol: tgis and grpc: HOST:PORT",
             provisioned=False,
             weights=False,
+            gpus=False,  # not provisioned: its resources reserve nothing
         ),
     )
 }
@@ -125,3 +132,18 @@ def kind_of(deployment: Kinded) -> ServerKind:
 def provisioned(deployment: Kinded) -> bool:
     """Whether a backend provisions ``deployment`` (every kind but ``external``)."""
     return kind_of(deployment).provisioned
+
+
+def gpu_note(deployment: Kinded, gpus: int) -> str:
+    """What the plan says of a deployment given ``gpus`` GPUs by a kind that never uses one
+    (empty when the kind does, or none are given): the request is honoured — the devices
+    are reserved for it, as a stand-in for a GPU server holds them — but the numbers are
+    the CPU's, and a user must not read them as a GPU run."""
+    kind = kind_of(deployment)
+    if kind.gpus or not gpus or not kind.pod:  # an external URL or a stack reserves nothing
+        return ""
+    return (
+        f"deployment '{getattr(deployment, 'name', '?')}' ({kind.name}) has resources.gpu"
+        f" {gpus}, but {kind.name} never uses a GPU: the devices are reserved for it while it"
+        " runs on the CPU — drop resources.gpu, or use a server that runs on GPUs (vllm)"
+    )
