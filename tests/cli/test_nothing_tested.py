@@ -126,3 +126,35 @@ def test_a_worker_whose_treatment_tested_nothing_exits_5(
     worker = ["worker", str(file), "--treatment"]
     assert main([*worker, ids["one"], "--out", str(tmp_path / "w1")]) == EXIT_NOTHING_TESTED
     assert main([*worker, ids["two"], "--out", str(tmp_path / "w2")]) == EXIT_OK
+
+
+def test_load_that_sent_no_request_tested_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A load treatment whose every stage sent nothing (INCONCLUSIVE: no request in the
+    window) is not a green run: ``run`` and ``load`` exit 5."""
+    from testbed.execution import pipeline
+    from testbed.probes import load as load_probe
+    from testbed.probes.base import ProbeContext, ProbeOutcome
+    from testbed.results.verdict import Verdict
+    from tests.cli.test_exit_codes import Hands
+
+    sent = {"one": 0, "two": 0}
+
+    async def idle(ctx: ProbeContext) -> ProbeOutcome:
+        total = sent.get(ctx.deployment.get("name", ""), 0)
+        summary = {"requests": {"total": total, "ok": total, "errors": 0}}
+        return ProbeOutcome(summary, Verdict(status=Status.INCONCLUSIVE, reason="no request"))
+
+    monkeypatch.setattr(load_probe, "run", idle)
+    monkeypatch.setattr(pipeline, "make_backend", lambda loaded, run_dir: Hands())
+    file = tmp_path / "c.yaml"
+    file.write_text(CAMPAIGN)
+    index = ["--index", f"sqlite:///{tmp_path}/i.db"]
+    assert main(["run", str(file), "--out", str(tmp_path / "a"), *index]) == EXIT_NOTHING_TESTED
+    assert "nothing was tested: no case ran and no request was sent" in capsys.readouterr().out
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["tested"] is False
+    sent["two"] = 3  # one treatment that sent requests is a tested run
+    assert main(["run", str(file), "--out", str(tmp_path / "b"), *index]) == EXIT_OK
+    load = ["load", "http://127.0.0.1:9", "--requests", "1", "--no-plots", "--json"]
+    assert main([*load, "--out", str(tmp_path / "l")]) == EXIT_NOTHING_TESTED

@@ -4,8 +4,8 @@ Builds a ``load:`` section from the flags, runs the load probe against the URL, 
 records.jsonl, summary.json and the plots into ``--out`` and prints a table. The model name
 and the simulator's tokenizer rule are discovered from the server where it tells them.
 Exit codes as every command's: 0 on PASS or INCONCLUSIVE (1 for INCONCLUSIVE with
-``--fail-on inconclusive``), 1 on FAIL, 3 when the server is unreachable; the reason is
-printed.
+``--fail-on inconclusive``), 1 on FAIL, 3 when the server is unreachable, 5 when not one
+request was sent; the reason is printed.
 """
 
 from __future__ import annotations
@@ -189,7 +189,13 @@ def handle(args: argparse.Namespace) -> int:
         from testbed.probes.load.table import print_summary
 
         print_summary(summary, out)
-    return exit_code(outcome.verdict.status, fail_on(args))
+    return exit_code(outcome.verdict.status, fail_on(args), tested=_sent_any(summary))
+
+
+def _sent_any(summary: dict[str, Any]) -> bool:
+    """Whether the load sent any request (a run that sent none tested nothing: exit 5)."""
+    stages = summary.get("stages") or [summary]
+    return any((stage.get("requests") or {}).get("total", 1) for stage in stages)
 
 
 def _config(args: argparse.Namespace) -> Any:

@@ -38,6 +38,7 @@ from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir, read_summary
 from testbed.results.s3 import upload_run
 from testbed.results.steps import blocking, step_rows, step_statuses
 from testbed.results.summaries import summary_metrics
+from testbed.results.tables import write_tables
 from testbed.results.verdict import Status, exit_code, worst
 
 RUN_SUMMARY_VERSION = 1
@@ -87,6 +88,7 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     if not is_load_folder(path):  # whose summary.json is the load's own: kept
         write_json(path / SUMMARY, document)
     write_atomic(path / JUNIT, render_junit(document, path))
+    write_tables(path, document["treatments"])  # records.csv, summary.csv beside the JSON
     html_path = options.html_path or path / HTML
     try:
         write_atomic(html_path, render_html(path, document))
@@ -158,8 +160,9 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
         if stopped is not None and row["status"] == Status.NOT_RUN.value and not row["started"]:
             row["reason"] = f"not run: step {stopped['dir']} failed ({stopped['status']})"
     status = worst([run_status(rows), *(c["status"] for c in criteria), *step_statuses(steps)])
-    if nothing_tested(rows) and status in (Status.PASS, Status.INCONCLUSIVE):
-        status = Status.SKIPPED  # steps that ran fine test nothing of the product
+    tested = not nothing_tested(rows)
+    if all(row["status"] == Status.SKIPPED.value for row in rows) and status is Status.PASS:
+        status = Status.SKIPPED  # steps or criteria that ran fine test nothing of the product
     return {
         "schema_version": RUN_SUMMARY_VERSION,
         "kind": "testbed.run",
@@ -173,6 +176,7 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
         "status": status.value,
         "counts": dict(Counter(row["status"] for row in rows)),
         "skipped": skipped_counts(rows),
+        "tested": tested,
         "treatments": rows,
         "criteria": criteria,
         "steps": steps,
@@ -206,8 +210,13 @@ def servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def nothing_tested(rows: list[dict[str, Any]]) -> bool:
-    """Whether no treatment ran anything: every one SKIPPED (or none planned at all)."""
-    return all(row["status"] == Status.SKIPPED.value for row in rows)
+    """Whether no treatment ran anything: every one SKIPPED, or one whose load sent no
+    request (``requests.total`` 0), or none planned at all."""
+    return not any(
+        row["status"] != Status.SKIPPED.value
+        and (row.get("metrics") or {}).get("requests.total") != 0
+        for row in rows
+    )
 
 
 def skipped_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -226,7 +235,8 @@ def outcome_code(document: dict[str, Any], fail_on: frozenset[Status]) -> int:
     """The exit code of a run document (:func:`testbed.results.verdict.exit_code`)."""
     skipped = document.get("skipped") or {}
     partly = bool(skipped.get("treatments") or skipped.get("cases"))
-    return exit_code(document["status"], fail_on, partly_skipped=partly)
+    tested = bool(document.get("tested", True))  # a summary written before 'tested' was
+    return exit_code(document["status"], fail_on, tested=tested, partly_skipped=partly)
 
 
 def nothing_tested_reason(document: dict[str, Any]) -> str:
@@ -235,6 +245,8 @@ def nothing_tested_reason(document: dict[str, Any]) -> str:
     if not rows:
         return "nothing was tested: the plan has no treatment"
     first = rows[0]
+    if any(row["status"] != Status.SKIPPED.value for row in rows):
+        return f"nothing was tested: no case ran and no request was sent; first: {first['dir']}"
     return (
         f"nothing was tested: all {len(rows)} treatment(s) were skipped; first:"
         f" {first['dir']}: {first['reason'] or 'no reason given'}"

@@ -60,12 +60,17 @@ def worst(statuses: Iterable[Status | str]) -> Status:
 
 
 def exit_code(
-    status: Status | str, fail_on: Collection[Status] = (), *, partly_skipped: bool = False
+    status: Status | str,
+    fail_on: Collection[Status] = (),
+    *,
+    tested: bool = True,
+    partly_skipped: bool = False,
 ) -> int:
     """The exit code of a command whose outcome is ``status`` (docs/results.md, Exit codes).
 
-    ERROR and NOT RUN → 3; FAIL → 1; SKIPPED → 5 (:data:`EXIT_NOTHING_TESTED`): a command's
-    outcome is SKIPPED only when nothing at all was tested, which must never read as green.
+    ERROR and NOT RUN → 3; FAIL → 1; SKIPPED, or any outcome that was not ``tested`` (no
+    case ran, no request was sent) → 5 (:data:`EXIT_NOTHING_TESTED`): nothing at all was
+    tested, which must never read as green.
     INCONCLUSIVE → 0, or 1 when it is in ``fail_on`` (``--fail-on inconclusive``); a PASS or
     INCONCLUSIVE that ``partly_skipped`` (a treatment or a case was skipped) → 1 when SKIPPED
     is in ``fail_on`` (``--fail-on skipped``); else 0.
@@ -75,7 +80,7 @@ def exit_code(
         return EXIT_INFRA
     if status is Status.FAIL:
         return EXIT_FAILED
-    if status is Status.SKIPPED:
+    if status is Status.SKIPPED or not tested:
         return EXIT_NOTHING_TESTED
     if status in fail_on or (partly_skipped and Status.SKIPPED in fail_on):
         return EXIT_FAILED
