@@ -153,8 +153,9 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.probes.base import ProbeContext
     from testbed.probes.load import run
     from testbed.probes.load.loops import run_fast
-    from testbed.report.load_run import run_record
+    from testbed.report.load_run import load_document, run_record
     from testbed.results.files import RecordWriter, write_json
+    from testbed.results.tables import write_tables
     from testbed.results.verdict import exit_code
 
     config = _config(args)
@@ -183,6 +184,7 @@ def handle(args: argparse.Namespace) -> int:
     params = config.model_dump(mode="json", exclude_defaults=True)
     summary["run"] = run_record(params, started, time.monotonic() - clock)
     write_json(out / "summary.json", summary)
+    write_tables(out, load_document(out)["treatments"])  # records.csv, summary.csv
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:

@@ -68,17 +68,25 @@ class GrpcChannel:
         self._lock = asyncio.Lock()
 
     async def call(
-        self, path: str, message: bytes, on_message: OnMessage, timeout_s: float | None = None
+        self,
+        path: str,
+        message: bytes,
+        on_message: OnMessage,
+        timeout_s: float | None = None,
+        request_id: str | None = None,
     ) -> None:
         """Call ``path`` with one serialized request ``message``; each answer message goes
         to ``on_message(bytes, t_ns)``. Raises :class:`GrpcError` unless the status is OK,
-        :class:`TimeoutError` after ``timeout_s`` (the call is cancelled on the server)."""
+        :class:`TimeoutError` after ``timeout_s`` (the call is cancelled on the server).
+        ``request_id`` goes as ``x-request-id`` metadata (the server's log names it)."""
         block = self._blocks.get((path, timeout_s))
         if block is None:
             block = h2_wire.request_block(path, self.target, self._metadata)
             if timeout_s is not None:
                 block += h2_wire.timeout_field(timeout_s)
             self._blocks[(path, timeout_s)] = block
+        if request_id is not None:
+            block += h2_wire.literal("x-request-id", request_id)
         async with asyncio.timeout(timeout_s):
             for attempt in (0, 1):
                 conn = await self.connection()
@@ -99,11 +107,16 @@ class GrpcChannel:
         raise GrpcError("UNAVAILABLE", "the server went away twice before the call started")
 
     async def unary(
-        self, path: str, message: bytes, timeout_s: float | None = None
+        self,
+        path: str,
+        message: bytes,
+        timeout_s: float | None = None,
+        request_id: str | None = None,
     ) -> tuple[bytes, int]:
         """A call with one answer: its bytes and the time they were read."""
         got: list[tuple[bytes, int]] = []
-        await self.call(path, message, lambda data, t_ns: got.append((data, t_ns)), timeout_s)
+        each: OnMessage = lambda data, t_ns: got.append((data, t_ns))  # noqa: E731
+        await self.call(path, message, each, timeout_s, request_id)
         if len(got) != 1:
             raise GrpcError("INTERNAL", f"{len(got)} response messages to a unary call")
         return got[0]

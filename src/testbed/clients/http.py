@@ -85,6 +85,13 @@ def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Co
     return connect
 
 
+def with_header(payload: bytes, name: bytes, value: bytes) -> bytes:
+    """An encoded request with one more header, after its request line (a slice and a join:
+    a request's own id costs well under a microsecond on the load generator's loop)."""
+    end = payload.index(b"\r\n") + 2
+    return b"".join((payload[:end], name, b": ", value, b"\r\n", payload[end:]))
+
+
 class ConnectionPool:
     """Keep-alive HTTP/1.1 connections to one origin; one request per connection at a time.
 
@@ -125,12 +132,22 @@ class ConnectionPool:
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         return head.encode("latin-1") + body
 
-    async def send(self, payload: bytes, sink: BodySink, timeout_s: float | None = None) -> int:
+    async def send(
+        self,
+        payload: bytes,
+        sink: BodySink,
+        timeout_s: float | None = None,
+        request_id: str | None = None,
+    ) -> int:
         """Send encoded ``payload``; feed the response to ``sink``; return the send time (ns).
 
-        A connection that turns out closed before any byte came back is retried once on a
-        fresh one (the server may close idle keep-alive connections at any moment).
+        ``request_id`` goes as the ``x-request-id`` header (what a server's or a proxy's log
+        names the request by). A connection that turns out closed before any byte came back
+        is retried once on a fresh one (the server may close idle keep-alive connections at
+        any moment).
         """
+        if request_id is not None:
+            payload = with_header(payload, b"x-request-id", request_id.encode("latin-1"))
         async with self._slots:
             for attempt in (0, 1):
                 t_acquire = monotonic_ns()

@@ -246,16 +246,25 @@ class TgisPool:
             raise InputError(f"{exc}; give the gRPC address as host:port") from exc
         self._batch_answer = pb.BatchedGenerationResponse.FromString
 
-    async def send(self, payload: bytes, sink: TgisSink, timeout_s: float | None = None) -> int:
-        """Send encoded ``payload``; feed the answer to ``sink``; return the send time (ns)."""
+    async def send(
+        self,
+        payload: bytes,
+        sink: TgisSink,
+        timeout_s: float | None = None,
+        request_id: str | None = None,
+    ) -> int:
+        """Send encoded ``payload``; feed the answer to ``sink``; return the send time (ns).
+        ``request_id`` goes as ``x-request-id`` metadata."""
         t_sent = monotonic_ns()
         sink.on_sent(t_sent)
         try:
             if sink.stream:
                 each = stream_reader(sink)
-                await self._channel.call(f"/{SERVICE}/GenerateStream", payload, each, timeout_s)
+                path = f"/{SERVICE}/GenerateStream"
+                await self._channel.call(path, payload, each, timeout_s, request_id)
             else:
-                data, t_ns = await self._channel.unary(f"/{SERVICE}/Generate", payload, timeout_s)
+                path = f"/{SERVICE}/Generate"
+                data, t_ns = await self._channel.unary(path, payload, timeout_s, request_id)
                 for message in self._batch_answer(data).responses[:1]:
                     sink.on_message(message, t_ns)
         except GrpcError as exc:

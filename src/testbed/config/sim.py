@@ -89,6 +89,12 @@ class SimParams(_Strict):
         " stop early at a deterministic position with finish_reason 'stop', unless the request"
         " sets ignore_eos.",
     )
+    log_requests: bool = Field(
+        default=False,
+        description="One line per request on standard output: 'request <x-request-id> <method>"
+        " <path>' (the gRPC metadata's x-request-id for TGIS; '-' when the client sent none),"
+        " the line a client's record joins by its request id.",
+    )
     tokenizer: Literal["whitespace", "chars4"] = Field(
         default="whitespace", description="Token counting rule (see the module docstring)."
     )

@@ -11,6 +11,17 @@ from testbed.core.kube import times
 monotonic_ns = time.perf_counter_ns
 
 
+def anchor() -> dict[str, int]:
+    """A wall-clock time and the monotonic time of the same instant, taken once per run:
+    with it a record's monotonic stamps become wall time
+    (``wall_ns + (t - monotonic_ns)``), to join a server's log. The monotonic side is the
+    midpoint of two reads around the wall read (a microsecond apart)."""
+    before = monotonic_ns()
+    wall = time.time_ns()
+    after = monotonic_ns()
+    return {"wall_ns": wall, "monotonic_ns": (before + after) // 2}
+
+
 def wall_label() -> str:
     """The current wall time as an ISO-8601 UTC label (never used for arithmetic)."""
     return times.now()

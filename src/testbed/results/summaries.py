@@ -50,6 +50,7 @@ _NOT_METRICS = frozenset(
         "duration_s",
         "seed",
         "run",  # what `testbed load` records about itself (machine, flags, version)
+        "clock",  # the wall/monotonic anchor of the records' stamps
     }
 )
 #: Numbers about a test rather than the product (p-values, levels, sample sizes): never judged.

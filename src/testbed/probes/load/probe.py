@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
 from testbed.clients.readpath import compiled
 from testbed.clients.tgis import TgisPool
 from testbed.config.load import LoadProbe
+from testbed.core.clock import anchor
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
 from testbed.probes import server_metrics
@@ -75,6 +77,8 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
         timeout_s=config.timeout_s,
         max_in_flight=config.max_in_flight,
         keep_text=config.keep_text,
+        # unique per run, so that a server's log of many runs joins each record once
+        request_ids=f"tb-{secrets.token_hex(4)}",
     )
     try:
         sender = tgis.pool_for(endpoint) if config.api == "tgis" else pool
@@ -94,6 +98,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     name, endpoint = next(iter(ctx.endpoints.items()))
     seed = config.seed if config.seed is not None else ctx.seed
     setup = await prepare(endpoint, config, seed, ctx.base_dir)
+    clock = anchor()  # the records' monotonic stamps to wall time (docs/results.md, Records)
     stage_records: dict[str, list[dict[str, Any]]] = {}
     summaries: list[dict[str, Any]] = []
     try:
@@ -133,6 +138,8 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         # the compiled per-read path, or Python alone (installed without a C compiler)
         "read_path": "python" if compiled is None else "compiled",
         "seed": seed,
+        "request_ids": setup.options.request_ids,
+        "clock": clock,
     }
     summary["plots"] = _plots(ctx, stage_records, summaries) if config.plots else []
     window = summary.get("window") or {}

@@ -42,7 +42,13 @@ class Sender(Protocol):
     """Where encoded requests go: the HTTP pool, or the gRPC channel of the tgis api (each
     with the sinks of its protocol)."""
 
-    async def send(self, payload: bytes, sink: Any, timeout_s: float | None = None) -> int: ...
+    async def send(
+        self,
+        payload: bytes,
+        sink: Any,
+        timeout_s: float | None = None,
+        request_id: str | None = None,
+    ) -> int: ...
 
     async def warm(self, connections: int) -> None: ...
 
@@ -103,6 +109,9 @@ class Options:
     timeout_s: float = 60.0
     max_in_flight: int = 1024
     keep_text: bool = False
+    #: The run's request ids are ``<request_ids>-<n>`` (n: the request's global number): the
+    #: ``x-request-id`` header (gRPC metadata for tgis) and the record's ``request_id``.
+    request_ids: str = "tb"
     proc: int = 0  # this load process's index …
     procs: int = 1  # … of this many
 
@@ -234,8 +243,9 @@ class LoadGenerator:
         index = number % len(self._items)
         sink = self._make_sink(self._limits[index])
         error = None
+        request_id = f"{self._opt.request_ids}-{number}"
         try:
-            await self._pool.send(self._payloads[index], sink, self._opt.timeout_s)
+            await self._pool.send(self._payloads[index], sink, self._opt.timeout_s, request_id)
         except TimeoutError:
             error = f"timeout after {self._opt.timeout_s:g} s"
         except (HttpClientError, OSError) as exc:
@@ -252,6 +262,7 @@ class LoadGenerator:
             self._opt.api,
             stage=stage,
             n=number,
+            request_id=request_id,
             proc=self._opt.proc,
             item=index,
             scheduled_ns=scheduled,

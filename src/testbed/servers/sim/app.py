@@ -11,6 +11,7 @@ import asyncio
 import functools
 import itertools
 import json
+import sys
 from collections import deque
 from collections.abc import Callable
 
@@ -19,7 +20,7 @@ from testbed.core.clock import wall_seconds
 from testbed.servers.sim.delivery import Delivery
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
 from testbed.servers.sim.faults import FaultInjector
-from testbed.servers.sim.http import Connection, Request
+from testbed.servers.sim.http import REQUEST_ID, Connection, Request
 from testbed.servers.sim.kvcache import KvCache, block_hashes
 from testbed.servers.sim.latency import LatencyModel
 from testbed.servers.sim.metrics import SimMetrics
@@ -85,6 +86,11 @@ class SimApp:
         self._paths = {path for _, path in self._routes}
 
     # -- entry point from the HTTP layer
+    def log_request(self, request_id: str | None, method: str, path: str) -> None:
+        """The request's line in the server's log (``log_requests``): what a client's record
+        joins by its request id. Buffered: written with the next block or at exit."""
+        sys.stdout.write(f"request {request_id or '-'} {method} {path}\n")
+
     def handle(self, request: Request, conn: Connection) -> None:
         """Route a request, after any token write due in the next moments.
 
@@ -101,6 +107,8 @@ class SimApp:
     def _dispatch(self, request: Request, conn: Connection) -> None:
         if not conn.open:
             return  # the client left while its request waited for a due write
+        if self.params.log_requests:
+            self.log_request(request.headers.get(REQUEST_ID), request.method, request.path)
         route = self._routes.get((request.method, request.path))
         if route is not None:
             route(request, conn)

@@ -16,6 +16,9 @@ from typing import Protocol
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
+#: The header that names a request; the answer echoes it, as proxies and vLLM do.
+REQUEST_ID = "x-request-id"
+MAX_REQUEST_ID = 256
 
 #: Status lines by code, built once from the standard library's table: every response
 #: writes one, and a load test must not wait on the simulator.
@@ -70,6 +73,8 @@ class Connection(asyncio.Protocol):
         self._busy = False  # a request is being answered
         self._keep_alive = True
         self._continued = False  # 100 Continue already sent for the pending request
+        #: The request id header echoed in the current answer's head (b"" when none came).
+        self._echo = b""
         #: Called once if the client goes away while a request is being answered.
         self.on_lost: Callable[[], None] | None = None
         # Registered already here, not in connection_made: a connection accepted just before
@@ -104,6 +109,7 @@ class Connection(asyncio.Protocol):
         """A whole response with Content-Length, in one write; ends the request."""
         head = (
             status_line(status)
+            + self._echo
             + b"content-type: "
             + content_type
             + b"\r\ncontent-length: "
@@ -116,7 +122,9 @@ class Connection(asyncio.Protocol):
     def start_stream(self, content_type: bytes, first: bytes = b"", last: bool = False) -> None:
         """Headers of a chunked response, with the first chunk (and the end) in the same write."""
         head = (
-            b"HTTP/1.1 200 OK\r\ncontent-type: "
+            b"HTTP/1.1 200 OK\r\n"
+            + self._echo
+            + b"content-type: "
             + content_type
             + b"\r\ncache-control: no-cache\r\ntransfer-encoding: chunked\r\n"
             + (b"\r\n" if self._keep_alive else b"connection: close\r\n\r\n")
@@ -200,6 +208,13 @@ class Connection(asyncio.Protocol):
             version == "HTTP/1.1" or connection == "keep-alive"
         )
         self._busy = True
+        request_id = headers.get(REQUEST_ID)
+        # echoed as it came (a header value has no line break); a runaway one is not
+        self._echo = (
+            b"x-request-id: " + request_id.encode("latin-1") + b"\r\n"
+            if request_id and len(request_id) <= MAX_REQUEST_ID
+            else b""
+        )
         request = Request(method, path, headers, body, self._keep_alive, self._loop.time())
         self._app.handle(request, self)
 

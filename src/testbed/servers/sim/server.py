@@ -187,15 +187,17 @@ def serve_in_thread(
     host: str = "127.0.0.1",
     port: int = 0,
     tls: ssl.SSLContext | None = None,
+    grpc_port: int = 0,
 ) -> Iterator[str]:
-    """Serve the simulator from a background thread with a precise loop; yields its URL.
+    """Serve the simulator from a background thread with a precise loop; yields its URL
+    (its gRPC port is ``grpc_port`` when ``params.protocols`` has tgis).
 
     A failure in that thread (of the server, or of a callback of its loop) is not lost: it
     is raised as :class:`ServerCrashed` when the block ends.
     """
     loop = precise_event_loop()
     started = threading.Event()
-    server = SimServer(params, host=host, port=port, tls=tls)
+    server = SimServer(params, host=host, port=port, tls=tls, grpc_port=grpc_port)
     stop = asyncio.Event()
     failures: list[BaseException] = []
 

@@ -223,6 +223,8 @@ class SimTgis:
         from google.protobuf.message import DecodeError
 
         method = self._methods.get(call.path)
+        if self.app.params.log_requests:
+            self.app.log_request(call.metadata.get("x-request-id"), "POST", call.path)
         if method is None:
             call.finish("UNIMPLEMENTED", f"Method not found: {call.path}")
             return

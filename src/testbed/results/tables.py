@@ -1,0 +1,163 @@
+"""Records and summaries as CSV, beside their JSON: what pandas, a spreadsheet or a SQL
+``COPY`` opens as it is (``pandas.read_csv("runs/R/summary.csv")``).
+
+- ``records.csv`` beside a treatment's ``records.jsonl``: one row per record, the load
+  record's columns first in the order of :data:`LOAD_RECORD` (the published schema of a load
+  record, docs/results.md), any other key after them; a list (``chunks_ns``) is one JSON
+  cell. With the run's clock anchor, ``sent_at`` and ``done_at`` give the wall time (ISO
+  8601, UTC, microseconds) of ``sent_ns`` and ``done_ns``/``failed_ns``: what joins a
+  server's log by time when its lines carry no request id.
+- ``summary.csv`` beside a run's ``summary.json``: one row per treatment — directory, id,
+  probe, status, reason, each param as ``param.<name>``, each metric by its dotted name.
+
+Written after the run (``testbed run`` ends by publishing, ``testbed report`` and
+``testbed load`` write them too), never on the load generator's hot path.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from testbed.results.files import write_atomic
+
+#: The load probe's record, one request: each field and its meaning (the published schema;
+#: times are monotonic nanoseconds of the load generator's clock, comparable within a run).
+LOAD_RECORD: dict[str, str] = {
+    "stage": "the stage the request belongs to (a sweep's stage name, or the profile's)",
+    "n": "the request's number in the run, over all load processes (0, 1, …)",
+    "request_id": "sent as the x-request-id header (gRPC metadata for TGIS): <run prefix>-<n>",
+    "proc": "the load process that sent it (0 with processes: 1)",
+    "item": "the dataset item (prompt) it sent",
+    "scheduled_ns": "when it was due (open loop: its arrival time; closed loop: its turn)",
+    "queued_ns": "how long it waited for a free slot under max_in_flight (0 when none)",
+    "connect_ns": "time spent opening a new connection for it (0 on a kept-alive one)",
+    "sent_ns": "when its request was written",
+    "first_byte_ns": "when the first byte of the answer arrived",
+    "chunks_ns": "when each content chunk arrived (TTFT is the first minus sent_ns)",
+    "done_ns": "when the answer ended, null when it failed",
+    "failed_ns": "when the client gave up or the answer proved wrong, null when done",
+    "status": "the HTTP status (TGIS: 200, or the gRPC error's HTTP equivalent)",
+    "error": "what went wrong, null when nothing did",
+    "error_by": "server (its answer was wrong) or client (timeout, connection); null",
+    "finish_reason": "the server's finish reason (stop, length …)",
+    "input_tokens": "prompt tokens, counted by the client's tokenizer",
+    "requested_output_tokens": "max_tokens asked",
+    "usage_input_tokens": "the server's usage.prompt_tokens, null when not given",
+    "usage_output_tokens": "the server's usage.completion_tokens, null when not given",
+    "client_output_tokens": "output tokens the client counted in the text that arrived",
+    "output_tokens": "the output tokens throughput and TPOT use (the client's count)",
+    "token_mismatch": "the server's count differs from the client's exact one",
+    "text": "the generated text (keep_text: true only)",
+}
+
+#: Derived columns of records.csv (wall time from the run's clock anchor).
+DERIVED = {
+    "sent_at": "wall time of sent_ns (ISO 8601, UTC)",
+    "done_at": "wall time of done_ns, else of failed_ns",
+}
+
+
+def _keys(records_path: Path) -> list[str]:
+    seen: dict[str, None] = {}
+    for record in _read(records_path):
+        seen.update(dict.fromkeys(record))
+    known = [k for k in LOAD_RECORD if k in seen]
+    return known + [k for k in seen if k not in LOAD_RECORD]
+
+
+def _read(path: Path) -> Iterator[dict[str, Any]]:
+    """Whole records one by one (a torn last line is skipped, as read_records does)."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def wall_time(t_ns: Any, clock: Mapping[str, Any] | None) -> str:
+    """``t_ns`` (monotonic) as wall time by the run's anchor; "" when either is missing."""
+    if not isinstance(t_ns, int) or not clock:
+        return ""
+    wall_ns = int(clock["wall_ns"]) + t_ns - int(clock["monotonic_ns"])
+    moment = _dt.datetime.fromtimestamp(wall_ns / 1e9, tz=_dt.UTC)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"))
+    return "" if value is None else value
+
+
+def write_records_csv(folder: Path, clock: Mapping[str, Any] | None = None) -> Path | None:
+    """``records.csv`` from ``records.jsonl`` in ``folder`` (None when it has none)."""
+    source = folder / "records.jsonl"
+    if not source.is_file():
+        return None
+    keys = _keys(source)
+    derived = list(DERIVED) if clock and "sent_ns" in keys else []
+    target = folder / "records.csv"
+    tmp = folder / ".records.csv.tmp"
+    with tmp.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(keys + derived)
+        for record in _read(source):
+            row = [_cell(record.get(k)) for k in keys]
+            if derived:
+                end = record.get("done_ns") or record.get("failed_ns")
+                row += [wall_time(record.get("sent_ns"), clock), wall_time(end, clock)]
+            writer.writerow(row)
+    tmp.replace(target)
+    return target
+
+
+def summary_rows(treatments: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """The header and rows of summary.csv: one row per treatment of a run document."""
+    fixed = ["dir", "id", "probe", "status", "reason"]
+    params: dict[str, None] = {}
+    metrics: dict[str, None] = {}
+    for row in treatments:
+        params.update(dict.fromkeys(row.get("params") or {}))
+        metrics.update(dict.fromkeys(row.get("metrics") or {}))
+    header = fixed + [f"param.{p}" for p in params] + list(metrics)
+    rows = [
+        [_cell(row.get(k)) for k in fixed]
+        + [_cell((row.get("params") or {}).get(p)) for p in params]
+        + [_cell((row.get("metrics") or {}).get(m)) for m in metrics]
+        for row in treatments
+    ]
+    return header, rows
+
+
+def write_summary_csv(folder: Path, treatments: Sequence[Mapping[str, Any]]) -> Path:
+    """``summary.csv`` in ``folder`` from a run document's treatment rows."""
+    import io
+
+    header, rows = summary_rows(treatments)
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_atomic(folder / "summary.csv", text.getvalue())
+    return folder / "summary.csv"
+
+
+def write_tables(run_path: Path, treatments: Sequence[Mapping[str, Any]]) -> None:
+    """Every CSV of a run (or of a ``testbed load`` folder, whose one treatment is ``.``):
+    each treatment's records.csv, with its load summary's clock anchor, and summary.csv."""
+    from testbed.results.files import read_object
+
+    for row in treatments:
+        folder = run_path / str(row["dir"])
+        setup = read_object(folder / "summary.json").get("setup")
+        clock = setup.get("clock") if isinstance(setup, dict) else None
+        write_records_csv(folder, clock if isinstance(clock, dict) else None)
+    write_summary_csv(run_path, treatments)
