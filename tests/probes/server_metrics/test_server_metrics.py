@@ -294,3 +294,13 @@ def test_client_counts_of_load_records() -> None:
     bare = [{**served, "usage_output_tokens": None, "usage_input_tokens": None}] * 2
     assert load_client_tokens(bare, exact=False) == ClientTokens(16, 10, "estimate", "estimate")
     assert load_client_tokens(bare, exact=True).output_basis == "client tokenizer"
+
+
+def test_server_usage_is_read_from_usage_fields_not_the_clients_count() -> None:
+    """A load record's ``output_tokens`` is the client's count (issue 32); the server's
+    usage sits beside it, and "server usage" means that one."""
+    served = {"status": 200, "output_tokens": 8, "client_output_tokens": 8, "input_tokens": 5}
+    records = [{**served, "usage_output_tokens": 7, "usage_input_tokens": 6}] * 3
+    assert load_client_tokens(records, exact=True) == ClientTokens(
+        21, 18, "server usage", "server usage"
+    )

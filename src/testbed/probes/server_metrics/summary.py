@@ -53,9 +53,11 @@ def load_client_tokens(records: Iterable[Mapping[str, Any]], *, exact: bool) -> 
     client tokenizer otherwise), prompt tokens from usage when every request has it.
     ``exact``: the client's tokenizer is the model's (else its counts are estimates)."""
     reached = [r for r in records if r.get("status")]
-    output = sum(int(r.get("output_tokens") or 0) for r in reached)
     counted = "client tokenizer" if exact else "estimate"
     used = all(r.get("usage_output_tokens") is not None for r in reached)
+    # a record's output_tokens is the client's count; the server's own sits beside it
+    field = "usage_output_tokens" if used else "output_tokens"
+    output = sum(int(r.get(field) or 0) for r in reached)
     out_basis = "server usage" if used else counted
     usage = [r.get("usage_input_tokens") for r in reached]
     if reached and all(u is not None for u in usage):
