@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK
+from testbed.core.errors import EXIT_FAILED, EXIT_INFRA, EXIT_NOTHING_TESTED, EXIT_OK
 from testbed.results.verdict import SEVERITY, Status, exit_code, worst
 
 
@@ -34,7 +34,7 @@ def test_worst(statuses: list[Status], expected: Status) -> None:
     ("status", "code", "code_failing_inconclusive"),
     [
         (Status.PASS, EXIT_OK, EXIT_OK),
-        (Status.SKIPPED, EXIT_OK, EXIT_OK),
+        (Status.SKIPPED, EXIT_NOTHING_TESTED, EXIT_NOTHING_TESTED),  # nothing was tested
         (Status.INCONCLUSIVE, EXIT_OK, EXIT_FAILED),
         (Status.FAIL, EXIT_FAILED, EXIT_FAILED),
         (Status.ERROR, EXIT_INFRA, EXIT_INFRA),

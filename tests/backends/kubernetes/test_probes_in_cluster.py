@@ -72,7 +72,8 @@ def test_the_quickstart_gives_the_same_verdicts_with_probes_in_the_cluster(
     cluster = json.loads((next(there.glob("001__*")) / "summary.json").read_text())
     assert "probe_job" not in controller
     assert cluster["records"] == controller["records"] > 36  # every golden case, both ways
-    assert cluster["verdict"]["reason"] == controller["verdict"]["reason"] == "36 passed"
+    assert cluster["verdict"]["reason"] == controller["verdict"]["reason"]
+    assert controller["verdict"]["reason"].startswith("36 passed")  # then ", N skipped" if any
     # the load probe's own files (plots, server metrics) came back through the stream
     sim_load = next(there.glob("003__*"))
     assert (sim_load / "latency_cdf.png").read_bytes().startswith(b"\x89PNG")
