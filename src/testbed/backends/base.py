@@ -137,6 +137,13 @@ class Backend(abc.ABC):
         del run_dir
         return []
 
+    def remains(self, run_dir: Path) -> list[str]:
+        """What of the run in ``run_dir`` this backend may have left, when its cleanup was
+        cut short (one item each, for the user; this machine's recorded process groups are
+        named by the caller)."""
+        del run_dir
+        return []
+
     async def prepare(self, deployments: Sequence[AnyDeployment]) -> list[str]:
         """Prepare models (and images) before any worker starts; say what was done."""
         del deployments

@@ -121,6 +121,7 @@ def handle(args: argparse.Namespace) -> int:
             observer=display,
             cpu_budget=args.cpu_budget,
             no_wait=args.no_wait,
+            fresh_dir=not args.resume,
         )
         outcome = asyncio.run(execute(loaded, run_dir, plan, options))
     code = finish_run(

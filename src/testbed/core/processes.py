@@ -103,3 +103,18 @@ def kill_leftovers(pid_dir: Path) -> list[str]:
     """End every process group recorded in ``pid_dir`` that still runs; say which."""
     found = (kill_leftover(pid_file) for pid_file in sorted(pid_dir.glob("*.json")))
     return [message for message in found if message]
+
+
+def running_groups(pid_dir: Path) -> list[int]:
+    """The process groups recorded in ``pid_dir`` whose very process still runs (what a
+    cleanup cut short may have left: servers, steps)."""
+    found = []
+    for pid_file in sorted(pid_dir.glob("*.json")):
+        try:
+            recorded = json.loads(pid_file.read_text())
+            pid, started = int(recorded["pid"]), recorded.get("start")
+        except (OSError, ValueError, KeyError):
+            continue
+        if group_alive(pid) and (started is None or start_time(pid) in (started, None)):
+            found.append(pid)
+    return found

@@ -5,8 +5,9 @@ and runs only what its ledger says is unfinished or failed for infrastructure re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import signal
+import shutil
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from testbed.execution.inputs import check_api_keys, check_capacity, check_files
 from testbed.execution.remote_probes import check_shippable, shipped_campaign
 from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
+from testbed.execution.stopping import CutShort, StopRequests, cut_short_message
 from testbed.execution.strategy import run_worker_sets
 from testbed.execution.treatment import Setting, write_summary
 from testbed.execution.worker_set import WorkerSetRunner
@@ -52,6 +54,22 @@ class RunOptions:
     endpoints: Mapping[str, str] | None = None
     record_tee: Callable[[dict[str, Any]], None] | None = None  # ``testbed worker --stream``
     no_wait: bool = False  # a shared cluster's Lease held by another run: exit 3, not wait
+    #: the run directory was made for this run (not --resume): removed again should the run
+    #: be refused its turn before anything ran — no folder of a run that never started
+    fresh_dir: bool = False
+
+
+class NotStarted(InfrastructureError):
+    """The run was refused before anything ran (a shared cluster's turn, ``--no-wait``)."""
+
+
+@dataclass
+class Held:
+    """What the phases share once the cluster's turn is held."""
+
+    backend: Backend
+    runner: WorkerSetRunner
+    stops: StopRequests
 
 
 @dataclass
@@ -141,28 +159,24 @@ async def execute(
     task = asyncio.current_task()
     assert task is not None
     loop = asyncio.get_running_loop()
-    interrupted: list[int] = []
-
-    def on_signal(signum: int) -> None:
-        interrupted.append(signum)
-        task.cancel()
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal, signum)
+    stops = StopRequests(task, options.observer)
+    stops.install(loop)
     try:
         with Ledger(run_dir.path / LEDGER) as ledger:
-            return await _phases(loaded, run_dir, plan, options, ledger, skip)
+            return await _phases(loaded, run_dir, plan, options, ledger, skip, stops)
+    except NotStarted:
+        if options.fresh_dir:
+            shutil.rmtree(run_dir.path, ignore_errors=True)
+        raise
     except asyncio.CancelledError:
-        if interrupted:
-            name = signal.Signals(interrupted[0]).name
+        if stops.received:
             raise Interrupted(
-                f"{name}: stopped; records so far are in {run_dir.path}; finish with"
+                f"{stops.name}: stopped; records so far are in {run_dir.path}; finish with"
                 f" `testbed run --resume {run_dir.path}`"
             ) from None
         raise
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+        stops.remove(loop)
 
 
 async def _phases(
@@ -172,6 +186,7 @@ async def _phases(
     options: RunOptions,
     ledger: Ledger,
     skip: set[str],
+    stops: StopRequests,
 ) -> RunOutcome:
     observer = options.observer
     ledger.register(
@@ -208,8 +223,15 @@ async def _phases(
     def say(message: str) -> None:
         observer.phase("lease", message)
 
-    async with backend.exclusive(not options.no_wait, say):
-        return await _held(loaded, run_dir, plan, options, ledger, skip, backend, runner)
+    async with contextlib.AsyncExitStack() as turn:
+        try:
+            await turn.enter_async_context(backend.exclusive(not options.no_wait, say))
+        except InfrastructureError as exc:  # refused the cluster's turn: nothing ran
+            gone = f"; {run_dir.path} was removed" if options.fresh_dir else ""
+            raise NotStarted(f"{exc} — nothing ran{gone}") from exc
+        return await _held(
+            loaded, run_dir, plan, options, ledger, skip, Held(backend, runner, stops)
+        )
 
 
 async def _held(
@@ -219,11 +241,11 @@ async def _held(
     options: RunOptions,
     ledger: Ledger,
     skip: set[str],
-    backend: Backend,
-    runner: WorkerSetRunner,
+    held: Held,
 ) -> RunOutcome:
     """The phases, with the cluster's turn held (a shared cluster's Lease)."""
     observer = options.observer
+    backend, runner = held.backend, held.runner
     # a worker given --endpoint is the probe Job of a run whose steps run at its controller
     steps = StepSession.open(loaded, run_dir, backend, observer, skip, options.endpoints is None)
     if "cleanup" not in skip:
@@ -251,25 +273,49 @@ async def _held(
         if loaded.campaign.execution.keep:
             observer.phase("final cleanup", kept_message(run_dir))
         elif "final_cleanup" not in skip:
-            cleanup_error = await _final_cleanup(steps, backend, run_dir, observer)
+            cleanup_error = await _final_cleanup(steps, held, run_dir, observer)
     return RunOutcome(run_dir, plan, runner.verdicts, ledger.states(), cleanup_error)
 
 
 async def _final_cleanup(
-    steps: StepSession, backend: Backend, run_dir: RunDir, observer: Observer
+    steps: StepSession, held: Held, run_dir: RunDir, observer: Observer
 ) -> InfrastructureError | None:
     """The final cleanup's steps, then release what the run made. A failure to release (the
     API server gone) is returned, not raised: the run's results come first — the caller
     writes summary.json and the report, then reports it (exit 3). An error that ended the
-    run already wins; this one is then only shown."""
+    run already wins; this one is then only shown.
+
+    A stop request during the steps ends them; the release runs all the same and is cut
+    short only by a second request (:mod:`.stopping`): the run then says what is left."""
     observer.phase("final cleanup")
-    await asyncio.shield(steps.stage("final_cleanup"))
+    stops, backend = held.stops, held.backend
+    stopped: asyncio.CancelledError | None = None
     try:
-        await asyncio.shield(backend.cleanup_leftovers(run_dir.path))
+        await steps.stage("final_cleanup")
+    except asyncio.CancelledError as exc:
+        if not stops.received:
+            raise  # not a stop request of ours: whoever cancelled decides
+        if len(stops.received) > 1:
+            raise _cut_short(held, run_dir, steps_done=False) from None
+        stopped = exc  # raised again once what the run made is released
+    try:
+        await stops.removal(backend.cleanup_leftovers(run_dir.path))
+    except CutShort:
+        raise _cut_short(held, run_dir, steps_done=stopped is None) from None
     except InfrastructureError as exc:
         observer.phase("final cleanup", f"failed: {exc}")
+        if stopped is not None:
+            raise stopped from exc
         return exc
+    if stopped is not None:
+        raise stopped
     return None
+
+
+def _cut_short(held: Held, run_dir: RunDir, *, steps_done: bool) -> Interrupted:
+    remains = held.backend.remains(run_dir.path)
+    name = held.stops.name
+    return Interrupted(cut_short_message(name, run_dir.path, steps_done, remains, True))
 
 
 async def _test(

@@ -27,6 +27,7 @@ from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capture import capture
 from testbed.backends.kubernetes.lease import ClusterLease, holder_identity
 from testbed.backends.kubernetes.names import (
+    RUN,
     owns_namespace,
     run_namespace,
     run_selector,
@@ -351,6 +352,14 @@ class KubernetesBackend(Backend):
         with contextlib.suppress(OSError):
             self._objects_marker().unlink(missing_ok=True)
         return done
+
+    def remains(self, run_dir: Path) -> list[str]:
+        del run_dir
+        if not (self._created or self._objects_marker().exists()):
+            return []  # nothing was applied
+        if owns_namespace(self.settings):
+            return [f"namespace {self.namespace} (the run's, with everything in it)"]
+        return [f"objects labelled {RUN}={self.run_id} in namespace {self.namespace}"]
 
     def _secrets(self) -> set[str]:
         """The Secrets this run applied: in this process, or recorded in its marker."""
