@@ -19,6 +19,7 @@ from testbed.report import (
     captures_view,
     correctness_html,
     criteria_view,
+    headline,
     load_view,
     scale_view,
     steps_view,
@@ -40,6 +41,8 @@ def render(run_path: Path, document: Mapping[str, Any]) -> str:
     rows = document["treatments"]
     summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
     sections = [
+        # the figures a load test is read for first (issue 36), then every verdict
+        ("headline", "Load at a glance", headline.section(rows, summaries)),
         ("verdicts", "Verdicts", _verdicts(rows)),
         ("steps", "Steps", steps_view.section(document.get("steps") or [])),
         ("correctness", "Correctness", correctness_html.section(run_path, rows, summaries)),
