@@ -117,7 +117,7 @@ def test_a_gang_binds_whole_or_waits_with_coscheduling_words(tmp_path: Path) -> 
             for name in a:
                 h.core.delete_namespaced_pod(name, "default", grace_period_seconds=0)
             wait_for("gang b bound once a left", lambda: len(bound(h, b)) == 3)
-        assert watcher.error is None
+        watcher.assert_watched(a + b)  # it saw both gangs bind: its silence means something
         assert watcher.versions > 5
         assert watcher.partial == []
 
@@ -222,4 +222,5 @@ def test_a_higher_priority_gang_preempts_a_whole_lower_gang(tmp_path: Path) -> N
                     ]
                 ),
             )
+        watcher.assert_watched([*low, "high-0", "high-1"])
         assert watcher.partial == []

@@ -64,7 +64,10 @@ def test_gangs_never_bind_partly_and_the_plot_has_their_stage(
     follow = scale(small_cluster, "sample", "-o", str(out))
     watcher.stop.set()
     watcher.thread.join(20)
-    assert watcher.error is None
+    pods = kube.list_collection(kube.info("v1", "Pod"), ns)[0]
+    bound = [p["metadata"]["name"] for p in pods if (p.get("spec") or {}).get("nodeName")]
+    assert len(bound) >= 80  # 20 gangs of 4 workers ran
+    watcher.assert_watched(bound)  # alive to the end, and it saw every one of them bind
     assert watcher.partial == []
     assert watcher.versions > 100, follow.stdout  # the watch saw the run, not an empty room
     assert watcher.most_bound == 4  # one gang at a time fits: 4 pods × 2 GPUs = 8 GPUs
