@@ -153,6 +153,7 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.probes.base import ProbeContext
     from testbed.probes.load import run
     from testbed.probes.load.loops import run_fast
+    from testbed.report.live import ProgressLines
     from testbed.report.load_run import load_document, run_record
     from testbed.results.files import RecordWriter, write_json
     from testbed.results.tables import write_tables
@@ -169,7 +170,7 @@ def handle(args: argparse.Namespace) -> int:
                 out_dir=out,
                 records=records,
                 seed=args.seed,
-                progress=lambda msg: print(msg, file=sys.stderr),
+                progress=ProgressLines(sys.stderr),  # stage k of n, requests, time left
             )
             started, clock = wall_label(), time.monotonic()
             outcome = run_fast(run(ctx))

@@ -35,3 +35,13 @@ def wall_seconds() -> int:
 def run_stamp() -> str:
     """A sortable wall-time stamp for run directory names, e.g. ``20261121-101500``."""
     return _dt.datetime.now(_dt.UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def duration_text(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``1h02m``."""
+    whole = max(0, round(seconds))
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

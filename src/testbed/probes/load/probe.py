@@ -21,12 +21,12 @@ from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
 from testbed.clients.readpath import compiled
 from testbed.clients.tgis import TgisPool
 from testbed.config.load import LoadProbe
-from testbed.core.clock import anchor
+from testbed.core.clock import anchor, monotonic_ns
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
 from testbed.probes import server_metrics
 from testbed.probes.base import ProbeContext, ProbeOutcome
-from testbed.probes.load import capacity, dataset, multiprocess, profiles
+from testbed.probes.load import capacity, dataset, multiprocess, profiles, progress
 from testbed.probes.load.loops import loop_name
 from testbed.probes.load.recording import BackgroundWriter
 from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
@@ -106,11 +106,13 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             ctx.out_dir, {name: endpoint}, config.server_metrics
         ) as session:
             stages = profiles.first_stages(config)
+            total = progress.stage_count(config)
             while stages:
                 stage = stages.pop(0)
-                ctx.progress(f"load: {stage.name} ({len(summaries) + 1})")
                 stage_seed = seed + len(summaries)
-                run_, records = await execute_stage(stage, setup, config, ctx, stage_seed)
+                where = progress.StageProgress(stage, len(summaries) + 1, total, monotonic_ns())
+                async with progress.reporting(ctx.progress, where, lambda: ctx.records.count):
+                    run_, records = await execute_stage(stage, setup, config, ctx, stage_seed)
                 _raise_if_down(records, endpoint)
                 stage_records[stage.name] = records
                 summaries.append(stage_summary(stage, run_, records, config))
