@@ -201,6 +201,29 @@ def test_worker_runs_exactly_one_treatment(tmp_path: Path) -> None:
     assert [row["id"] for row in summary["treatments"]] == [target.id]
 
 
+def test_a_workers_verdict_is_its_treatments_and_criteria_wait_for_the_report(
+    tmp_path: Path,
+) -> None:
+    """A criterion compares treatments that other tasks run: one task's worker does not
+    judge it (it would find one side missing and ERROR every task, exit 3); `testbed report`
+    over the tasks' folders does (docs/export.md)."""
+    side = {"deployments.params.itl_ms": 2, "load.concurrency": 1, "load.dataset.input_tokens": 128}
+    criterion = {"name": "itl", "metric": "itl_ms.p50", "baseline": side,
+                 "candidates": [{**side, "deployments.params.itl_ms": 5}]}  # fmt: skip
+    overrides = [
+        "load.requests=6",
+        "deployments.params.ttft_ms=1",
+        f"criteria={json.dumps([criterion])}",
+    ]
+    plan = expand(load_campaign(EXAMPLES / "tekton-sweep.yaml", sets=overrides))
+    out = tmp_path / "run"
+    sets = [arg for item in overrides for arg in ("--set", item)]
+    code = main(["worker", str(EXAMPLES / "tekton-sweep.yaml"), *sets, "--treatment",
+                 plan.planned()[0].id, "--out", str(out)])  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert (code, summary["status"], summary["criteria"]) == (0, "PASS", [])
+
+
 def test_worker_refuses_an_unknown_treatment(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
