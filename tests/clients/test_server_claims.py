@@ -425,3 +425,24 @@ def test_tgis_honest_counts_are_ok(server: ScriptedServer, stream: bool) -> None
     server.tgis_script = tgis_messages(8)
     response = send_tgis(server, stream=stream)
     assert response.ok, response.error
+
+
+def test_echo_adds_the_prompt_as_one_chunk(server: ScriptedServer) -> None:
+    """With ``echo`` the prompt comes back as content first: one chunk no token made."""
+
+    def echoed(completion: int) -> Callable[[str, Any], Answer]:
+        def script(path: str, _request: Any) -> Answer:
+            events = openai_stream(path, 8, usage(1, completion))
+            return Answer([{"choices": [choice("hi", path)]}, *events])
+
+        return script
+
+    server.script = echoed(8)
+    response = ask(server, "completions", echo=True)
+    assert response.ok, response.error
+    assert response.text == "hi w0 w1 w2 w3 w4 w5 w6 w7"
+    server.script = echoed(7)
+    assert ask(server, "completions", echo=True).error == (
+        "usage.completion_tokens 7 is fewer than the 8 text chunks that arrived"
+        " (each carries at least one token)"
+    )
