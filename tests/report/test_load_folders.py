@@ -86,7 +86,7 @@ def test_a_load_folder_is_not_compared_with_a_whole_run(
     run.mkdir()
     (run / "run.json").write_text("{}")
     assert main(["compare", str(folders["fast"]), str(run)]) == 2
-    assert "load folder" in capsys.readouterr().err
+    assert "one treatment" in capsys.readouterr().err
 
 
 def test_a_folder_without_records_is_no_load_folder(tmp_path: Path) -> None:

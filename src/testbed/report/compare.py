@@ -43,10 +43,16 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InputError
-from testbed.report.load_run import is_load_folder, load_document
+from testbed.report.load_run import (
+    is_load_folder,
+    load_document,
+    read_benchmark_report,
+    report_document,
+)
 from testbed.report.metric_change import MetricResult, intervals, judge
 from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
+from testbed.results import benchmark_report
 from testbed.results.index import Point, ResultsIndex, resolve_url
 from testbed.results.machine import IDENTITY
 from testbed.results.rundir import PLAN, SUMMARY, RunDir
@@ -111,7 +117,7 @@ def setup_differences(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> 
             " (the campaigns differ)"
         )
     bm, cm = base.get("machine") or {}, candidate.get("machine") or {}
-    for key in IDENTITY:
+    for key in IDENTITY if bm and cm else ():  # a side that does not know it: not compared
         if bm.get(key) != cm.get(key):
             out.append(f"machine {key}: {bm.get(key)} ≠ {cm.get(key)}")
     bs = {s.get("deployment"): s for s in base.get("servers") or []}
@@ -164,12 +170,17 @@ def is_treatment(path: Path) -> bool:
 
 
 def _is_side(path: Path) -> bool:
-    """One treatment: a run's treatment directory, or a ``testbed load --out`` folder."""
-    return is_treatment(path) or is_load_folder(path)
+    """One treatment: a run's treatment directory, a ``testbed load --out`` folder, or an
+    llm-d Benchmark Report file."""
+    return is_treatment(path) or is_load_folder(path) or read_benchmark_report(path) is not None
 
 
 def _side(path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """The folder a treatment's ``dir`` is relative to, its run document, and its row."""
+    report = read_benchmark_report(path)
+    if report is not None:  # metrics only: no records, no verdict, no machine
+        document = report_document(path, report)
+        return path.parent, document, document["treatments"][0]
     if is_load_folder(path):  # its one treatment is the folder itself, named as it is
         document = load_document(path)
         return path.parent, document, {**document["treatments"][0], "dir": path.name}
@@ -184,8 +195,8 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
     """Compare two treatments with each other — treatment directories of runs, or
     ``testbed load`` folders (see the module docstring)."""
     (base_root, base_doc, base_row), (cand_root, cand_doc, cand_row) = map(_side, (base, candidate))
-    loads = is_load_folder(base) or is_load_folder(candidate)  # each its own run
-    same_run = not loads and base_root.resolve() == cand_root.resolve()
+    alone = [p for p in (base, candidate) if not is_treatment(p)]  # each its own run
+    same_run = not alone and base_root.resolve() == cand_root.resolve()
     differences = [] if same_run else setup_differences(base_doc, cand_doc)
     if differences and not options.force:
         raise InputError(
@@ -196,6 +207,8 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
         if row["status"] in _NO_RESULT:
             raise InputError(f"{path}: not a treatment with a result ({row['status']})")
     comparison = Comparison(base, candidate, differences, treatments=True)
+    if any(read_benchmark_report(p) is not None for p in (base, candidate)):
+        comparison.warnings += list(benchmark_report.CAVEATS)
     no_history = CompareOptions(**{**options.__dict__, "use_index": False})
     thresholds = {**_campaign_thresholds(cand_root), **options.thresholds}
     history = _History(cand_root, cand_doc, no_history)
@@ -212,10 +225,11 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
     if _is_side(base) and _is_side(candidate):
         return compare_treatments(base, candidate, options)
     for path in (base, candidate):
-        if is_load_folder(path):
+        if _is_side(path):
             raise InputError(
-                f"{path} is a `testbed load` folder, one treatment: compare it with another"
-                " load folder or a run's treatment directory (runs/<run>/NNN__…), not a run"
+                f"{path} is one treatment (a `testbed load` folder or a Benchmark Report):"
+                " compare it with another, or with a run's treatment directory"
+                " (runs/<run>/NNN__…), not with a whole run"
             )
     base_doc = run_document(RunDir.existing(base))
     cand_doc = run_document(RunDir.existing(candidate))

@@ -33,6 +33,7 @@ from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
 from testbed.probes.load.summary import probe_summary, stage_summary, verdict_of
 from testbed.probes.load.tokens import TokenCounter, counter_for
 from testbed.probes.server_metrics.summary import load_client_tokens
+from testbed.results import benchmark_report
 
 
 @dataclass
@@ -153,6 +154,11 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
             )
         },
         (window["start_ns"], window["end_ns"]) if "start_ns" in window else None,
+    )
+    every = [r for rs in stage_records.values() for r in rs]
+    config_json = config.model_dump(mode="json")  # the llm-d Benchmark Report, per stage
+    summary["benchmark_reports"] = benchmark_report.write_reports(
+        ctx.out_dir, summary, every, config_json
     )
     return ProbeOutcome(summary=summary, verdict=verdict_of(summaries, config))
 
