@@ -290,6 +290,7 @@ CHUNKS: list[Any] = [
     {"choices": [{"index": "0", "text": "x"}]},
     {"choices": [{"index": True, "text": "x"}]},
     {"choices": [{"index": -1, "text": "x"}]},
+    {"choices": [{"index": None, "text": "x"}]},
     {"choices": [{"index": 0, "text": "x", "finish_reason": True}]},
     {"choices": [{"text": ""}], "usage": [1]},
     {"choices": [], "usage": "x"},

@@ -243,7 +243,7 @@ static int decode_plain(PyObject *response, PyObject *obj, PyObject *t_ns) {
             PyObject *choice = PyList_GET_ITEM(choices, 0);
             if (!PyDict_CheckExact(choice)) return 0;
             PyObject *index = get(choice, s_index);
-            if (index != NULL) {
+            if (index != NULL && index != Py_None) {
                 int overflow = 0;
                 if (!PyLong_CheckExact(index) || PyLong_AsLongAndOverflow(index, &overflow) != 0
                     || overflow)

@@ -58,8 +58,8 @@ def decode_chunk(response: Response, obj: Any, t_ns: int) -> None:
 
 
 def _read_choice(response: Response, choice: Any, t_ns: int) -> None:
-    index = choice.get("index", 0)
-    if index != 0 or type(index) is not int:
+    index = choice.get("index")  # absent or null: the one choice
+    if index is not None and (index != 0 or type(index) is not int):
         if type(index) is int and index > 0:
             response.top_index = max(response.top_index, index)
         else:
