@@ -10,7 +10,8 @@
  *       stamps the read; one whole chunk, nothing buffered -> sink.on_data(chunk, t_ns);
  *       anything else -> self._parse_read(data, t_ns) (the Python parser, the reference).
  *   EventReader.on_data        (base of response.CompiledStreamSink)
- *       one whole `data: ` event, nothing buffered, no error body -> orjson.loads and the
+ *       one whole `data: ` event, nothing buffered, no error body, the stream not ended
+ *       (anything after its end is an error StreamSink.on_data words) -> orjson.loads and the
  *       sink's decoder, as StreamSink.on_data does; anything else, and any payload orjson
  *       refuses -> self._on_data_py(data, t_ns) (StreamSink.on_data, the reference); a
  *       decoder's exception -> self._unreadable(exc, obj), as StreamSink.on_data does.
