@@ -4,8 +4,11 @@ A workload's pod stage is reached when all its pods have reached it (a gang of w
 is running when the last worker runs) and at least the expected number of pods exists;
 its time is then the latest of theirs. Events fill in what objects only know to the second:
 the scheduler's ``Scheduled`` and the kubelet's ``Started`` (per pod), a Job's
-``SuccessfulCreate`` (the pod's creation); other events about a workload's objects (a
-PodGroup's, a Job's ``Completed``) become extra columns ``event.<Kind>.<Reason>``.
+``SuccessfulCreate`` (the pod's creation), a Job's ``Completed`` (the workload's end: the
+most precise of it, its condition and its pods' ends wins); other events about a workload's
+objects (a PodGroup's) become extra columns ``event.<Kind>.<Reason>``. A pod known only from
+events (preempted and replaced while no sampler ran) joins its workload through the
+``SuccessfulCreate`` that names it: its preemption is still the workload's.
 """
 
 from __future__ import annotations
@@ -22,11 +25,19 @@ from testbed.config.scale import STAGES
 from testbed.core.kube.times import MILLIS, format_time
 from testbed.probes.scale import stages
 from testbed.probes.scale.sampled import Facts
-from testbed.probes.scale.submitted import Submitted
+from testbed.probes.scale.submitted import Submission, Submitted
 
 #: Sources that are ceilings: the change happened before it was seen (or acknowledged).
 _CEILINGS = ("watch", "ack")
 POD_STAGES = ("pod_created", "scheduled", "initialized", "started", "running", "ready")
+#: A workload object's events that mark its end (the Job controller's reasons).
+_ENDING_EVENTS = {
+    ("Job", "Completed"): "completed",
+    ("Job", "BackoffLimitExceeded"): "failed",
+    ("Job", "DeadlineExceeded"): "failed",
+    ("Job", "PodFailurePolicy"): "failed",
+    ("Job", "MaxFailedIndexesExceeded"): "failed",
+}
 TIMES_CSV = "times.csv"
 
 
@@ -65,6 +76,9 @@ def rows(submitted: Submitted, facts: Facts) -> list[Row]:
         workload = entry.get("workload") or owner(entry)
         by_workload[workload].append({**entry, "key": key})
     pod_events, object_events = _events(facts)
+    for key, workload in _unseen_pods(facts, pod_events, owner):
+        # gone before any sampler listed it: it times nothing, but its events are its workload's
+        by_workload[workload].append({"key": key, "stages": {}, "unseen": True})
     out = []
     for sub in submitted.ordered():
         row = Row(sub.index, sub.name, sub.sent_ms)
@@ -76,15 +90,18 @@ def rows(submitted: Submitted, facts: Facts) -> list[Row]:
             continue
         every = by_workload.get(sub.name, [])
         # a preempted pod is gone for good (its controller makes another): it times nothing
-        pods = [p for p in every if not p.get("disrupted")]
+        pods = [p for p in every if not p.get("disrupted") and not p.get("unseen")]
         row.pods = len(pods)
         _pod_stages(row, pods, pod_events, sub.expected_pods)
-        _object_stages(row, facts, sub.namespace, sub.kind, sub.name, pods, sub.acked_ms)
+        own_events = {k: v for k, v in object_events.items() if k[1] == sub.name}
+        _object_stages(row, facts, sub, pods, own_events)
         _lower_late(row)  # first: ceilings settle among exact times and each other…
         _raise_floored(row)  # …then floors rise to whatever is known before them
-        for (kind, name), times in object_events.items():
-            if name == sub.name:
-                row.extra.update({f"event.{kind}.{reason}": t for reason, t in times.items()})
+        for (kind, _), reasons in own_events.items():
+            for reason, candidates in reasons.items():
+                chosen = stages.best(candidates)
+                if chosen is not None:
+                    row.extra[f"event.{kind}.{reason}"] = chosen[0]
         _gang_and_preemption(row, pods, every, pod_events)
         out.append(row)
     return out
@@ -132,12 +149,58 @@ def _gang_and_preemption(
         row.extra["event.Pod.Preempted"] = min(preempted)
 
 
+def _unseen_pods(
+    facts: Facts,
+    pod_events: dict[str, dict[str, dict[str, float]]],
+    owner: Callable[[dict[str, Any]], str],
+) -> list[tuple[str, str]]:
+    """(pod key, workload) for each pod that events name but no sampler saw. Its creator's
+    events lead up to the workload — pod ← ReplicaSet ← Deployment, pod ← Job or StatefulSet —
+    stopping at an object the sampler saw (its label or owners name the workload); the last
+    name reached is the workload's (a bare Pod is its own)."""
+    parents: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for event in facts.events.values():
+        child = _created(event)
+        if child is not None:
+            parents[(event["namespace"], *child)] = (event["kind"], event["name"])
+    out = []
+    for key in sorted(pod_events.keys() - facts.pods.keys()):
+        namespace, name = key.split("/", 1)
+        kind, seen = "Pod", {("Pod", name)}
+        while (namespace, kind, name) in parents:
+            entry = facts.objects.get(f"{namespace}/{kind}/{name}")
+            if entry is not None:
+                break
+            kind, name = parents[(namespace, kind, name)]
+            if (kind, name) in seen:
+                break
+            seen.add((kind, name))
+        entry = facts.objects.get(f"{namespace}/{kind}/{name}")
+        workload = entry and (entry.get("workload") or owner(entry))
+        out.append((key, workload or name))
+    return out
+
+
+def _created(event: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of what a controller's event says it created, in each controller's words."""
+    message, reason = event["message"], event["reason"]
+    if reason == "SuccessfulCreate" and "Created pod: " in message:  # Job, ReplicaSet, DaemonSet
+        return "Pod", message.split("Created pod: ", 1)[1].split()[0]
+    if reason == "SuccessfulCreate" and message.startswith("create Pod "):  # StatefulSet
+        return "Pod", message.split()[2]
+    if reason == "ScalingReplicaSet" and message.startswith("Scaled up replica set "):
+        return "ReplicaSet", message.split()[4]
+    return None
+
+
 def _events(
     facts: Facts,
-) -> tuple[dict[str, dict[str, dict[str, float]]], dict[tuple[str, str], dict[str, float]]]:
-    """Event times per pod key and stage, and per (kind, name) and reason."""
+) -> tuple[
+    dict[str, dict[str, dict[str, float]]], dict[tuple[str, str], dict[str, dict[str, float]]]
+]:
+    """Event times per pod key and stage, and per (kind, name), reason and source."""
     pods: dict[str, dict[str, dict[str, float]]] = defaultdict(dict)
-    objects: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    objects: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(dict)
     for event in facts.events.values():
         chosen = stages.best(event["t"])
         if chosen is None:
@@ -157,12 +220,14 @@ def _events(
             pods[key].setdefault("preempted", {})[source] = (
                 millis if old is None else min(old, millis)
             )
-        elif reason == "SuccessfulCreate" and "Created pod: " in event["message"]:
-            pod = event["message"].split("Created pod: ", 1)[1].split()[0]
-            pods[f"{event['namespace']}/{pod}"].setdefault("pod_created", {})[source] = millis
+        elif (created := _created(event)) is not None and created[0] == "Pod":
+            key = f"{event['namespace']}/{created[1]}"
+            pods[key].setdefault("pod_created", {})[source] = millis
         elif kind != "Pod":
-            times = objects[(kind, event["name"])]
-            times[reason] = min(times.get(reason, millis), millis)
+            # every source kept: a reason that ends the workload competes by precision
+            known = objects[(kind, event["name"])].setdefault(reason, {})
+            for origin, at in event["t"].items():
+                known[origin] = min(known.get(origin, at), at)
     return pods, objects
 
 
@@ -237,33 +302,41 @@ def _lower_late(row: Row) -> None:
 def _object_stages(
     row: Row,
     facts: Facts,
-    namespace: str,
-    kind: str,
-    name: str,
+    sub: Submission,
     pods: list[dict[str, Any]],
-    acked_ms: float,
+    own_events: dict[tuple[str, str], dict[str, dict[str, float]]],
 ) -> None:
-    if kind == "Pod":
-        own = next((p for p in pods if p["key"] == f"{namespace}/{name}"), None)
+    if sub.kind == "Pod":
+        own = next((p for p in pods if p["key"] == f"{sub.namespace}/{sub.name}"), None)
         if own is not None and "pod_created" in row.stages:
             row.stages["created"] = row.stages["pod_created"]
             row.sources["created"] = row.sources["pod_created"]
         return
-    entry = facts.objects.get(f"{namespace}/{kind}/{name}")
-    if entry is None:
-        return
-    for stage, found in entry["stages"].items():
-        chosen = stages.best({**found, "ack": acked_ms} if stage == "created" else found)
+    entry = facts.objects.get(f"{sub.namespace}/{sub.kind}/{sub.name}")
+    found_by_stage = {s: dict(f) for s, f in (entry or {}).get("stages", {}).items()}
+    for reason, candidates in own_events.get((sub.kind, sub.name), {}).items():
+        ending = _ENDING_EVENTS.get((sub.kind, reason))
+        if ending is not None:  # the controller's event of the end: often finer than its condition
+            found = found_by_stage.setdefault(ending, {})
+            for source, millis in candidates.items():
+                found[source] = min(found.get(source, millis), millis)
+    for stage, found in found_by_stage.items():
+        chosen = stages.best({**found, "ack": sub.acked_ms} if stage == "created" else found)
         if chosen is None:
             continue
-        if stage in ("created", "completed") and stage not in row.stages:
+        if stage in ("created", "completed") and _finer(chosen[1], row.sources.get(stage)):
             row.stages[stage], row.sources[stage] = chosen
         elif stage == "failed":
             row.failed_ms = chosen[0]
         elif stage.startswith("condition."):
             row.extra[stage] = chosen[0]
-    if entry.get("error"):
+    if entry is not None and entry.get("error"):
         row.error = row.error or entry["error"]
+
+
+def _finer(source: str, than: str | None) -> bool:
+    """True when ``source`` is more precise than ``than`` (None: nothing known yet)."""
+    return than is None or stages.PRECEDENCE.index(source) < stages.PRECEDENCE.index(than)
 
 
 def select(
