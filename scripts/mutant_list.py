@@ -27,7 +27,11 @@ STACK_TESTS = ("tests/backends/kubernetes/test_stack_journal.py",)
 STEP_TESTS = ("tests/execution/test_steps_process.py",)
 CUT_TESTS = ("tests/clients/test_cut_short.py",)
 SAMPLER_TESTS = ("tests/probes/scale/test_scale_analysis.py",)
-VERDICT_TESTS = ("tests/results/test_verdict.py", "tests/cli/test_exit_codes.py")
+VERDICT_TESTS = (
+    "tests/results/test_verdict.py::test_worst",
+    "tests/cli/test_exit_codes.py",
+    "tests/cli/test_nothing_tested.py",
+)
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,11 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if live:\n            for stage in reached - (before or set()):",
            "        if True:\n            for stage in reached - (before or set()):",
            SAMPLER_TESTS, "a relist's receive time counts as when the change happened"),
+    # -- the sampler's end ------------------------------------------------------------------
+    Mutant("sampler-inherits-ignored-sigint", "src/testbed/cli/scale.py",
+           "        signal.signal(signal.SIGINT, signal.default_int_handler)", "        pass",
+           ("tests/probes/scale/test_scale_follow.py",),
+           "a follower started with SIGINT ignored runs on after Ctrl-C"),
     # -- the verdict policy -------------------------------------------------------------------
     Mutant("verdict-error-over-fail", VERDICT,
            "    Status.FAIL,\n    Status.ERROR,\n", "    Status.ERROR,\n    Status.FAIL,\n",

@@ -106,6 +106,17 @@ def test_watch_time_only_for_transitions_seen_live() -> None:
     assert "watch" not in stages["pod_created"]  # it was there before
 
 
+def test_one_sampler_keeps_the_earliest_time_of_a_stage_it_sees_again() -> None:
+    facts = Facts()
+    ready = pod("p", "w", created=T0, phase="Running", node="n", conditions={"Ready": T0 + 2000})
+    facts.observe_pod(ready, T0 + 2500, live=False)
+    # Ready flapped: False, then True again later — the stage was reached at the first time
+    again = pod("p", "w", created=T0, phase="Running", node="n", conditions={"Ready": T0 + 7000})
+    facts.observe_pod(again, T0 + 7500, live=False)
+    (source,) = facts.pods["ns/p"]["stages"]["ready"].values()
+    assert source == T0 + 2000
+
+
 def test_merge_is_idempotent_commutative_and_keeps_earliest(tmp_path: Path) -> None:
     a, b = Facts(), Facts()
     a.observe_pod(pod("p", "w", created=T0), T0 + 10, live=True)
