@@ -160,6 +160,14 @@ class SimParams(_Strict):
         " of the others answer 404), tgis (fmaas.GenerationService) over gRPC on the gRPC"
         " port (`testbed serve sim --grpc-port`; needs the tgis extra).",
     )
+    openai_prefix: str = Field(
+        default="",
+        pattern=r"^(/[A-Za-z0-9._~-]+)*$",
+        description="Path the OpenAI routes (/v1/completions, /v1/chat/completions,"
+        " /v1/models) and /tokenize are served under, e.g. /openai as KServe's model server"
+        " serves them (its KSERVE_OPENAI_ROUTE_PREFIX); '' (default): at the root, as vLLM"
+        " serves them. /health and /metrics stay at the root.",
+    )
 
     # -- generic server fields, accepted so a matrix over real servers also runs here
     dtype: str = Field(
@@ -177,6 +185,12 @@ class SimParams(_Strict):
         default=1,
         ge=1,
         description="A label of the treatment (the simulator has one shard); changes nothing.",
+    )
+    not_played: tuple[str, ...] = Field(
+        default=(),
+        description="Flags of the server this simulator stands in for that it does not play"
+        " (the emulator's vLLM stand-in sets it); shown on /metrics as"
+        " testbed_sim:not_played_info, so a run's server metrics name them.",
     )
 
     @model_validator(mode="after")

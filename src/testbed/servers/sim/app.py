@@ -1,7 +1,9 @@
 """The simulator application: routes, admission (max concurrency and a waiting queue), faults.
 
 Routes: OpenAI ``/v1/completions``, ``/v1/chat/completions``, ``/v1/models``; TGI
-``/generate``, ``/generate_stream``, ``/info``; ``/tokenize``, ``/health``, ``/metrics``.
+``/generate``, ``/generate_stream``, ``/info``; ``/tokenize``, ``/health``, ``/metrics``. The
+OpenAI routes and ``/tokenize`` move under ``openai_prefix`` when one is given (KServe's
+``/openai/v1/…``).
 Everything runs on one event loop thread, so state is plain attributes.
 """
 
@@ -47,7 +49,7 @@ class SimApp:
     def __init__(self, params: SimParams, loop: asyncio.AbstractEventLoop) -> None:
         self.params = params
         self.loop = loop
-        self.metrics = SimMetrics(params.model_name)
+        self.metrics = SimMetrics(params.model_name, params.not_played)
         self.latency = LatencyModel(params)
         self.pacer = Pacer(loop)
         self.connections: set[Connection] = set()
@@ -65,19 +67,26 @@ class SimApp:
         )
         self.metrics.kv = self._kv
         self._instant = params.instant and self._kv is None
+        # OpenAI's routes (and /tokenize, which clients find beside them) may live under a
+        # prefix, as KServe's model server serves them under /openai.
+        openai = params.openai_prefix
         self._routes: dict[tuple[str, str], _Route] = {
-            ("POST", "/v1/completions"): functools.partial(self._serve, CompletionRequest, False),
-            ("POST", "/v1/chat/completions"): functools.partial(self._serve, ChatRequest, False),
+            ("POST", f"{openai}/v1/completions"): functools.partial(
+                self._serve, CompletionRequest, False
+            ),
+            ("POST", f"{openai}/v1/chat/completions"): functools.partial(
+                self._serve, ChatRequest, False
+            ),
             ("POST", "/generate"): functools.partial(self._serve, TgiRequest, False),
             ("POST", "/generate_stream"): functools.partial(self._serve, TgiRequest, True),
-            ("POST", "/tokenize"): self._tokenize,
-            ("GET", "/v1/models"): self._models,
+            ("POST", f"{openai}/tokenize"): self._tokenize,
+            ("GET", f"{openai}/v1/models"): self._models,
             ("GET", "/health"): self._health,
             ("GET", "/metrics"): self._metrics,
             ("GET", "/info"): self._info,
         }
         # Generation routes of a protocol the simulator was not asked to serve answer 404.
-        served = {"openai": ("/v1/completions", "/v1/chat/completions"),
+        served = {"openai": (f"{openai}/v1/completions", f"{openai}/v1/chat/completions"),
                   "tgi": ("/generate", "/generate_stream")}  # fmt: skip
         for protocol, paths in served.items():
             if protocol not in params.protocols:
