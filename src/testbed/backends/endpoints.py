@@ -48,15 +48,17 @@ def adapter_endpoint(
 def stack_endpoint(
     deployment: StackDeployment, base_url: str, metrics_urls: tuple[str, ...] = ()
 ) -> Endpoint:
-    """The endpoint of a stack (``server: manifests``) that answers at ``base_url``: the
-    protocols its ``endpoint:`` declares, its model name, the pods of its metrics Service
+    """The endpoint of a stack (``server: manifests``) that answers at ``base_url``: under
+    the path its ``endpoint:`` declares (KServe's ``/openai``), with the protocols it
+    declares, its model name and tokenizer, the pods of its metrics Service
     (``metrics_urls``, one each) if any."""
     metrics = deployment.metrics
     return Endpoint(
-        base_url=base_url.rstrip("/"),
+        base_url=base_url.rstrip("/") + deployment.endpoint.path,
         protocols=deployment.endpoint.protocols,
         model=deployment.model,
         server_kind=deployment.server,
+        tokenizer=deployment.tokenizer,
         metrics_path=metrics.path if metrics else None,
         metrics_urls=metrics_urls,
     )

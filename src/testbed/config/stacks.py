@@ -46,6 +46,12 @@ class _Endpoint(_Strict):
     protocols: tuple[StackProtocol, ...] = Field(
         ("openai",), min_length=1, description="what the endpoint speaks: openai, tgi"
     )
+    path: str = Field(
+        "",
+        pattern=r"^(/[A-Za-z0-9._~%!$&'()*+,;=:@-]+)*$",
+        description="the path the server's API lives under, before every request's own:"
+        " /openai for KServe's model servers (/openai/v1/completions); '' (default): the root",
+    )
 
 
 class ServiceEndpoint(_Endpoint):
@@ -119,6 +125,12 @@ class StackDeployment(_Strict):
         " {url_from: status.url, kind: K, name: N}; each with protocols: [openai]"
     )
     metrics: MetricsTarget | None = Field(None, description="server metrics: {service, port}")
+    tokenizer: str | None = Field(
+        None,
+        description="a local folder holding the served model's tokenizer.json: token counts"
+        " (prompt lengths, output tokens) exact for the model; without it they are the"
+        " whitespace estimate",
+    )
     startup_timeout_s: float = Field(
         600.0, gt=0, description="default seconds for each ready condition"
     )
