@@ -65,6 +65,7 @@ def handle(args: argparse.Namespace) -> int:
     skipped = len(plan.treatments) - len(plan.planned())
     if skipped:
         console.print(f"{skipped} treatment(s) skipped by the plan are not exported")
-    lines = "".join(f"\n  {line}" for line in apply_commands(str(out), MAIN_FILE[args.engine]))
+    commands = apply_commands(str(out), MAIN_FILE[args.engine], admin="admin.yaml" in files)
+    lines = "".join(f"\n  {line}" for line in commands)
     console.print(f"wrote {', '.join(sorted(files))} to {out}; apply with:{lines}")
     return 0

@@ -180,6 +180,12 @@ class KubernetesSettings(_BackendSettings):
         description="s3:// models as Datashim Datasets (namespace labelled"
         " monitor-pods-datasets=enabled) instead of an init container",
     )
+    cluster_objects: Literal["create", "admin"] = Field(
+        "create",
+        description="a stack's cluster-scoped objects (CRDs, ClusterRoles, webhooks): created"
+        " and deleted by the run (create), or the cluster admin's, applied beforehand and never"
+        " written by the run (admin: an exported campaign's, from testbed export's admin.yaml)",
+    )
     access: Literal["auto", "port-forward", "service"] = Field(
         "auto",
         description="how probes reach servers: port-forward from here, or the Service DNS name"

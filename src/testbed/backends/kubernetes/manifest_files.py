@@ -19,7 +19,8 @@ from testbed.backends.base import ShippedCampaign
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.names import owns_namespace, run_namespace
 from testbed.backends.kubernetes.probe_job import configmap, probe_job
-from testbed.backends.kubernetes.stack import CRD, render_worker
+from testbed.backends.kubernetes.stack import render_worker
+from testbed.backends.kubernetes.stack_scope import CRD
 from testbed.config.backend_settings import BackendSettings, KubernetesSettings
 from testbed.config.deployments import AnyDeployment
 from testbed.config.stacks import StackDeployment

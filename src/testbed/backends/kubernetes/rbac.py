@@ -61,7 +61,8 @@ def worker_namespace(loaded: LoadedCampaign, pipeline_namespace: str) -> str:
 def exported_settings(loaded: LoadedCampaign, pipeline_namespace: str) -> KubernetesSettings:
     """The campaign's backend settings as an exported task runs them (in one namespace)."""
     backend = settings_of(loaded.campaign.backend)
-    return backend.model_copy(update={"namespace": worker_namespace(loaded, pipeline_namespace)})
+    namespace = worker_namespace(loaded, pipeline_namespace)
+    return backend.model_copy(update={"namespace": namespace, "cluster_objects": "admin"})
 
 
 def worker_rules(loaded: LoadedCampaign, pipeline_namespace: str) -> list[Rule]:

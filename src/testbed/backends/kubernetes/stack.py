@@ -10,7 +10,10 @@ once, each with its own timeout (``conditions``); the endpoint is reached (``sta
 while the probes run the ready objects stay watched, and one that fails or goes resolves
 ``Handle.died``. Leaving deletes the objects in reverse order and waits until they are
 gone. Only objects that carry this run's and worker's labels are ever replaced or deleted:
-a CRD that was installed before the run is used and left as it was.
+a CRD that was installed before the run is used and left as it was. With
+``backend.cluster_objects: admin`` (an exported campaign) no cluster-scoped object is
+written at all (``stack_scope``): the cluster's admin applied them from the export's
+``admin.yaml``, and the runner's namespaced Role could not.
 
 Two workers of one stack deployment (a matrix over its values) create objects of the same
 names, so they take turns: a per-deployment lock is held from apply to removal.
@@ -48,6 +51,7 @@ from testbed.backends.kubernetes.stack_journal import (
 )
 from testbed.backends.kubernetes.stack_reach import reach
 from testbed.backends.kubernetes.stack_render import StackObject, render_stack
+from testbed.backends.kubernetes.stack_scope import CRD, is_cluster_scoped
 from testbed.clients.kube import Changes, Kube
 from testbed.clients.kube.rest import KindInfo
 from testbed.config.backend_settings import KubernetesSettings
@@ -57,7 +61,6 @@ from testbed.core.errors import ClusterConflict, ClusterError, InputError, Serve
 if TYPE_CHECKING:
     from testbed.backends.kubernetes.backend import KubernetesBackend
 
-CRD = "CustomResourceDefinition"
 CRD_INFO = KindInfo("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
 CRD_TIMEOUT_S = 60.0
 DISCOVERY_RETRY_S = 10.0  # a new CRD's kind may reach discovery a moment after Established
@@ -104,7 +107,10 @@ class Stacks:
             plain = [json.loads(json.dumps(o.obj)) for o in objects]
             (work_dir / "stack.yaml").write_text(yaml.safe_dump_all(plain, sort_keys=False))
             journal = Journal(backend.run_dir / JOURNALS / f"{worker_id}.jsonl")
-            worker = _Worker(kube, backend.namespace, backend.run_id, worker_id, journal)
+            admin_owned = backend.settings.cluster_objects == "admin"
+            worker = _Worker(
+                kube, backend.namespace, backend.run_id, worker_id, journal, admin_owned
+            )
             try:
                 placed = await worker.apply(objects)
                 await worker.wait_ready(deployment, placed)
@@ -134,11 +140,20 @@ class _Worker:
     """Applying, waiting for and removing one worker's objects."""
 
     def __init__(
-        self, kube: Kube, namespace: str, run_id: str, worker_id: str, journal: Journal
+        self,
+        kube: Kube,
+        namespace: str,
+        run_id: str,
+        worker_id: str,
+        journal: Journal,
+        admin_owned: bool = False,
     ) -> None:
         self.kube, self.namespace = kube, namespace
         self.run_id, self.worker_id = run_id, worker_id
         self.journal = journal
+        #: ``backend.cluster_objects: admin``: the stack's cluster-scoped objects were applied
+        #: by the cluster's admin (an export's admin.yaml); the run never writes them.
+        self.admin_owned = admin_owned
 
     async def apply(self, objects: Sequence[StackObject]) -> list[tuple[StackObject, KindInfo]]:
         """Create every object (CRDs first, Established before the rest); each with the
@@ -148,6 +163,15 @@ class _Worker:
         for item in sorted(objects, key=lambda o: o.kind != CRD):  # stable: CRDs first
             if item.kind == CRD and await asyncio.to_thread(_served, self.kube, item):
                 continue  # installed by the cluster's admin: used as it is, never written
+            if self.admin_owned and is_cluster_scoped(item, list(objects)):
+                if item.kind == CRD:  # not served: the admin's step was not done
+                    raise ServerStartError(
+                        f"{item.origin}: {item.describe()} is not installed, and the campaign's"
+                        " cluster-scoped objects are the cluster admin's"
+                        " (backend.cluster_objects: admin) — have them apply the export's"
+                        " admin.yaml first"
+                    )
+                continue  # the admin's (admin.yaml): a namespaced Role cannot write it
             info = await self._discover(item, item.api_version.rpartition("/")[0] in defined)
             await self._create(item, info)
             placed.append((item, info))

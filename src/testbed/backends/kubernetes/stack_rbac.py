@@ -17,34 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from testbed.backends.kubernetes.names import RUN, WORKER
-from testbed.backends.kubernetes.stack import CRD, render_worker
+from testbed.backends.kubernetes.stack import render_worker
 from testbed.backends.kubernetes.stack_render import StackObject
+from testbed.backends.kubernetes.stack_scope import CRD, is_cluster_scoped
 from testbed.clients.kube.rest import KINDS
 from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.stacks import GatewayEndpoint, ServiceEndpoint, StackDeployment, StatusEndpoint
 
 Need = dict[tuple[str, str], set[str]]  # (API group, resource) → verbs
-#: Built-in kinds that are cluster-scoped (and so never in a namespaced Role).
-CLUSTER_SCOPED = frozenset(
-    {
-        CRD,
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "Namespace",
-        "PriorityClass",
-        "StorageClass",
-        "IngressClass",
-        "GatewayClass",
-        "RuntimeClass",
-        "PersistentVolume",
-        "ValidatingWebhookConfiguration",
-        "MutatingWebhookConfiguration",
-        "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding",
-        "APIService",
-        "CSIDriver",
-    }
-)
 EXPORT_RUN = "export"
 
 
@@ -113,23 +93,6 @@ def admin_objects(objects: list[StackObject]) -> list[dict[str, Any]]:
             meta.pop("labels", None)
         found[(item.kind, item.name)] = {**obj, "metadata": meta}
     return list(found.values())
-
-
-def is_cluster_scoped(item: StackObject, objects: list[StackObject]) -> bool:
-    """Built-in cluster-scoped kinds, and kinds of the stack's own Cluster-scoped CRDs."""
-    known = KINDS.get(item.kind)
-    if known is not None and known.api_version == item.api_version:
-        return not known.namespaced
-    if item.kind in CLUSTER_SCOPED:
-        return True
-    group = item.api_version.rpartition("/")[0]
-    return any(
-        o.kind == CRD
-        and (o.obj.get("spec") or {}).get("group") == group
-        and ((o.obj.get("spec") or {}).get("names") or {}).get("kind") == item.kind
-        and (o.obj.get("spec") or {}).get("scope") == "Cluster"
-        for o in objects
-    )
 
 
 def plural(kind: str) -> str:

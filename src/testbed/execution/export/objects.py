@@ -164,11 +164,15 @@ def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) 
 def exported_document(loaded: LoadedCampaign, options: ExportOptions) -> dict[str, Any]:
     """The campaign as its tasks run it: on a cluster, in one namespace (the campaign's, else
     the pipeline's), where the runner's Role holds — never a namespace of each run's own,
-    which would need rights in every namespace of a shared cluster."""
+    which would need rights in every namespace of a shared cluster — and with a stack's
+    cluster-scoped objects left to the cluster's admin (``admin.yaml``), which a namespaced
+    Role cannot write."""
     document = dict(loaded.document)
     if isinstance(loaded.campaign.backend, KubernetesSettings):
-        backend = dict(document.get("backend") or {})
+        given = document.get("backend")
+        backend = {"kind": given} if isinstance(given, str) else dict(given or {})
         backend["namespace"] = backend.get("namespace") or options.namespace
+        backend["cluster_objects"] = "admin"
         document["backend"] = backend
     return document
 
