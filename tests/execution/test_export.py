@@ -232,3 +232,50 @@ def test_worker_refuses_an_unknown_treatment(
     assert code == 2
     assert "not in the plan" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+STACKS = """
+name: turns
+backend: kubernetes
+deployments:
+  - {name: a, server: manifests, manifests: stack.yaml, model: m, values: {replicas: 1},
+     endpoint: {service: s, port: 80}}
+  - {name: b, server: manifests, manifests: stack.yaml, model: m, values: {replicas: 1},
+     endpoint: {service: s, port: 80}}
+matrix:
+  factors:
+    load.concurrency: [1, 2, 3]
+load: {profile: concurrency, requests: 4}
+execution: {strategy: parallel}
+"""
+
+
+def test_the_tasks_of_one_stack_take_turns_and_two_stacks_do_not_wait_for_each_other(
+    tmp_path: Path,
+) -> None:
+    """A stack's objects have fixed names in the one namespace the tasks share: two tasks
+    deploying the same stack would collide, so each waits for the one before it (as one
+    `testbed run`'s workers hold a lock per stack); another stack runs beside it."""
+    (tmp_path / "stack.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80}]}\n"
+    )
+    (tmp_path / "campaign.yaml").write_text(STACKS)
+    loaded = load_campaign(tmp_path / "campaign.yaml")
+    plan = expand(loaded)
+    tasks = ordered_tasks(plan, loaded.campaign.execution)
+    assert _after(tasks) == [[]] * 6  # parallel, before the stacks are considered
+    files, tasks = export(
+        "tekton",
+        loaded,
+        plan,
+        options_for(loaded, namespace=None, image=None, upload="s3://b/r", s3_endpoint_url=None),
+    )
+    stack_of = [plan.workers[t.treatment.workers[0]].config.name for t in tasks]
+    assert sorted(stack_of) == ["a", "a", "a", "b", "b", "b"]
+    after = _after(tasks)
+    for i, stack in enumerate(stack_of):
+        before = [j for j in range(i) if stack_of[j] == stack]
+        assert after[i] == before[-1:], (stack_of, after)  # the one before of its own stack
+    (run,) = files["pipelinerun.yaml"]
+    edges = {t["name"]: t.get("runAfter", []) for t in run["spec"]["pipelineSpec"]["tasks"]}
+    assert edges == {t.name: t.after for t in tasks}
