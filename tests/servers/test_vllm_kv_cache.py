@@ -67,3 +67,22 @@ def test_the_adapter_sizes_only_what_the_deployment_left_open(
     assert kv_cache.VARIABLE not in adapter.env(unset, gpus=1)  # its cache is on the GPU
     monkeypatch.setenv(kv_cache.VARIABLE, "3")
     assert kv_cache.VARIABLE not in adapter.env(unset)  # this environment's value passes through
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--device-memory-utilization", "0.5"],  # vLLM's alias
+        ["--gpu_memory_utilization=0.5"],  # underscores are dashes to vLLM
+        ["--kv_cache_memory_bytes=2G"],
+    ],
+)
+def test_extra_args_that_size_the_memory_are_read_as_vllm_reads_them(
+    monkeypatch: pytest.MonkeyPatch, extra: list[str]
+) -> None:
+    monkeypatch.delenv(kv_cache.VARIABLE, raising=False)
+    monkeypatch.setattr(kv_cache, "node_memory", lambda: NodeMemory(16 * GIB, 10 * GIB, "t"))
+    assert kv_cache.VARIABLE not in VllmAdapter().env(VllmParams(extra_args=extra))
+    # a flag whose name merely contains another's is not it
+    other = VllmParams(extra_args=["--gpu-memory-utilization-report", "x"])
+    assert kv_cache.VARIABLE in VllmAdapter().env(other)

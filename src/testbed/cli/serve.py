@@ -100,6 +100,15 @@ def register(subparsers: Any) -> None:
         help="a server parameter (YAML value; dotted keys for nested fields)",
     )
     parser.add_argument(
+        "--default",
+        dest="defaults",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="sim: a parameter that the --params-env variable, --set and flags all override"
+        " (how the emulator's vLLM stand-in gives vLLM's sizes the container may change)",
+    )
+    parser.add_argument(
         "--params-env",
         metavar="VAR",
         help="sim: read parameters from the JSON object in environment variable VAR first"
@@ -122,6 +131,7 @@ def handle(args: argparse.Namespace) -> int:
     serve, takes = _KINDS[args.kind]
     given = [flag for flag, key, _, _ in SIM_FLAGS if getattr(args, _dest(key)) is not None]
     given += ["--params-env"] if args.params_env else []
+    given += ["--default"] if args.defaults else []
     if given and "sim" not in takes:
         raise InputError(f"{', '.join(given)} only apply to `testbed serve sim`")
     if args.threads is not None and "threads" not in takes:
@@ -139,7 +149,7 @@ def sim_params(args: argparse.Namespace) -> Any:
     flags = {key: (flag, getattr(args, _dest(key))) for flag, key, _, _ in SIM_FLAGS}
     flags |= {"model_name": ("--model", args.model), "dtype": ("--dtype", args.dtype)}
     flags["protocols"] = ("--protocols", args.protocols)
-    overrides = [*_env_overrides(args.params_env), *args.overrides]
+    overrides = [*args.defaults, *_env_overrides(args.params_env), *args.overrides]
     return settings_from(
         SimParams, overrides, flags, what="simulator parameter", example="itl_ms=5"
     )

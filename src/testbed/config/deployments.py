@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from testbed.config import vllm_argv
+from testbed.config.diagnostics import located
 from testbed.config.resources import (
     Placement,
     Resources,
@@ -103,6 +105,42 @@ class VllmParams(ServerParams):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="fraction")
     kv_cache_gb: float | None = Field(None, gt=0, description="CPU KV cache, GiB")
     python: str | None = Field(None, description="interpreter with vLLM (default .venv-vllm)")
+
+    #: vLLM's flags (vllm_argv dest) testbed writes itself, and the parameter each comes from.
+    WRITTEN: ClassVar[Mapping[str, str]] = {
+        "model": "model",
+        "served_model_name": "the deployment's served name",
+        "port": "the backend's port",
+        "host": "the backend's address",
+        "dtype": "params.dtype",
+        "max_model_len": "params.max_model_len",
+        "max_num_seqs": "params.max_batch_size",
+        "tensor_parallel_size": "params.tensor_parallel",
+        "gpu_memory_utilization": "params.gpu_memory_utilization",
+    }
+
+    @model_validator(mode="after")
+    def _extra_args_as_vllm_reads_them(self) -> VllmParams:
+        """extra_args are read as vLLM reads them: a line vLLM refuses is refused here, and a
+        flag testbed writes itself may not come again (vLLM keeps the last value, so the
+        endpoint testbed waits for, or the treatment's label, would silently be another)."""
+        try:
+            line = vllm_argv.read(self.extra_args)
+        except vllm_argv.VllmArgvError as exc:
+            raise located(f"vLLM would refuse this: {exc}", "extra_args") from None
+        for dest, source in self.WRITTEN.items():
+            if dest in line.given and (source[:7] != "params." or self._set(source[7:])):
+                flag = "--" + dest.replace("_", "-")
+                raise located(
+                    f"{flag} is in extra_args, but testbed already passes it (from {source});"
+                    f" set it there instead of in extra_args",
+                    "extra_args",
+                )
+        return self
+
+    def _set(self, name: str) -> bool:
+        """Whether parameter ``name`` writes its flag (a value of None writes nothing)."""
+        return getattr(self, name) is not None
 
 
 class TgiParams(ServerParams):

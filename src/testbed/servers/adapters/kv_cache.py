@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed.config import vllm_argv
 from testbed.config.deployments import VllmParams
 from testbed.core.errors import ServerStartError
 
@@ -90,14 +91,15 @@ def node_memory(node: int = 0, root: Path = Path("/sys")) -> NodeMemory:
 
 def explicit(params: VllmParams, environ: Mapping[str, str]) -> bool:
     """Whether the deployment already says how much memory vLLM may take."""
-    extra = " ".join(params.extra_args)
+    # read as vLLM reads it: --device-memory-utilization, --kv_cache_memory_bytes=… count
+    given = vllm_argv.read(params.extra_args).given
     return (
         params.kv_cache_gb is not None
         or params.gpu_memory_utilization is not None
         or VARIABLE in params.env
         or VARIABLE in environ
-        or "--kv-cache-memory-bytes" in extra
-        or "--gpu-memory-utilization" in extra
+        or "kv_cache_memory_bytes" in given
+        or "gpu_memory_utilization" in given
     )
 
 

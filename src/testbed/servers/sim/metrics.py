@@ -54,8 +54,10 @@ class Histogram:
 class SimMetrics:
     """Everything ``/metrics`` reports; the app updates the attributes directly."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, not_played: tuple[str, ...] = ()) -> None:
         self.labels = f'model_name="{model_name}"'
+        #: flags of the server this simulator stands in for that it does not play
+        self.not_played = not_played
         self.running = 0
         self.waiting = 0
         self.prompt_tokens = 0
@@ -109,6 +111,11 @@ class SimMetrics:
                 f'vllm:request_success_total{{{lab},finished_reason="{reason}"}}'
                 f" {self.finished[reason]}"
             )
+        if self.not_played:  # an info metric, as vllm:cache_config_info: the labels say it
+            flags = "; ".join(self.not_played).replace("\\", "\\\\").replace('"', '\\"')
+            lines.append("# HELP testbed_sim:not_played_info Flags the stand-in does not play.")
+            lines.append("# TYPE testbed_sim:not_played_info gauge")
+            lines.append(f'testbed_sim:not_played_info{{{lab},flags="{flags}"}} 1')
         scalar("counter", "testbed_sim:requests_aborted_total", self.aborted, "Client left.")
         scalar("counter", "testbed_sim:requests_rejected_total", self.rejected, "Queue full.")
         lines.append("# TYPE testbed_sim:faults_total counter")
