@@ -233,8 +233,9 @@ class StreamSink(_Sink):
         if not payloads and self._sse.too_long and response.error is None:
             response.error = f"stream event over {MAX_EVENT >> 20} MiB without its end"
         for payload in payloads:
-            if response.ended:  # the stream had ended: nothing is part of the answer now
+            if response.ended:  # the stream had ended: nothing more is part of the answer
                 self._after_end(payload)
+                continue
             if payload == b"[DONE]":
                 response.ended = True
                 continue
