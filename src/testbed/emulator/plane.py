@@ -24,6 +24,7 @@ from testbed.emulator.controllers.deployments import DeploymentController
 from testbed.emulator.controllers.jobs import JobController
 from testbed.emulator.controllers.podgroups import PodGroupController
 from testbed.emulator.controllers.replicasets import ReplicaSetController
+from testbed.emulator.controllers.statefulsets import StatefulSetController
 from testbed.emulator.kubelet.container import KubeletSettings
 from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.kubelet.kubelet import Kubelet
@@ -91,6 +92,7 @@ class ControlPlane:
             DeploymentController(store),
             ReplicaSetController(store),
             DaemonSetController(store),
+            StatefulSetController(store),
             JobController(store),
             PodGroupController(store),
         )

@@ -105,6 +105,12 @@ def _replicaset(obj: Obj) -> list[Any]:
     ]
 
 
+def _statefulset(obj: Obj) -> list[Any]:
+    status = obj.get("status") or {}
+    ready = f"{status.get('readyReplicas', 0)}/{(obj.get('spec') or {}).get('replicas', 1)}"
+    return [obj["metadata"]["name"], ready, _age(obj), *_images(obj)[:2]]
+
+
 def _daemonset(obj: Obj) -> list[Any]:
     status = obj.get("status") or {}
     selector = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector")
@@ -264,6 +270,10 @@ PRINTERS: dict[str, Printer] = {
             wide=("Containers", "Images", "Selector"),
         ),
         _daemonset,
+    ),
+    "statefulsets.apps": (
+        _cols("Name", "Ready", "Age", wide=("Containers", "Images")),
+        _statefulset,
     ),
     "jobs.batch": (
         _cols(

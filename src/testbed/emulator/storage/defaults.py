@@ -127,6 +127,27 @@ def _deployment(obj: dict[str, Any]) -> Errors:
     return _workload(obj)
 
 
+def _statefulset(obj: dict[str, Any]) -> Errors:
+    """The defaults ``SetDefaults_StatefulSet`` writes, and its two enums checked."""
+    spec = obj.setdefault("spec", {})
+    policy = spec.setdefault("podManagementPolicy", "OrderedReady")
+    if policy not in ("OrderedReady", "Parallel"):
+        return [("spec.podManagementPolicy", f'Unsupported value: "{policy}": supported'
+                 ' values: "OrderedReady", "Parallel"')]  # fmt: skip
+    strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
+    if strategy.setdefault("type", "RollingUpdate") == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    elif strategy["type"] != "OnDelete":
+        return [("spec.updateStrategy.type", f'Unsupported value: "{strategy["type"]}":'
+                 ' supported values: "OnDelete", "RollingUpdate"')]  # fmt: skip
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault(
+        "persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    )
+    obj["status"] = {"replicas": 0, "availableReplicas": 0}
+    return _workload(obj)
+
+
 DAEMONSET_COUNTS = (
     "currentNumberScheduled",
     "numberMisscheduled",
@@ -290,6 +311,7 @@ PREPARE: dict[str, Callable[[dict[str, Any]], Errors]] = {
     "deployments.apps": _deployment,
     "replicasets.apps": _workload,
     "daemonsets.apps": _daemonset,
+    "statefulsets.apps": _statefulset,
     "jobs.batch": _job,
     "services": _service,
     "secrets": _secret,
@@ -310,7 +332,8 @@ def prepare_create(key: str, obj: dict[str, Any]) -> Errors:
 def validate_update(key: str, obj: dict[str, Any]) -> Errors:
     """Checks an update must pass (the template of a workload must still match, a
     ConfigMap's or a Secret's data must still fit)."""
-    if key in ("deployments.apps", "replicasets.apps", "daemonsets.apps", "jobs.batch"):
+    if key in ("deployments.apps", "replicasets.apps", "daemonsets.apps", "statefulsets.apps",
+               "jobs.batch"):  # fmt: skip
         return _selects_template(obj)
     if key == "configmaps":
         return _configmap_size(obj)

@@ -121,6 +121,16 @@ BUILTIN: tuple[ResourceType, ...] = (
         categories=("all",),
         subresources=("status",),
     ),
+    ResourceType(
+        "apps",
+        "v1",
+        "StatefulSet",
+        "statefulsets",
+        True,
+        short_names=("sts",),
+        categories=("all",),
+        subresources=("status", "scale"),
+    ),
     ResourceType("batch", "v1", "Job", "jobs", True, categories=("all",), subresources=("status",)),
     ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True),
     ResourceType(
