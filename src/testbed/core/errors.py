@@ -39,10 +39,20 @@ class InfrastructureError(TestbedError):
     """Something testbed depends on failed: a server did not start, a pod was evicted."""
 
     exit_code = EXIT_INFRA
+    #: Whether trying again (``execution.retries``, fresh workers) may end otherwise.
+    retryable = True
 
 
 class ServerStartError(InfrastructureError):
     """A server process or pod never became ready."""
+
+
+class ServerRefused(ServerStartError):
+    """A server refused what it was given and exited before it was ready (its exit code 2:
+    a bad flag, a folder that is no model). The same start fails the same way again, so
+    it is not retried."""
+
+    retryable = False
 
 
 class ServerCrashed(InfrastructureError):

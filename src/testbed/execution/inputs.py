@@ -108,7 +108,7 @@ def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
 def _check_local_models(loaded: LoadedCampaign) -> None:
     if not loaded.campaign.backend.servers_here:
         return
-    from testbed.servers.models import parse_source
+    from testbed.servers.models import folder_problem, parse_source
 
     for i, deployment in enumerate(loaded.campaign.deployments):
         if not (kind_of(deployment).local and kind_of(deployment).weights):
@@ -126,6 +126,8 @@ def _check_local_models(loaded: LoadedCampaign) -> None:
             )
         elif source.kind == "local" and not Path(source.value).is_dir():
             problem = f"no model folder {source.value} — check the path"
+        elif source.kind == "local":  # what the server would find only after a minute's start
+            problem = folder_problem(Path(source.value)) or ""
         if problem:
             raise CampaignError(f"{_where(loaded, at)}: deployments[{i}].model: {problem}")
 

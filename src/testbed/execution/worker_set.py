@@ -82,10 +82,13 @@ class WorkerSetRunner:
                     await self._serve(remaining, handles, budget)
             except InfrastructureError as exc:  # the workers did not start
                 budget.spend(str(exc))
-                if budget.failures > self.retries:
+                if budget.failures > self.retries or not exc.retryable:
                     verdict = budget.told(Verdict(status=Status.ERROR, reason=str(exc)))
                     self._give_up(remaining, verdict)
                     return
+                for worker_id in worker_set.workers:  # said, never silent
+                    cause = str(exc).split("\n", 1)[0][:300]
+                    self.observer.worker(worker_id, f"did not start, retrying: {cause}")
 
     def _give_up(self, treatments: list[Treatment], verdict: Verdict) -> None:
         """``verdict`` (an ERROR) for each of ``treatments``, with a summary on disk."""

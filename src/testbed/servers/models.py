@@ -255,6 +255,31 @@ def parse_source(text: str) -> ModelSource:
     return ModelSource("hub", text)
 
 
+#: Files that hold a model folder's weights: whole, sharded, or the index of the shards.
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.index.json")
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be a model a server loads (None when it can be): a model folder
+    (what ``save_pretrained`` writes) has a config.json and its weights beside it."""
+    config = folder / "config.json"
+    if not config.is_file():
+        return f"{folder} has no config.json: not a model folder (give the folder that holds it)"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"{config} cannot be read as JSON ({exc})"
+    if not isinstance(data, dict):
+        return f"{config} is not a JSON object"
+    if not any(next(folder.glob(pattern), None) for pattern in WEIGHT_FILES):
+        named = ", ".join(str(a) for a in data.get("architectures") or []) or "a model"
+        return (
+            f"{folder} holds the config of {named} but no weights (no *.safetensors,"
+            " *.bin or shard index) — copy the weights beside config.json"
+        )
+    return None
+
+
 def resolve_model(
     text: str,
     *,

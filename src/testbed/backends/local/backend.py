@@ -30,7 +30,7 @@ from testbed.config.backend_settings import BackendSettings, LocalSettings
 from testbed.config.deployments import AnyDeployment, ServerDeployment, worker_gpus
 from testbed.config.server_kinds import kind_of
 from testbed.core import processes
-from testbed.core.errors import InputError, ServerStartError
+from testbed.core.errors import EXIT_INPUT, InputError, ServerRefused, ServerStartError
 from testbed.results.rundir import PID_DIR
 from testbed.servers.adapters import adapter_for
 from testbed.servers.adapters.base import own_env
@@ -208,7 +208,9 @@ class LocalBackend(Backend):
                 HOST, port, adapter.readiness_path, deployment.startup_timeout_s, exited
             )
             if problem:
-                raise ServerStartError(
+                # exit code 2 is the server's "bad input" (testbed's own servers, argparse)
+                refused = exited.done() and exited.result() == EXIT_INPUT
+                raise (ServerRefused if refused else ServerStartError)(
                     f"{deployment.name} ({deployment.server}) {problem}"
                     f"{_because(server)}; log {server.log_path}:\n{server.log_tail()}"
                 )

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from testbed.core.errors import ServerStartError
 from testbed.servers.reference.invariance import (
     PaddedLinear,
     Shape,
@@ -182,6 +183,16 @@ class LoadedModel:
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def from_folder(loader: Any, folder: Path, **kwargs: Any) -> Any:
+    """``loader.from_pretrained(folder)``; what transformers cannot use in the folder (a
+    checkpoint it cannot read, no tokenizer it can build: its OSError and ValueError) is a
+    :class:`ServerStartError` in its own words, never "a bug in testbed"."""
+    try:
+        return loader.from_pretrained(str(folder), **kwargs)
+    except (OSError, ValueError) as exc:
+        raise ServerStartError(f"transformers cannot load {folder}: {exc}") from exc
+
+
 def load_model(
     folder: Path,
     *,
@@ -204,9 +215,9 @@ def load_model(
         # (Python-bound) imports and loading go on here.
         threads = torch.get_num_threads()
         calibrating = pool.submit(row_multiple_for, guessed, max_batch, torch_dtype, store, threads)
-        tokenizer = AutoTokenizer.from_pretrained(str(folder))
-        model = AutoModelForCausalLM.from_pretrained(
-            str(folder), dtype=torch_dtype, attn_implementation=ATTENTION
+        tokenizer = from_folder(AutoTokenizer, folder)
+        model = from_folder(
+            AutoModelForCausalLM, folder, dtype=torch_dtype, attn_implementation=ATTENTION
         )
         row_multiple = calibrating.result()
     model.eval()  # type: ignore[no-untyped-call]

@@ -86,8 +86,10 @@ def load_seq2seq(folder: Path, *, name: str, torch_dtype: torch.dtype) -> Seq2Se
     """Load an encoder-decoder folder (threads must be set before)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    model = AutoModelForSeq2SeqLM.from_pretrained(str(folder), dtype=torch_dtype)
+    from testbed.servers.reference.model import from_folder
+
+    tokenizer = from_folder(AutoTokenizer, folder)
+    model = from_folder(AutoModelForSeq2SeqLM, folder, dtype=torch_dtype)
     model.eval()
     config = model.config
     eos = config.eos_token_id

@@ -15,7 +15,8 @@ from typing import Any, Literal, Protocol
 
 import torch
 
-from testbed.core.errors import ServerStartError
+from testbed.core.errors import InputError, ServerStartError
+from testbed.servers.models import folder_problem
 
 ModelKind = Literal["causal", "seq2seq"]
 
@@ -72,15 +73,17 @@ def model_kind(folder: Path) -> ModelKind:
         MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
     )
-    # The architecture decides first: BART has both heads, and its folder says which it is.
+    # The architecture decides: BART has both heads, and its folder says which it is. A
+    # folder that names only others (BertModel: an encoder, no LM head) is not served, though
+    # its model type has a causal head in transformers. Without one, the model type decides.
     for architecture in architectures:
         if architecture in seq2seq.values():
             return "seq2seq"
         if architecture in causal.values():
             return "causal"
-    if model_type in seq2seq:
+    if not architectures and model_type in seq2seq:
         return "seq2seq"
-    if model_type in causal:
+    if not architectures and model_type in causal:
         return "causal"
     named = ", ".join(architectures) or "none named"
     raise ServerStartError(
@@ -94,10 +97,19 @@ def model_kind(folder: Path) -> ModelKind:
 def load_served(
     folder: Path, *, name: str, dtype: str, max_batch: int, store: Path | None
 ) -> ServedModel:
-    """Load ``folder`` as the kind of model it holds (threads must be set before)."""
+    """Load ``folder`` as the kind of model it holds (threads must be set before).
+
+    An architecture it cannot serve is a :class:`ServerStartError` (exit 3, naming it); a
+    folder without its weights is the user's mistake (:class:`InputError`, exit 2); files
+    transformers cannot load are named in its own words (exit 3) — never "a bug in
+    testbed"."""
     from testbed.servers.reference.model import DTYPES, load_model
 
-    if model_kind(folder) == "seq2seq":
+    kind = model_kind(folder)  # first: an architecture it cannot serve needs no weights
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise InputError(f"the hf reference server cannot load the model: {problem}")
+    if kind == "seq2seq":
         from testbed.servers.reference.seq2seq import load_seq2seq
 
         torch_dtype = DTYPES["float32" if dtype == "auto" else dtype]
