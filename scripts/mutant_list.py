@@ -86,8 +86,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "owners[other] = (entry, owned)",
            SSA_TESTS, "force leaves the field owned by its former managers too"),
     Mutant("ssa-keyed-item-by-fields", MANAGED,
-           "return sorted(gone - inside, key=len, reverse=True)",
-           "return sorted(gone, key=len, reverse=True)",
+           'return sorted(gone, key=lambda p: (-len(p), p[-1] != "."))',
+           'return sorted(gone, key=lambda p: (-len(p), p[-1] == "."))',
            SSA_TESTS, "a dropped container leaves an empty {} in the list"),
     # -- stack journal, removal, ownership -----------------------------------------------
     Mutant("stack-remove-unlabelled", JOURNAL,

@@ -359,12 +359,10 @@ def apply_config(
 
 
 def _removals(gone: set[Path]) -> list[Path]:
-    """The paths to remove, deepest first; a keyed list's item that goes as a whole takes its
-    fields with it (removing them one by one would take its key first, and the item, no
-    longer found by it, would stay behind as an empty object)."""
-    items = {p[:-1] for p in gone if p[-1] == "."}
-    inside = {p for p in gone if p[-1] != "." and any(p[:n] in items for n in range(1, len(p)))}
-    return sorted(gone - inside, key=len, reverse=True)
+    """The paths to remove, deepest first, and at one depth a keyed list's item before its
+    fields: removing its key field first would leave the item behind, no longer found by
+    its key, as an empty object (a set's order changes from one process to the next)."""
+    return sorted(gone, key=lambda p: (-len(p), p[-1] != "."))
 
 
 def _without_managed(obj: Obj) -> Obj:
