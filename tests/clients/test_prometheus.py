@@ -50,6 +50,8 @@ def test_vllm_names_summed_over_label_sets() -> None:
         "kv_cache_usage": 0.25,
         "prompt_tokens": 1280.0,
         "generation_tokens": 640.0,
+        "prefix_cache_queries": None,  # this page has no prefix cache counters
+        "prefix_cache_hits": None,
     }
 
 
@@ -84,12 +86,15 @@ def test_testbed_servers_expose_the_names_read() -> None:
 
     sim = SimMetrics("m")
     sim.running, sim.waiting, sim.prompt_tokens, sim.generation_tokens = 2, 1, 30, 12
+    sim.prefix_cache_queries, sim.prefix_cache_hits = 30, 16
     assert parse(sim.render()) == {
         "running": 2.0,
         "waiting": 1.0,
         "kv_cache_usage": 0.0,  # no KV cache attached: nothing in use
         "prompt_tokens": 30.0,
         "generation_tokens": 12.0,
+        "prefix_cache_queries": 30.0,
+        "prefix_cache_hits": 16.0,
     }
     ref = EngineMetrics("m", running=3, prompt_tokens=40, kv_tokens=96, kv_capacity=384)
     values = parse(ref.render())

@@ -12,6 +12,12 @@ differently; :data:`SOURCES` maps every known name onto one of the :data:`FIELDS
   ``tgi_request_input_length`` histogram;
 - ``generation_tokens`` (a counter): ``vllm:generation_tokens_total``; TGI/TGIS the sum of
   the ``tgi_request_generated_tokens`` histogram.
+- ``prefix_cache_queries`` / ``prefix_cache_hits`` (counters, in prompt tokens looked up /
+  found in the prefix cache): ``vllm:prefix_cache_queries_total`` /
+  ``vllm:prefix_cache_hits_total`` (vLLM 0.8's V1: ``vllm:gpu_prefix_cache_…``); TGI has none.
+
+A page may also say what a stand-in does not play (:func:`not_played`: the ``flags`` label of
+``testbed_sim:not_played_info``, which the emulator's vLLM stand-in sets).
 
 testbed's simulator and reference server use vLLM's names.
 
@@ -25,7 +31,15 @@ from __future__ import annotations
 from testbed.clients.http import ConnectionPool, StatusSink
 
 #: The server-neutral fields a scrape yields (None when the server exposes no such metric).
-FIELDS = ("running", "waiting", "kv_cache_usage", "prompt_tokens", "generation_tokens")
+FIELDS = (
+    "running",
+    "waiting",
+    "kv_cache_usage",
+    "prompt_tokens",
+    "generation_tokens",
+    "prefix_cache_queries",
+    "prefix_cache_hits",
+)
 
 #: Sample name → field, first match wins within a field (the order of the tuples).
 SOURCES: dict[str, tuple[str, ...]] = {
@@ -34,10 +48,16 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     "prompt_tokens": ("vllm:prompt_tokens_total", "tgi_request_input_length_sum"),
     "generation_tokens": ("vllm:generation_tokens_total", "tgi_request_generated_tokens_sum"),
+    "prefix_cache_queries": (
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+    ),
+    "prefix_cache_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
 }
 _WANTED = {name for names in SOURCES.values() for name in names}
 #: The fields that are counters (only differences between two scrapes mean anything).
-COUNTERS = ("prompt_tokens", "generation_tokens")
+COUNTERS = ("prompt_tokens", "generation_tokens", "prefix_cache_queries", "prefix_cache_hits")
+NOT_PLAYED = "testbed_sim:not_played_info"
 
 
 class MetricsError(Exception):
@@ -75,6 +95,21 @@ def parse(text: str) -> dict[str, float | None]:
     return out
 
 
+def not_played(text: str) -> str | None:
+    """The flags a stand-in says it does not play (the label of :data:`NOT_PLAYED`), or None."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    lines = [line for line in text.splitlines() if line.startswith(NOT_PLAYED + "{")]
+    if not lines:
+        return None
+    try:
+        families = list(text_string_to_metric_families("\n".join(lines) + "\n"))
+    except ValueError as exc:
+        raise MetricsError(f"not the Prometheus text format: {exc}") from exc
+    flags = [s.labels.get("flags", "") for f in families for s in f.samples]
+    return "; ".join(f for f in flags if f) or None
+
+
 class _TextSink(StatusSink):
     """Collects one whole response body, and why it was cut if it was."""
 
@@ -93,13 +128,14 @@ class _TextSink(StatusSink):
 
 async def scrape(
     pool: ConnectionPool, path: str, timeout_s: float = 5.0
-) -> dict[str, float | None]:
-    """GET ``path`` and :func:`parse` it; raises :class:`MetricsError` on a non-2xx answer
-    (connection failures raise the client's ``HttpClientError``)."""
+) -> tuple[dict[str, float | None], str | None]:
+    """GET ``path``: its :func:`parse` and its :func:`not_played`; raises :class:`MetricsError`
+    on a non-2xx answer (connection failures raise the client's ``HttpClientError``)."""
     sink = _TextSink()
     await pool.send(pool.encode("GET", path), sink, timeout_s)
     if not 200 <= sink.status < 300:
         raise MetricsError(f"GET {path} answered HTTP {sink.status}")
     if sink.cut is not None:  # a part of the counters would read as their values
         raise MetricsError(f"GET {path}: the body was cut short ({sink.cut})")
-    return parse(b"".join(sink.parts).decode("utf-8", "replace"))
+    text = b"".join(sink.parts).decode("utf-8", "replace")
+    return parse(text), not_played(text)

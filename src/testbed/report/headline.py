@@ -46,12 +46,13 @@ def section(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> 
     if not lines:
         return ""
     heads = ["treatment", "verdict", "stage", "req/s", "output tok/s", "goodput req/s"]
-    heads += [name for name, *_ in LATENCIES] + ["errors"]
+    heads += [name for name, *_ in LATENCIES] + ["errors", "prefix cache hits"]
     header = "".join(f"<th>{e(h)}</th>" for h in heads)
     return (
         '<table class="headline"><tr>' + header + "</tr>" + "".join(lines) + "</table>"
         '<p class="muted">latencies in ms over each steady-state window; goodput: requests'
-        " per second meeting every SLO (– without SLOs)</p>"
+        " per second meeting every SLO (– without SLOs); prefix cache hits: % of prompt tokens"
+        " the servers found in their prefix caches (their own counters, all pods)</p>"
     )
 
 
@@ -75,4 +76,7 @@ def _row(row: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     errors, total = requests.get("errors"), requests.get("total")
     flag = ' class="num flag"' if errors else ' class="num"'
     cells.append(f"<td{flag}>{e(errors)}/{e(total)}</td>")
+    # the server's own count (its prefix-cache counters, every pod summed): what routing won
+    rate = (summary.get("server_metrics") or {}).get("prefix_cache_hit_rate")
+    cells.append(_cell(rate * 100 if isinstance(rate, int | float) else None, 1, "no counters"))
     return "<tr>" + "".join(cells) + "</tr>"

@@ -35,6 +35,13 @@ def _gauge(part: Mapping[str, Any] | None, scale: float = 1.0) -> str:
     return f"{_num(part['mean'] * scale)} / {_num(part['max'] * scale)}"
 
 
+def _hits(cache: Mapping[str, Any] | None) -> str:
+    if not cache or cache.get("hit_rate") is None:
+        return "–"
+    rate = _num(cache["hit_rate"], "{:.1%}")
+    return f"{rate} ({_num(cache['hits'], '{:.0f}')} / {_num(cache['queries'], '{:.0f}')})"
+
+
 def table(summary: Mapping[str, Any]) -> str:
     """Per deployment: gauges (window mean / max) and token counts, server beside client."""
     rows = []
@@ -49,13 +56,15 @@ def table(summary: Mapping[str, Any]) -> str:
             f" / {_num(client.get('prompt_tokens'), '{:.0f}')}</td>"
             f"<td class='num'>{_num(part.get('generation_tokens'), '{:.0f}')}"
             f" / {_num(client.get('output_tokens'), '{:.0f}')}</td>"
-            f"<td class='num'>{_num(part.get('generation_tokens_per_s'), '{:.1f}')}</td></tr>"
+            f"<td class='num'>{_num(part.get('generation_tokens_per_s'), '{:.1f}')}</td>"
+            f"<td class='num'>{_hits(part.get('prefix_cache'))}</td></tr>"
         )
     head = (
         "<tr><th>deployment</th><th>samples</th><th>running (mean / max)</th>"
         "<th>waiting (mean / max)</th><th>KV cache % (mean / max)</th>"
         "<th>prompt tokens (server / client)</th><th>output tokens (server / client)</th>"
-        "<th>server output tokens/s</th></tr>"
+        "<th>server output tokens/s</th><th>prefix cache hits (tokens found / looked up)</th>"
+        "</tr>"
     )
     return f"<table>{head}{''.join(rows)}</table>" if rows else ""
 

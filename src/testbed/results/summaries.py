@@ -57,7 +57,16 @@ _NOT_METRICS = frozenset(
 _NEUTRAL_NAMES = ("_p", "p_value", "p_meets", "p_violates", "confidence", "min_samples", "n_")
 _LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 _STATS = {**{name: float(q) for name, q in metrics.PERCENTILES.items()}}
-_HIGHER_WORDS = ("accuracy", "pass_rate", "agreement", "similarity", "score", "passed", "match")
+_HIGHER_WORDS = (
+    "hit_rate",
+    "accuracy",
+    "pass_rate",
+    "agreement",
+    "similarity",
+    "score",
+    "passed",
+    "match",
+)
 _LOWER_WORDS = ("fail", "error", "mismatch", "diverg", "latency", "_ms")
 
 

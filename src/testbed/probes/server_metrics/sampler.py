@@ -11,8 +11,11 @@ them a moment after the response is out), at most :data:`SETTLE_TRIES` times.
 Each sample is one JSON line, appended and flushed as it is taken::
 
     {"deployment", "phase": start|during|final, "sent_ns", "t_ns", "pods", "running",
-     "waiting", "kv_cache_usage", "prompt_tokens", "generation_tokens", "error",
-     "sampler_cpu_s"}
+     "waiting", "kv_cache_usage", "prompt_tokens", "generation_tokens",
+     "prefix_cache_queries", "prefix_cache_hits", "error", "sampler_cpu_s"}
+
+and ``not_played`` (a list of pod: flags) when a pod is a stand-in that says it does not play
+some of its flags (``testbed_sim:not_played_info``).
 
 A target may name several base URLs: the pods of one deployment, each a process counting
 only its own requests. They are scraped together and the sample is the deployment's whole:
@@ -80,10 +83,11 @@ class Sampler:
         urls = target["base_urls"]
         errors = [
             f"pod {n + 1} of {len(urls)} ({url}): {e}" if len(urls) > 1 else e
-            for n, (url, (_, e)) in enumerate(zip(urls, found, strict=True))
+            for n, (url, (_, _, e)) in enumerate(zip(urls, found, strict=True))
             if e is not None
         ]
-        values = merge([v for v, _ in found]) if not errors else dict.fromkeys(FIELDS)
+        values = merge([v for v, _, _ in found]) if not errors else dict.fromkeys(FIELDS)
+        said = [f"pod {n + 1}: {flags}" for n, (_, flags, _) in enumerate(found) if flags]
         return {
             "deployment": target["name"],
             "phase": phase,
@@ -93,18 +97,20 @@ class Sampler:
             **values,
             "error": "; ".join(errors) or None,
             "sampler_cpu_s": round(time.process_time(), 6),
+            **({"not_played": said} if said else {}),
         }
 
     async def _scrape(
         self, pool: ConnectionPool, path: str
-    ) -> tuple[dict[str, float | None], str | None]:
-        """One pod's values, or why there are none."""
+    ) -> tuple[dict[str, float | None], str | None, str | None]:
+        """One pod's values, the flags it says it does not play, or why there are none."""
         try:
-            return await scrape(pool, path, self.timeout_s), None
+            values, flags = await scrape(pool, path, self.timeout_s)
+            return values, flags, None
         except (HttpClientError, MetricsError, OSError) as exc:
-            return dict.fromkeys(FIELDS), str(exc) or type(exc).__name__
+            return dict.fromkeys(FIELDS), None, str(exc) or type(exc).__name__
         except TimeoutError:
-            return dict.fromkeys(FIELDS), f"no answer within {self.timeout_s:g} s"
+            return dict.fromkeys(FIELDS), None, f"no answer within {self.timeout_s:g} s"
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sample on a fixed grid from now until ``stop``, then settle."""

@@ -8,6 +8,10 @@ Pure functions, computed once the probe is over. Per deployment:
   probe = last final sample − the start sample taken before the first request (None when
   the server does not expose it, or when it went down: a restart resets counters);
   ``generation_tokens_per_s`` = the counter's increase across the window / its span;
+- ``prefix_cache``: the prompt tokens the server looked up in its prefix cache
+  (``queries``) and found there (``hits``) over the whole probe, summed over the
+  deployment's pods, and ``hit_rate`` = hits / queries (None without such counters, or
+  without a query); ``prefix_cache_hit_rate`` at the top is the same over every deployment;
 - the client's counts of the same requests (those that reached the server), and for each
   counter the relative difference ``|server − client| / client``, flagged above
   ``token_mismatch_threshold``.
@@ -93,6 +97,7 @@ def summarise(
         part = _deployment(mine, client, settings.token_mismatch_threshold, window)
         deployments[name] = part
         flagged += [f"{name}: {m['message']}" for m in part["mismatch"] if m["flagged"]]
+    problems = [*problems, *_not_played(samples)]
     # The first sample's CPU time includes the sampler's start (imports); the rest is scraping.
     cpu = [float(s.get("sampler_cpu_s") or 0.0) for s in samples]
     scraping = (max(cpu) - min(cpu)) if cpu else 0.0
@@ -107,6 +112,9 @@ def summarise(
             "cpu_ms_per_scrape": round(scraping * 1e3 / later, 3) if later > 0 else None,
         },
         "deployments": deployments,
+        "prefix_cache_hit_rate": _hit_rate(
+            [d["prefix_cache"] for d in deployments.values() if d["prefix_cache"]]
+        ),
         "flagged": flagged,
         "problems": list(problems),
     }
@@ -136,6 +144,17 @@ def _deployment(
     out["prompt_tokens"] = _increase(samples, "prompt_tokens")
     out["generation_tokens"] = _increase(samples, "generation_tokens")
     out["generation_tokens_per_s"] = _rate(ok, "generation_tokens", window)
+    queries = _increase(samples, "prefix_cache_queries")
+    hits = _increase(samples, "prefix_cache_hits")
+    out["prefix_cache"] = (
+        {
+            "queries": queries,
+            "hits": hits,
+            "hit_rate": _hit_rate([{"queries": queries, "hits": hits}]),
+        }
+        if queries is not None and hits is not None
+        else None
+    )
     out["client"] = {
         "output_tokens": client.output,
         "prompt_tokens": client.prompt,
@@ -163,6 +182,21 @@ def _increase(samples: Sequence[Mapping[str, Any]], field: str) -> float | None:
     if any(b < a for a, b in itertools.pairwise(values)):
         return None  # a counter went back: the server restarted in between
     return float(final[-1][field]) - float(start[field])
+
+
+def _hit_rate(parts: Sequence[Mapping[str, Any]]) -> float | None:
+    """Hits / queries summed over ``parts`` (None without a query)."""
+    queries = sum(float(p["queries"]) for p in parts)
+    return sum(float(p["hits"]) for p in parts) / queries if queries > 0 else None
+
+
+def _not_played(samples: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What stand-ins said they do not play, once per deployment and pod."""
+    said: dict[str, None] = {}
+    for sample in samples:
+        for flags in sample.get("not_played") or []:
+            said[f"{sample['deployment']}: {flags} — the stand-in does not play these"] = None
+    return list(said)
 
 
 def _rate(
@@ -209,7 +243,10 @@ def headline(part: Mapping[str, Any]) -> list[str]:
             if d.get(gauge)
         )
         tokens = "; ".join(m["message"] for m in d.get("mismatch") or []) or "no token counts"
-        lines.append(f"server metrics {name}: {gauges or 'no gauges'}; {tokens}")
+        cache = d.get("prefix_cache") or {}
+        rate = cache.get("hit_rate")
+        hits = f"; prefix cache hit rate {rate:.1%}" if rate is not None else ""
+        lines.append(f"server metrics {name}: {gauges or 'no gauges'}; {tokens}{hits}")
     threshold = float(part.get("token_mismatch_threshold") or 0.0)
     lines += [f"MISMATCH beyond {threshold:.1%}: {flag}" for flag in part.get("flagged") or []]
     lines += [f"server metrics: {problem}" for problem in part.get("problems") or []]
