@@ -327,7 +327,7 @@ def _served(kube: Kube, crd: StackObject) -> bool:
     if not versions or not kind:
         return False
     try:
-        kube.info(f"{spec.get('group')}/{versions[0]}", str(kind))
+        kube.info(f"{spec.get('group')}/{versions[0]}", str(kind), fresh=True)
     except (InputError, ClusterError):
         return False
     return True

@@ -97,12 +97,13 @@ class Kube:
         self.api.close()
 
     # -- kinds ---------------------------------------------------------------------------
-    def info(self, api_version: str, kind: str) -> KindInfo:
+    def info(self, api_version: str, kind: str, *, fresh: bool = False) -> KindInfo:
         """The resource serving ``kind`` at ``api_version``, by discovery; InputError when
-        the cluster serves none."""
+        the cluster serves none. An answer is kept for the connection's life; ``fresh`` asks
+        discovery again (a CRD another worker removed is no longer served)."""
         key = (api_version, kind)
         with self._lock:
-            found = self._found.get(key)
+            found = None if fresh else self._found.get(key)
         if found is not None:
             return found
         group, _, version = api_version.rpartition("/")
