@@ -86,8 +86,9 @@ def tcp_connector(host: str, port: int, tls: ssl.SSLContext | None = None) -> Co
 
 
 def with_header(payload: bytes, name: bytes, value: bytes) -> bytes:
-    """An encoded request with one more header, after its request line (a slice and a join:
-    a request's own id costs well under a microsecond on the load generator's loop)."""
+    """An encoded request with one more header, after its request line: a slice and a join
+    (4.5 µs per request measured with timeit at load average 11 on 2 cores, against
+    0.3–1.2 ms of the load generator's CPU per request in bench/load_cost.py)."""
     end = payload.index(b"\r\n") + 2
     return b"".join((payload[:end], name, b": ", value, b"\r\n", payload[end:]))
 
