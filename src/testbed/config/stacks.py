@@ -25,12 +25,22 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
+#: Kinds whose readiness testbed reads from what they publish, as ``kubectl rollout status``
+#: does (``backends/kubernetes/rollout.py``): a ``ready`` entry for them needs no condition.
+ROLLOUT_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Pod", "LeaderWorkerSet")
+
+
 class ReadyCondition(_Strict):
-    """One condition of one object of the stack that must be True before probes start."""
+    """One object of the stack that must be ready before probes start: by a named condition,
+    or (no condition) by what its kind publishes."""
 
     kind: str = Field(description="the object's kind (Deployment, Gateway, InferenceService …)")
     name: str = Field(description="the object's metadata.name, as rendered")
-    condition: str = Field(description="status.conditions[].type that must become True")
+    condition: str | None = Field(
+        None,
+        description="status.conditions[].type that must become True; omitted: ready as its"
+        f" kind says ({', '.join(ROLLOUT_KINDS)}: as kubectl rollout status reads them)",
+    )
     timeout_s: float | None = Field(
         None, gt=0, description="seconds to wait (default: the deployment's startup_timeout_s)"
     )
@@ -40,6 +50,17 @@ class ReadyCondition(_Strict):
         " (wait); default: error, except reasons that mean 'still starting' (Pending,"
         " MinimumReplicasUnavailable) and the conditions of built-in workloads",
     )
+
+    @model_validator(mode="after")
+    def _known_or_named(self) -> ReadyCondition:
+        if self.condition is None and self.kind not in ROLLOUT_KINDS:
+            raise located(
+                f"{self.kind} publishes no readiness testbed knows without a condition — name"
+                " the status condition to wait for (e.g. condition: Ready), or wait for one of"
+                f" {', '.join(ROLLOUT_KINDS)}",
+                "condition",
+            )
+        return self
 
 
 class _Endpoint(_Strict):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from testbed.emulator.controllers import leaderworkersets
 from testbed.emulator.controllers.daemonsets import DaemonSetController
 from testbed.emulator.controllers.deployments import DeploymentController
 from testbed.emulator.controllers.jobs import JobController
@@ -95,6 +96,8 @@ class ControlPlane:
             StatefulSetController(store),
             JobController(store),
             PodGroupController(store),
+            # LWS is no built-in, but llm-d's clusters have it: served as if installed
+            leaderworkersets.install(store),
         )
         if settings.datashim:
             self.controllers += (datashim.install(store),)

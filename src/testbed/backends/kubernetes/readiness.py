@@ -135,11 +135,11 @@ def explain(
         limit = (containers[0].get("resources") or {}).get("limits", {}).get("memory")
         text += f" (limit {limit})"
     if state.reason in ("CrashLoopBackOff", "OOMKilled", "Error") or state.container:
-        text += _log_evidence(kube, namespace, pod, state.container or "server")
+        text += log_evidence(kube, namespace, pod, state.container or "server")
     return text
 
 
-def _log_evidence(kube: Kube, namespace: str, pod: Mapping[str, Any], container: str) -> str:
+def log_evidence(kube: Kube, namespace: str, pod: Mapping[str, Any], container: str) -> str:
     """``; last N log lines of C:`` and the lines, or the fact that there were none."""
     log = _log_tail(kube, namespace, pod, container)
     if log is None:
@@ -198,7 +198,7 @@ async def watch_death(
                 reason = f"pod {pod_name} was deleted while serving"
             elif state.state == "failed" or restarts(seen) > base:
                 why = await asyncio.to_thread(
-                    _log_evidence, kube, namespace, seen, state.container or "server"
+                    log_evidence, kube, namespace, seen, state.container or "server"
                 )
                 reason = f"pod {pod_name} {_ended(seen, state)} while serving{why}"
             if reason and not handle.died.done():

@@ -32,7 +32,7 @@ import yaml
 
 from testbed.backends.base import Handle
 from testbed.backends.endpoints import stack_endpoint
-from testbed.backends.kubernetes import conditions
+from testbed.backends.kubernetes import conditions, rollout, stack_pods
 from testbed.backends.kubernetes.names import (
     RUN,
     WORKER,
@@ -133,7 +133,7 @@ class Stacks:
                         watching.cancel()
                         await asyncio.gather(watching, return_exceptions=True)
             finally:
-                await asyncio.shield(worker.remove())
+                await asyncio.shield(worker.remove(work_dir))
 
 
 class _Worker:
@@ -253,20 +253,18 @@ class _Worker:
                 (o, i) for o, i in placed if o.kind == entry.kind and o.name == entry.name
             )
             namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
-
-            def check(obj: Mapping[str, Any], at: ReadyCondition = entry) -> conditions.Reading:
-                return conditions.read(obj, at.kind, at.condition, at.on_false)
-
-            what = f"{entry.kind}/{entry.name} to be {entry.condition}"
+            check, what = rollout.check_for(entry)
             timeout = entry.timeout_s or deployment.startup_timeout_s
             waits.append(
                 watch_until(self.kube, info, namespace if info.namespaced else None,
-                            entry.name, selector, check, timeout, what)
+                            entry.name, selector, check, timeout, what, self.namespace)
             )  # fmt: skip
         try:
             async with asyncio.TaskGroup() as group:
-                for wait in waits:
-                    group.create_task(wait)
+                # a pod that will not start ends the wait at once, in its own words
+                pods = group.create_task(stack_pods.fail_fast(self.kube, self.namespace, selector))
+                await asyncio.gather(*(group.create_task(w) for w in waits))
+                pods.cancel()
         except* ServerStartError as failed:
             raise failed.exceptions[0] from None
 
@@ -303,7 +301,7 @@ class _Worker:
                     continue
                 why = "was deleted"
                 if event != "DELETED":
-                    reading = conditions.read(obj, entry.kind, entry.condition, entry.on_false)
+                    reading = rollout.check_for(entry)[0](obj)
                     if reading.state != "failed":
                         continue
                     why = f"failed: {reading.why}"
@@ -313,7 +311,13 @@ class _Worker:
         finally:
             changes.close()
 
-    async def remove(self) -> None:
+    async def remove(self, work_dir: Path | None = None) -> None:
+        """Delete what this worker made; first keep its pods' logs in ``work_dir/pods``."""
+        if work_dir is not None:
+            selector = worker_selector(self.run_id, self.worker_id)
+            await asyncio.to_thread(
+                stack_pods.keep_logs, self.kube, self.namespace, selector, work_dir
+            )
         await delete_refs(self.kube, self.run_id, self.worker_id, self.journal.refs())
         self.journal.remove()
 
@@ -342,13 +346,16 @@ async def watch_until(
     check: Any,
     timeout_s: float,
     what: str,
+    pods_in: str | None = None,
 ) -> dict[str, Any]:
     """Watch object ``name`` until ``check`` reads it ``ready`` (returned); ServerStartError
-    with the object's own conditions when it reads ``failed`` or the time runs out."""
+    with the object's own state when it reads ``failed`` or the time runs out (and, given
+    ``pods_in``, where the ``selector``'s pods of that namespace stand)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     changes = Changes(kube, info, namespace, selector)
     last: dict[str, Any] | None = None
+    reading: conditions.Reading | None = None
     try:
         while (remaining := deadline - loop.time()) > 0:
             event = await changes.next(remaining)
@@ -364,13 +371,19 @@ async def watch_until(
                 raise ServerStartError(f"waiting for {what}: {reading.why}")
     finally:
         changes.close()
-    state = conditions.describe(last) if last is not None else "it does not exist"
+    state = "it does not exist"
+    if last is not None:
+        state = f"its conditions: {conditions.describe(last)}"
+        if reading is not None and reading.why and reading.why != conditions.describe(last):
+            state = f"{reading.why}; {state}"  # what its kind publishes: counts, revisions
     seen = ""
     if namespace is not None:
         with contextlib.suppress(Exception):  # the events are evidence, not a requirement
             notes = await asyncio.to_thread(kube.warnings, namespace, name)
             seen = f"; the cluster's last warnings: {'; '.join(notes)}" if notes else ""
+    if pods_in is not None and selector is not None:
+        seen += await asyncio.to_thread(stack_pods.describe_pods, kube, pods_in, selector)
     raise ServerStartError(
         f"timeout: waited {timeout_s:.0f} s for {what} (ready[].timeout_s or"
-        f" startup_timeout_s); its conditions: {state}{seen}"
+        f" startup_timeout_s); {state}{seen}"
     )

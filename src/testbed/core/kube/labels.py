@@ -33,7 +33,8 @@ def pod_templates(node: Any) -> Iterator[dict[str, Any]]:
         for key, value in node.items():
             spec = value.get("spec") if isinstance(value, dict) else None
             if (
-                key == "template"
+                # LeaderWorkerSet keeps two: leaderWorkerTemplate.leaderTemplate/workerTemplate
+                (key == "template" or key.endswith("Template"))
                 and isinstance(spec, dict)
                 and isinstance(spec.get("containers"), list)
             ):
