@@ -61,6 +61,26 @@ def register(subparsers: Any) -> None:
     p.add_argument("--processes", type=int, help="load processes (default 1)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", help="model name (default: discovered at /v1/models)")
+    p.add_argument(
+        "--models",
+        metavar="NAME[=WEIGHT],...",
+        help="a traffic mix over models or LoRA adapters of the endpoint, e.g. a=3,b=1,c"
+        " (figures per model in the summary)",
+    )
+    p.add_argument(
+        "--header",
+        dest="headers",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a header sent with every request; repeatable. A secret's value as a reference:"
+        " --header 'Authorization=Bearer ${env:TOKEN}'",
+    )
+    p.add_argument(
+        "--extra-body",
+        metavar="JSON",
+        help='fields merged into every request body, e.g. \'{"temperature": 0.7, "seed": 1}\'',
+    )
     p.add_argument("--tokenizer", help="local tokenizer folder for client-side counts")
     p.add_argument("--api-key-env", help="environment variable holding the API key")
     p.add_argument(
@@ -111,6 +131,7 @@ def section(args: argparse.Namespace) -> dict[str, Any]:
             if getattr(args, flag) is not None:
                 data[flag] = getattr(args, flag)
     out["dataset"] = data
+    out.update(_shaping(args))
     sweep = {"rates": args.sweep_rates, "max_concurrency": args.sweep_max_concurrency}
     if any(v is not None for v in sweep.values()):
         out["sweep"] = {k: v for k, v in sweep.items() if v is not None}
@@ -124,6 +145,39 @@ def section(args: argparse.Namespace) -> dict[str, Any]:
     }
     if any(v is not None for v in slo.values()):
         out["slo"] = {k: v for k, v in slo.items() if v is not None}
+    return out
+
+
+def _shaping(args: argparse.Namespace) -> dict[str, Any]:
+    """``headers``, ``extra_body`` and ``models`` from their flags (checked by the model)."""
+    import json
+
+    out: dict[str, Any] = {}
+    headers: dict[str, str] = {}
+    for item in args.headers:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--header {item!r}: give NAME=VALUE, e.g. --header x-tenant=a")
+        headers[name.strip()] = value
+    if headers:
+        out["headers"] = headers
+    if args.extra_body is not None:
+        try:
+            body = json.loads(args.extra_body)
+        except ValueError as exc:
+            raise InputError(f"--extra-body: not JSON ({exc})") from None
+        if not isinstance(body, dict):
+            raise InputError("--extra-body: give a JSON object, e.g. '{\"temperature\": 0.7}'")
+        out["extra_body"] = body
+    if args.models:
+        mix = {}
+        for part in filter(None, (p.strip() for p in args.models.split(","))):
+            name, _, weight = part.partition("=")
+            try:
+                mix[name.strip()] = float(weight) if weight else 1.0
+            except ValueError:
+                raise InputError(f"--models {part!r}: a weight is a number, e.g. a=3") from None
+        out["models"] = mix
     return out
 
 

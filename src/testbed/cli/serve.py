@@ -118,6 +118,16 @@ def register(subparsers: Any) -> None:
     sim = parser.add_argument_group("simulator (KIND sim)")
     for flag, key, kind, help_text in SIM_FLAGS:
         sim.add_argument(flag, dest=_dest(key), type=kind, help=help_text)
+    sim.add_argument(
+        "--adapter",
+        dest="adapters",
+        action="append",
+        default=[],
+        metavar="NAME[:KEY=VALUE,...]",
+        help="serve NAME too (a LoRA adapter) with its own latency, e.g."
+        " a:ttft_ms=20,itl_ms=5 (keys of params.models; unset ones take the top level's);"
+        " repeatable",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -132,6 +142,7 @@ def handle(args: argparse.Namespace) -> int:
     given = [flag for flag, key, _, _ in SIM_FLAGS if getattr(args, _dest(key)) is not None]
     given += ["--params-env"] if args.params_env else []
     given += ["--default"] if args.defaults else []
+    given += ["--adapter"] if args.adapters else []
     if given and "sim" not in takes:
         raise InputError(f"{', '.join(given)} only apply to `testbed serve sim`")
     if args.threads is not None and "threads" not in takes:
@@ -150,9 +161,26 @@ def sim_params(args: argparse.Namespace) -> Any:
     flags |= {"model_name": ("--model", args.model), "dtype": ("--dtype", args.dtype)}
     flags["protocols"] = ("--protocols", args.protocols)
     overrides = [*args.defaults, *_env_overrides(args.params_env), *args.overrides]
+    overrides += [item for spec in args.adapters for item in adapter_overrides(spec)]
     return settings_from(
         SimParams, overrides, flags, what="simulator parameter", example="itl_ms=5"
     )
+
+
+def adapter_overrides(spec: str) -> list[str]:
+    """``--adapter a:ttft_ms=20,itl_ms=5`` as ``--set`` items of ``models.a``."""
+    from testbed.core.errors import InputError
+
+    name, _, rest = spec.partition(":")
+    name = name.strip()
+    if not name:
+        raise InputError(f"--adapter {spec!r}: give a name first, e.g. --adapter a:ttft_ms=20")
+    pairs = [p.strip() for p in rest.split(",") if p.strip()]
+    if any("=" not in p for p in pairs):
+        raise InputError(
+            f"--adapter {spec!r}: after the name come KEY=VALUE pairs, e.g. a:ttft_ms=20,itl_ms=5"
+        )
+    return [f"models.{name}.{p}" for p in pairs] or [f"models.{name}={{}}"]
 
 
 def _env_overrides(var: str | None) -> list[str]:

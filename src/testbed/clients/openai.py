@@ -89,14 +89,16 @@ def _read_choice(response: Response, choice: Any, t_ns: int) -> None:
 
 
 def error_text(error: Any) -> str:
-    """A server's error object in words: its message, then its type and code; an error
+    """A server's error object in words: its message, then its type, param and code; an error
     without a message says so (an empty reason would read as nothing at all)."""
     if not isinstance(error, dict):
         text = str(error).strip()
         return text or f"an error without a message ({json.dumps(error)})"
     message = error.get("message")
     message = message.strip() if isinstance(message, str) else ""
-    parts = [f"{key} {error[key]}" for key in ("type", "code") if error.get(key) not in (None, "")]
+    # param: the request field a refusal names (vLLM's), worth saying beside a message only
+    named = ("type", "param", "code") if message else ("type", "code")
+    parts = [f"{key} {error[key]}" for key in named if error.get(key) not in (None, "")]
     said = f" ({', '.join(parts)})" if parts else ""
     if message:
         return message + said

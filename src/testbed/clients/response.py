@@ -174,8 +174,27 @@ class _Sink:
             return False
         body = self._error_body.decode("utf-8", "replace").strip()
         cut = f" (cut short: {self._cut})" if self._cut else ""
-        self.response.error = f"HTTP {self.response.status}: {body[:300]}{cut}"
+        status = self.response.status
+        said = self._said(body)
+        if said is None:
+            self.response.error = f"HTTP {status}: {body[:300]}{cut}"
+        else:  # a 4xx is the request refused (a parameter, a model): its words say which
+            refused = "the server refused the request: " if 400 <= status < 500 else ""
+            self.response.error = f"HTTP {status}: {refused}{said[:300]}{cut}"
         return True
+
+    def _said(self, body: str) -> str | None:
+        """An error body's error object in the protocol's words (its decoder reads it as it
+        reads an error event), or None when the body is not one."""
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(obj, dict):
+            return None
+        scratch = Response()
+        self._decode(scratch, obj, 0)
+        return scratch.error
 
     def _check_ending(self, *, stream: bool, note: str = "") -> None:
         """A 2xx answer without another error must have ended as its protocol ends."""

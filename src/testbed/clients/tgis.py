@@ -233,13 +233,21 @@ class TgisPool:
     """Calls to ``target`` (``host:port``) multiplexed over one HTTP/2 connection
     (:class:`~testbed.clients.grpc_channel.GrpcChannel`, on the event loop).
 
-    ``api_key`` (resolved, never logged) goes out as ``authorization: Bearer …`` metadata.
+    ``api_key`` (resolved, never logged) goes out as ``authorization: Bearer …`` metadata,
+    ``metadata`` (lower-case names) with every call too.
     """
 
-    def __init__(self, target: str, *, api_key: str | None = None) -> None:
+    def __init__(
+        self,
+        target: str,
+        *,
+        api_key: str | None = None,
+        metadata: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         pb = modules()
         self.target = target
-        metadata = (("authorization", f"Bearer {api_key}"),) if api_key else ()
+        if api_key:
+            metadata = (("authorization", f"Bearer {api_key}"), *metadata)
         try:
             self._channel = GrpcChannel(target, metadata=metadata)
         except ValueError as exc:
@@ -339,12 +347,13 @@ class TgisPool:
         await self._channel.aclose()
 
 
-def pool_for(endpoint: Endpoint) -> TgisPool:
-    """A channel to ``endpoint``'s gRPC service (its API key as metadata)."""
+def pool_for(endpoint: Endpoint, metadata: tuple[tuple[str, str], ...] = ()) -> TgisPool:
+    """A channel to ``endpoint``'s gRPC service (its API key and ``metadata`` with every
+    call)."""
     if not endpoint.grpc_target:
         raise InputError(
             f"{endpoint.base_url} has no gRPC address for the tgis protocol; serve it with"
             " params.protocols including tgis (sim, hf) or give the deployment's grpc address"
         )
     key = resolve(endpoint.api_key) if endpoint.api_key else None
-    return TgisPool(endpoint.grpc_target, api_key=key)
+    return TgisPool(endpoint.grpc_target, api_key=key, metadata=metadata)

@@ -12,7 +12,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from testbed.config.lengths import (  # the others re-exported: they were defined here
+    FixedLength,
+    Length,
+    ListLength,  # noqa: F401
+    NormalLength,  # noqa: F401
+    UniformLength,  # noqa: F401
+    length_shorthand,
+)
 from testbed.config.server_metrics import ServerMetrics
+from testbed.config.shaping import (
+    ModelShare,
+    check_extra_body,
+    check_headers,
+    models_shorthand,
+)
+from testbed.config.workload import SessionDataset, TraceDataset, check_workload
 
 #: How long a stage runs when neither ``duration_s`` nor ``requests`` bounds it (s).
 DEFAULT_DURATION_S = 10.0
@@ -20,61 +35,6 @@ DEFAULT_DURATION_S = 10.0
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
-
-
-# -- token length distributions -------------------------------------------------------------
-
-
-class FixedLength(_Strict):
-    """Every request has exactly ``value`` tokens."""
-
-    kind: Literal["fixed"] = "fixed"
-    value: int = Field(ge=1, description="Tokens.")
-
-
-class UniformLength(_Strict):
-    """A length drawn uniformly from ``[min, max]`` (inclusive)."""
-
-    kind: Literal["uniform"]
-    min: int = Field(ge=1, description="Smallest length (tokens).")
-    max: int = Field(ge=1, description="Largest length (tokens).")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> UniformLength:
-        if self.max < self.min:
-            raise ValueError(f"uniform length: max ({self.max}) is below min ({self.min})")
-        return self
-
-
-class NormalLength(_Strict):
-    """A length drawn from N(mean, std), rounded, clipped to ``[min, max]``."""
-
-    kind: Literal["normal"]
-    mean: float = Field(gt=0, description="Mean length (tokens).")
-    std: float = Field(ge=0, description="Standard deviation (tokens).")
-    min: int = Field(1, ge=1, description="Clip below at this length (tokens).")
-    max: int | None = Field(None, ge=1, description="Clip above at this length (tokens).")
-
-
-class ListLength(_Strict):
-    """A length drawn uniformly from the given ``values``."""
-
-    kind: Literal["list"]
-    values: list[Annotated[int, Field(ge=1)]] = Field(min_length=1, description="Lengths (tokens).")
-
-
-Length = Annotated[
-    FixedLength | UniformLength | NormalLength | ListLength, Field(discriminator="kind")
-]
-
-
-def _length(value: Any) -> Any:
-    """A bare integer means a fixed length; a list of integers means ``kind: list``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return {"kind": "fixed", "value": value}
-    if isinstance(value, list):
-        return {"kind": "list", "values": value}
-    return value
 
 
 # -- datasets -------------------------------------------------------------------------------
@@ -106,7 +66,7 @@ class SyntheticDataset(_Strict):
     @field_validator("input_tokens", "output_tokens", mode="before")
     @classmethod
     def _shorthand(cls, value: Any) -> Any:
-        return _length(value)
+        return length_shorthand(value)
 
 
 class FileDataset(_Strict):
@@ -129,10 +89,12 @@ class FileDataset(_Strict):
     @field_validator("output_tokens", mode="before")
     @classmethod
     def _shorthand(cls, value: Any) -> Any:
-        return _length(value)
+        return length_shorthand(value)
 
 
-Dataset = Annotated[SyntheticDataset | FileDataset, Field(discriminator="kind")]
+Dataset = Annotated[
+    SyntheticDataset | FileDataset | SessionDataset | TraceDataset, Field(discriminator="kind")
+]
 
 
 # -- profiles -------------------------------------------------------------------------------
@@ -190,11 +152,11 @@ class LoadProbe(_Strict):
     deployments: list[str] | None = Field(
         None, description="Run only against these deployments (default: every one)."
     )
-    profile: Literal["synchronous", "concurrency", "rate", "sweep", "ramp"] = Field(
+    profile: Literal["synchronous", "concurrency", "rate", "sweep", "ramp", "trace"] = Field(
         "concurrency",
         description="synchronous: one at a time; concurrency: N in flight (closed loop);"
         " rate: open-loop arrivals; sweep: synchronous, saturation and rates between;"
-        " ramp: open-loop rate rising linearly.",
+        " ramp: open-loop rate rising linearly; trace: a trace dataset's own send times.",
     )
     concurrency: int = Field(1, ge=1, description="Requests in flight (closed loop).")
     rate: float | None = Field(None, gt=0, description="Mean arrival rate (requests/s).")
@@ -240,6 +202,23 @@ class LoadProbe(_Strict):
     processes: int = Field(1, ge=1, description="Load processes, each with its own event loop.")
     seed: int | None = Field(None, description="Seed for prompts and arrivals (default: run's).")
     model: str | None = Field(None, description="Model name to send (default: discovered).")
+    models: list[ModelShare] | None = Field(
+        None,
+        min_length=1,
+        description="A traffic mix over models or LoRA adapters of the one endpoint:"
+        " [{name, weight}] (names alone: equal weights); each prompt goes to one of them,"
+        " in exact proportions, interleaved; summary.json has figures per model.",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="HTTP headers sent with every request (gRPC metadata for tgis); a"
+        " secret's (Authorization, x-api-key …) as ${env:NAME}. See docs/load.md.",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fields merged into every request's JSON body (temperature, top_p, stop,"
+        " seed, logprobs …; tgi: into parameters, tgis: into params).",
+    )
     keep_text: bool = Field(False, description="Keep each output text in the records.")
     plots: bool = Field(True, description="Write PNG plots into the treatment directory.")
     server_metrics: ServerMetrics = Field(
@@ -254,6 +233,21 @@ class LoadProbe(_Strict):
             return {"kind": "synthetic", **value}
         return value
 
+    @field_validator("models", mode="before")
+    @classmethod
+    def _models_shorthand(cls, value: Any) -> Any:
+        return models_shorthand(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_headers(value)
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_extra_body(value)
+
     @property
     def stage_duration_s(self) -> float | None:
         """What bounds each stage in time: ``duration_s`` as given; unset, nothing when
@@ -264,6 +258,7 @@ class LoadProbe(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadProbe:
+        check_workload(self.dataset, self.profile, self.duration_s, self.requests)
         if self.profile == "rate" and self.rate is None:
             raise ValueError("profile 'rate' needs `rate` (requests/s), e.g. rate: 50")
         if self.profile == "ramp" and self.stage_duration_s is None:
@@ -271,6 +266,7 @@ class LoadProbe(_Strict):
                 "profile 'ramp' rises over `duration_s`, which a request count cannot set:"
                 " give `duration_s` too (the ramp's length, s)"
             )
+        self._mix_consistent()
         duration = self.stage_duration_s
         if duration is not None and self.warmup_s + self.cooldown_s >= duration:
             raise ValueError(
@@ -278,3 +274,19 @@ class LoadProbe(_Strict):
                 f" than duration_s ({duration:g})"
             )
         return self
+
+    def _mix_consistent(self) -> None:
+        """A model mix names each model once, alone, over an api that names models."""
+        if self.models is None:
+            return
+        if self.model is not None:
+            raise ValueError("give `model` or `models` (a mix), not both")
+        if self.api == "tgi":
+            raise ValueError(
+                "api tgi serves one model and names none: a `models` mix needs completions,"
+                " chat or tgis"
+            )
+        names = [m.name for m in self.models]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"models: {', '.join(twice)} given twice — one entry per model")

@@ -72,6 +72,24 @@ class Faults(_Strict):
     )
 
 
+class SimModel(_Strict):
+    """A further model name the simulator serves beside ``model_name`` (a LoRA adapter,
+    another model behind one endpoint), with its own latency: a field left unset takes
+    the top level's value."""
+
+    ttft_ms: float | None = Field(default=None, ge=0, description="Base TTFT (ms).")
+    itl_ms: float | None = Field(default=None, ge=0, description="Base ITL (ms).")
+    ttft_per_prompt_token_ms: float | None = Field(
+        default=None, ge=0, description="Added to TTFT per prompt token (ms/token)."
+    )
+    ttft_per_running_ms: float | None = Field(
+        default=None, ge=0, description="Added to TTFT per other running request (ms)."
+    )
+    itl_per_running_ms: float | None = Field(
+        default=None, ge=0, description="Added to each ITL per other running request (ms)."
+    )
+
+
 class SimParams(_Strict):
     """Every knob of the simulator; the defaults answer instantly and never fail."""
 
@@ -88,6 +106,12 @@ class SimParams(_Strict):
         description="Fraction of prompts (chosen deterministically from seed and prompt) that"
         " stop early at a deterministic position with finish_reason 'stop', unless the request"
         " sets ignore_eos.",
+    )
+    models: dict[str, SimModel] = Field(
+        default_factory=dict,
+        description="Further served names (LoRA adapters) → their latency, e.g. {a: {ttft_ms:"
+        " 20}}; listed at /v1/models with model_name as parent. A request naming any other"
+        " model is answered 404, as vLLM answers it.",
     )
     log_requests: bool = Field(
         default=False,
@@ -194,6 +218,22 @@ class SimParams(_Strict):
     )
 
     @model_validator(mode="after")
+    def _models_apart(self) -> SimParams:
+        if self.model_name in self.models:
+            raise ValueError(
+                f"models: {self.model_name!r} is model_name itself; name the further models"
+            )
+        return self
+
+    def for_model(self, name: str | None) -> SimParams:
+        """These parameters as model ``name`` is served (its own latency over the top
+        level's); the top level's for model_name, or no name."""
+        own = self.models.get(name or "")
+        if own is None:
+            return self
+        return self.model_copy(update=own.model_dump(exclude_none=True))
+
+    @model_validator(mode="after")
     def _queue_needs_limit(self) -> SimParams:
         unbounded = self.effective_concurrency is None and self.kv_cache_tokens is None
         if self.max_waiting is not None and unbounded:
@@ -221,7 +261,12 @@ class SimParams(_Strict):
 
     @property
     def instant(self) -> bool:
-        """True when every delay is zero: responses are written in one go."""
+        """True when every delay is zero, every served model's too: responses are written
+        in one go."""
+        return self._own_instant and all(self.for_model(name)._own_instant for name in self.models)
+
+    @property
+    def _own_instant(self) -> bool:
         return (
             self.ttft_ms == 0
             and self.itl_ms == 0

@@ -3,7 +3,12 @@
 :func:`build` turns a dataset section into :class:`Item` s — prompt text, its measured
 input token count and the output length to ask for — seeded, so the same seed gives the
 same prompts. :func:`encode` turns items into the wire bytes of one protocol, once, before
-the load starts (no JSON encoding in the hot path).
+the load starts (no JSON encoding in the hot path): each with its model, the load's
+``extra_body`` and the row's own ``headers``/``extra_body`` (:mod:`testbed.probes.shaping`).
+
+A JSONL row may shape its own request: ``model`` (a model or adapter name), ``headers``
+(an object; a secret's value as ``${env:NAME}``) and ``extra_body`` (an object merged over
+the load's), checked by the rules of :mod:`testbed.config.shaping`.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from typing import Any
 
 from testbed.clients import openai, tgi, tgis
 from testbed.clients.http import ConnectionPool
+from testbed.config import shaping
 from testbed.config.load import (
+    Dataset,
     FileDataset,
     FixedLength,
     Length,
@@ -27,17 +34,22 @@ from testbed.config.load import (
 )
 from testbed.core.errors import InputError
 from testbed.probes.load.tokens import TokenCounter
+from testbed.probes.shaping import merge_body, with_headers
 
 _DEFAULT_OUTPUT = 64  # tokens, when a file gives no output length
 
 
 @dataclass(frozen=True)
 class Item:
-    """One prompt: text, its input tokens (client-counted) and the output tokens to ask."""
+    """One prompt: text, its input tokens (client-counted) and the output tokens to ask;
+    the model it goes to (None: the load's), and its row's own headers and body fields."""
 
     prompt: str
     input_tokens: int
     output_tokens: int
+    model: str | None = None
+    headers: dict[str, str] | None = None
+    extra_body: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,14 +68,15 @@ def draw(length: Length, rng: random.Random) -> int:
     return rng.choice(length.values)
 
 
-def build(
-    dataset: SyntheticDataset | FileDataset, counter: TokenCounter, seed: int, base_dir: Path
-) -> list[Item]:
+def build(dataset: Dataset, counter: TokenCounter, seed: int, base_dir: Path) -> list[Item]:
     """The items of ``dataset`` (deterministic for a given seed and counter); a file's
-    relative path starts at ``base_dir``."""
+    relative path starts at ``base_dir``. Sessions and traces have modules of their own
+    (:mod:`.sessions`, :mod:`.trace`): their prompts are not a flat list."""
     rng = random.Random(seed)
     if isinstance(dataset, SyntheticDataset):
         return _synthetic(dataset, counter, rng)
+    if not isinstance(dataset, FileDataset):
+        raise TypeError(f"dataset kind {dataset.kind!r} is built by its own module")
     return _from_file(dataset, counter, rng, base_dir)
 
 
@@ -92,7 +105,7 @@ def _from_file(
     if not path.is_file():
         what = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise InputError(f"dataset file {str(path)!r} {what}")
-    rows = _read_rows(path)
+    rows = read_rows(path)
     pairs = _sharegpt_pairs(rows) if ds.format == "sharegpt" else _jsonl_pairs(rows, ds.path)
     if ds.shuffle:
         rng.shuffle(pairs)
@@ -101,18 +114,20 @@ def _from_file(
     if not pairs:
         raise InputError(f"dataset file {ds.path!r} has no usable prompts (format {ds.format})")
     items = []
-    for prompt, reply_tokens in pairs:
+    for prompt, reply_tokens, shape in pairs:
         if ds.output_tokens is not None:
             n_out = draw(ds.output_tokens, rng)
         elif isinstance(reply_tokens, str):
             n_out = max(1, counter.count(reply_tokens))
         else:
             n_out = reply_tokens or _DEFAULT_OUTPUT
-        items.append(Item(prompt, counter.count(prompt), n_out))
+        items.append(Item(prompt, counter.count(prompt), n_out, **shape))
     return items
 
 
-def _read_rows(path: Path) -> list[Any]:
+def read_rows(path: Path) -> list[Any]:
+    """The rows of a JSON array or JSON-lines file (sessions and traces read theirs so too);
+    an unreadable file or a bad line is the user's error, naming the line."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -142,21 +157,49 @@ def _json_array(path: Path, text: str) -> list[Any]:
     return rows if isinstance(rows, list) else []
 
 
-def _jsonl_pairs(rows: list[Any], name: str) -> list[tuple[str, int | str | None]]:
-    pairs: list[tuple[str, int | str | None]] = []
+_Pair = tuple[str, int | str | None, dict[str, Any]]
+
+
+def _jsonl_pairs(rows: list[Any], name: str) -> list[_Pair]:
+    pairs: list[_Pair] = []
     for number, row in enumerate(rows, 1):
         prompt = row.get("prompt", row.get("text")) if isinstance(row, dict) else row
         if not isinstance(prompt, str):
             raise InputError(f"{name}: row {number} has no string 'prompt' field")
         out = row.get("output_tokens", row.get("max_tokens")) if isinstance(row, dict) else None
-        pairs.append((prompt, int(out) if out else None))
+        shape = _row_shape(row, f"{name}: row {number}") if isinstance(row, dict) else {}
+        pairs.append((prompt, int(out) if out else None, shape))
     return pairs
 
 
-def _sharegpt_pairs(rows: list[Any]) -> list[tuple[str, int | str | None]]:
+def _row_shape(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """A row's own ``model``, ``headers`` and ``extra_body``, checked as the load's are."""
+    shape: dict[str, Any] = {}
+    model = row.get("model")
+    if model is not None:
+        if not isinstance(model, str) or not model:
+            raise InputError(f"{where}: 'model' must be a model name (a string)")
+        shape["model"] = model
+    for key, problem_of in (
+        ("headers", shaping.headers_problem),
+        ("extra_body", shaping.extra_body_problem),
+    ):
+        value = row.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: '{key}' must be an object")
+        problem = problem_of(value)
+        if problem is not None:
+            raise InputError(f"{where}: {problem}")
+        shape[key] = value
+    return shape
+
+
+def _sharegpt_pairs(rows: list[Any]) -> list[_Pair]:
     """First human turn and the model's reply to it, from ShareGPT ``conversations``
     (``from``/``value``) or ``messages`` (``role``/``content``)."""
-    pairs: list[tuple[str, int | str | None]] = []
+    pairs: list[_Pair] = []
     for row in rows:
         turns = row.get("conversations") or row.get("messages") if isinstance(row, dict) else None
         if not isinstance(turns, list) or len(turns) < 2:
@@ -164,7 +207,7 @@ def _sharegpt_pairs(rows: list[Any]) -> list[tuple[str, int | str | None]]:
         texts = [(t.get("from", t.get("role")), t.get("value", t.get("content"))) for t in turns]
         if texts[0][0] in ("human", "user") and isinstance(texts[0][1], str):
             reply = texts[1][1] if isinstance(texts[1][1], str) else None
-            pairs.append((texts[0][1], reply))
+            pairs.append((texts[0][1], reply, {}))
     return pairs
 
 
@@ -199,17 +242,25 @@ def encode(
     model: str,
     stream: bool,
     ignore_eos: bool,
+    extra_body: dict[str, Any] | None = None,
 ) -> list[bytes]:
-    """The wire bytes of every item for ``api``."""
+    """The wire bytes of every item for ``api``: its model (``model`` when it names none),
+    ``extra_body`` and then its row's own fields merged into the body, its row's headers."""
     out = []
     for item in items:
-        body = request_body(item, api, model, ignore_eos=ignore_eos)
+        body = request_body(item, api, item.model or model, ignore_eos=ignore_eos)
+        body = merge_body(body, api, extra_body or {}, item.extra_body or {})
         if api == "tgi":
-            out.append(tgi.encode(pool, body, stream=stream))
+            payload = tgi.encode(pool, body, stream=stream)
         elif api == "tgis":
-            out.append(tgis.encode(body, stream=stream))
+            if item.headers:
+                raise InputError(
+                    "a dataset row's headers need an HTTP api: TGIS's metadata is the"
+                    " channel's (load.headers sends it with every call)"
+                )
+            payload = tgis.encode(body, stream=stream)
         else:
-            out.append(
-                openai.encode(pool, "chat" if api == "chat" else "completions", body, stream=stream)
-            )
+            route: openai.Api = "chat" if api == "chat" else "completions"
+            payload = openai.encode(pool, route, body, stream=stream)
+        out.append(with_headers(payload, item.headers) if item.headers else payload)
     return out

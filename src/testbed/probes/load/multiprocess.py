@@ -208,15 +208,19 @@ async def _child(spec: dict[str, Any]) -> None:
     from testbed.clients.tgis import TgisPool
     from testbed.probes.load import dataset
     from testbed.probes.load.recording import BackgroundWriter
-    from testbed.probes.load.runner import LoadGenerator, Options, Stage
+    from testbed.probes.load.runner import Options, Stage
     from testbed.probes.load.tokens import counter_from_spec
+    from testbed.probes.load.workload import factory_in_child
+    from testbed.probes.shaping import resolved, secret_values
 
     key = os.environ.get(_KEY_ENV)
-    headers = {"Authorization": f"Bearer {key}"} if key else None
-    pool = ConnectionPool(spec["base_url"], headers=headers, tls=Tls(**spec["tls"]))
+    shaped = resolved(spec["headers"])
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
+    pool = ConnectionPool(spec["base_url"], headers={**auth, **shaped}, tls=Tls(**spec["tls"]))
     sender: ConnectionPool | TgisPool = pool
     if spec["api"] == "tgis":
-        sender = TgisPool(spec["grpc_target"], api_key=key)
+        metadata = tuple((name.lower(), value) for name, value in shaped.items())
+        sender = TgisPool(spec["grpc_target"], api_key=key, metadata=metadata)
     items = [dataset.Item(**item) for item in spec["items"]]
     payloads = dataset.encode(
         items,
@@ -225,7 +229,10 @@ async def _child(spec: dict[str, Any]) -> None:
         model=spec["model"],
         stream=spec["stream"],
         ignore_eos=spec["ignore_eos"],
+        extra_body=spec["extra_body"],
     )
+    refs = [spec["headers"], *(item.headers for item in items if item.headers)]
+    secrets = [*secret_values(refs), *([key] if key else [])]
     options = Options(**spec["options"], proc=spec["proc"], procs=spec["procs"])
     loop = asyncio.get_running_loop()
     with open(spec["part"], "wb") as part:  # noqa: ASYNC230 - one open before the stage
@@ -240,8 +247,9 @@ async def _child(spec: dict[str, Any]) -> None:
             assert to_disk is not None
             to_disk(orjson.dumps(record) + b"\n")
 
-        generator = LoadGenerator(
-            sender, items, payloads, counter_from_spec(spec["counter"]), write, options
+        counter = counter_from_spec(spec["counter"])
+        generator = factory_in_child(spec, pool)(
+            sender, items, payloads, counter, write, options, secrets=secrets
         )
         stage = Stage.from_json(spec["stage"])
         await generator.prepare(stage, spec["seed"])

@@ -15,23 +15,30 @@ from typing import Any
 
 import orjson
 
-from testbed.clients import openai, tgis
+from testbed.clients import openai
 from testbed.clients.endpoint import Endpoint
-from testbed.clients.http import ConnectionPool, HttpClientError, pool_for
+from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.readpath import compiled
 from testbed.clients.tgis import TgisPool
 from testbed.config.load import LoadProbe
 from testbed.core.clock import anchor, monotonic_ns
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
-from testbed.probes import server_metrics
+from testbed.probes import server_metrics, shaping
 from testbed.probes.base import ProbeContext, ProbeOutcome
-from testbed.probes.load import capacity, dataset, multiprocess, profiles, progress
+from testbed.probes.load import capacity, dataset, mix, multiprocess, profiles, progress
 from testbed.probes.load.loops import loop_name
 from testbed.probes.load.recording import BackgroundWriter
-from testbed.probes.load.runner import LoadGenerator, Options, Stage, StageRun
+from testbed.probes.load.runner import Options, Stage, StageRun
 from testbed.probes.load.summary import probe_summary, stage_summary, verdict_of
 from testbed.probes.load.tokens import TokenCounter, counter_for
+from testbed.probes.load.workload import (
+    GeneratorFactory,
+    first_stages,
+    generator_factory,
+    items_of,
+    session_spec,
+)
 from testbed.probes.server_metrics.summary import load_client_tokens
 from testbed.results import benchmark_report
 
@@ -48,15 +55,20 @@ class Setup:
     payloads: list[bytes]
     options: Options
     sender: ConnectionPool | TgisPool  # what the requests go through (gRPC for tgis)
+    #: the values behind the headers' and the API key's references: masked in records
+    secrets: list[str]
 
 
 async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Path) -> Setup:
     """Discover the model and tokenizer, build and encode the prompts (a dataset file's
     relative path starts at ``base_dir``)."""
     capacity.raise_open_files(capacity.open_files_needed(config))
-    pool = pool_for(endpoint, max_connections=max(config.max_in_flight, config.concurrency) + 8)
+    connections = max(config.max_in_flight, config.concurrency) + 8
+    pool = shaping.http_pool(endpoint, config.headers, max_connections=connections)
     try:
         model = config.model or endpoint.model
+        if config.models:
+            model = config.models[0].name  # the mix names every request's model
         if not model and config.api not in ("tgi", "tgis"):
             model = await openai.find_model(
                 pool, min(10.0, config.timeout_s), "name the model (--model, or model:)"
@@ -68,10 +80,20 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
     except InputError as exc:
         await pool.aclose()
         raise InputError(f"{endpoint.base_url}: {exc}") from None
-    items = dataset.build(config.dataset, counter, seed, base_dir)
-    payloads = dataset.encode(
-        items, pool, api=config.api, model=model, stream=config.stream, ignore_eos=config.ignore_eos
-    )
+    try:
+        items = _items(config, counter, seed, base_dir, model)
+        payloads = dataset.encode(
+            items,
+            pool,
+            api=config.api,
+            model=model,
+            stream=config.stream,
+            ignore_eos=config.ignore_eos,
+            extra_body=config.extra_body,
+        )
+    except InputError:
+        await pool.aclose()
+        raise
     options = Options(
         api=config.api,
         stream=config.stream,
@@ -82,11 +104,23 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
         request_ids=f"tb-{secrets.token_hex(4)}",
     )
     try:
-        sender = tgis.pool_for(endpoint) if config.api == "tgis" else pool
+        sender = shaping.grpc_pool(endpoint, config.headers) if config.api == "tgis" else pool
     except InputError:
         await pool.aclose()
         raise
-    return Setup(endpoint, pool, model, counter, items, payloads, options, sender)
+    refs = [config.headers, *(item.headers for item in items if item.headers)]
+    revealed = shaping.secret_values([*refs, {"key": endpoint.api_key or ""}])
+    return Setup(endpoint, pool, model, counter, items, payloads, options, sender, revealed)
+
+
+def _items(
+    config: LoadProbe, counter: TokenCounter, seed: int, base_dir: Path, model: str
+) -> list[dataset.Item]:
+    """The prompts, each with the model it goes to (its row's, the mix's, or ``model``)."""
+    items = items_of(config.dataset, counter, seed, base_dir)
+    if config.api == "tgi" and any(item.model for item in items):
+        raise InputError("a dataset row names a model, but api tgi serves one and names none")
+    return mix.assign(items, config.models, model)
 
 
 async def run(ctx: ProbeContext) -> ProbeOutcome:
@@ -106,7 +140,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         async with server_metrics.sampling(
             ctx.out_dir, {name: endpoint}, config.server_metrics
         ) as session:
-            stages = profiles.first_stages(config)
+            stages = first_stages(config, setup.items, ctx.base_dir)
             total = progress.stage_count(config)
             while stages:
                 stage = stages.pop(0)
@@ -178,8 +212,14 @@ async def execute_stage(
                 to_disk(record)
                 records.append(record)
 
-            generator = LoadGenerator(
-                setup.sender, setup.items, setup.payloads, setup.counter, write, setup.options
+            generator = _generator(config, setup, ctx.base_dir, seed)(
+                setup.sender,
+                setup.items,
+                setup.payloads,
+                setup.counter,
+                write,
+                setup.options,
+                secrets=setup.secrets,
             )
             run_ = await generator.run(stage, seed=seed)
         return run_, records
@@ -193,8 +233,11 @@ async def execute_stage(
         "api": config.api,
         "stream": config.stream,
         "ignore_eos": config.ignore_eos,
+        "extra_body": config.extra_body,
+        "headers": config.headers,  # ${env:NAME} references: the child reads its environment
         "counter": setup.counter.spec(),
         "items": [item.to_json() for item in setup.items],
+        "sessions": session_spec(config, setup.counter, seed, ctx.base_dir),
         "options": options,
     }
     key = resolve(setup.endpoint.api_key) if setup.endpoint.api_key else None
@@ -208,6 +251,18 @@ async def execute_stage(
         sink=ctx.records.write,
     )
     return run_, merged
+
+
+def _generator(config: LoadProbe, setup: Setup, base_dir: Path, seed: int) -> GeneratorFactory:
+    """The generator of this load's dataset: prompts, or sessions (built with ``seed``)."""
+    return generator_factory(
+        session_spec(config, setup.counter, seed, base_dir),
+        setup.pool,
+        api=config.api,
+        model=setup.model,
+        stream=config.stream,
+        ignore_eos=config.ignore_eos,
+    )
 
 
 def _raise_if_down(records: list[dict[str, Any]], endpoint: Endpoint) -> None:

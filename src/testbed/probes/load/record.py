@@ -58,6 +58,7 @@ def request_record(
         "error": error,
         "error_by": None if error is None else "server" if by_server else "client",
         "finish_reason": response.finish_reason,
+        "model": asked.model,
         "input_tokens": asked.input_tokens,
         "requested_output_tokens": asked.output_tokens,
         "usage_input_tokens": server_in,

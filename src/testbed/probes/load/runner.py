@@ -27,9 +27,10 @@ from typing import Any, Protocol
 from testbed.clients import openai, tgi, tgis
 from testbed.clients.counts import Limits
 from testbed.clients.http import HttpClientError
-from testbed.clients.response import Sink
+from testbed.clients.response import Response, Sink
 from testbed.clients.tgis import TgisSink
 from testbed.core.clock import monotonic_ns
+from testbed.core.secrets import mask
 from testbed.probes.load.dataset import Item
 from testbed.probes.load.record import request_record
 from testbed.probes.load.schedule import Arrivals, PreciseTimer, offsets_ns
@@ -127,8 +128,11 @@ class LoadGenerator:
         counter: TokenCounter,
         write: RecordSink,
         options: Options,
+        secrets: list[str] | None = None,
     ) -> None:
         self._pool, self._items, self._payloads = pool, items, payloads
+        #: what the headers' references resolved to: an error that quotes one is masked
+        self._secrets = secrets or []
         self._counter, self._write, self._opt = counter, write, options
         self._make_sink = _sink_factory(options.api, options.stream)
         # what each request allows its answer (checked by its sink when it ends)
@@ -241,11 +245,30 @@ class LoadGenerator:
         number = self._next
         self._next += self._opt.procs
         index = number % len(self._items)
-        sink = self._make_sink(self._limits[index])
+        asked, payload, limits = self._items[index], self._payloads[index], self._limits[index]
+        # a plain load's records have the fields of sessions too, null (one schema)
+        place = {"item": index, "session": None, "turn": None}
+        await self._send(stage, scheduled, queued, number, asked, payload, limits, **place)
+
+    async def _send(
+        self,
+        stage: str,
+        scheduled: int,
+        queued: int,
+        number: int,
+        asked: Item,
+        payload: bytes,
+        limits: Limits,
+        **place: Any,
+    ) -> tuple[Response, dict[str, Any]]:
+        """Send one request, write its record (``place``: where it comes from in the
+        dataset, first ``item``); the answer and the record, for a caller that goes on
+        from them (a session's next turn)."""
+        sink = self._make_sink(limits)
         error = None
         request_id = f"{self._opt.request_ids}-{number}"
         try:
-            await self._pool.send(self._payloads[index], sink, self._opt.timeout_s, request_id)
+            await self._pool.send(payload, sink, self._opt.timeout_s, request_id)
         except TimeoutError:
             error = f"timeout after {self._opt.timeout_s:g} s"
         except (HttpClientError, OSError) as exc:
@@ -257,20 +280,23 @@ class LoadGenerator:
         record = request_record(
             response,
             error,
-            self._items[index],
+            asked,
             self._counter,
             self._opt.api,
             stage=stage,
             n=number,
             request_id=request_id,
             proc=self._opt.proc,
-            item=index,
+            **place,
             scheduled_ns=scheduled,
             queued_ns=queued,
         )
         if self._opt.keep_text:
             record["text"] = response.text
+        if self._secrets and record["error"]:  # only a failed request pays for this
+            record["error"] = mask(record["error"], self._secrets)
         self._write(record)
+        return response, record
 
 
 @contextlib.contextmanager

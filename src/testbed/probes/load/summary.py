@@ -6,7 +6,10 @@ summary.json (a stage, or the headline stage of a sweep) has ``ttft_ms``, ``itl_
 (``schedule_lag_ms`` p50/p99, ``requested_rate``, ``achieved_rate``, ``cpu_ms_per_request``
 …), ``requests`` (counts: ``asked``, the stage's request count or null, ``total`` that ran
 …), ``window`` and ``cut_short`` (why fewer than ``asked`` ran, or null). A sweep adds
-``stages`` and ``max_rate_meeting_slo``.
+``stages`` and ``max_rate_meeting_slo``. A load of sessions adds ``by_turn`` and
+``sessions`` (:mod:`testbed.probes.load.turns`). A load over several models (``models:``, or a
+dataset whose rows name them) adds ``models``: per model name, the same latency and
+throughput fields and its request counts (top errors included), from the same window.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 from testbed.config.load import LoadProbe
 from testbed.probes.load.runner import Stage, StageRun
 from testbed.probes.load.selfcheck import check
+from testbed.probes.load.turns import session_figures
 from testbed.results import metrics
 from testbed.results.metrics import Record
 from testbed.results.verdict import Status, Verdict
@@ -67,7 +71,44 @@ def stage_summary(
         summary["slo_violations"] = metrics.slo_violations(
             summary, slo, summary["requests"]["success_ratio"]
         )
+    sessions = session_figures(records, win)
+    if sessions is not None:  # a multi-turn load: figures per turn index and per session
+        summary.update(sessions)
+    by_model = per_model(records, win, slo, several=config.models is not None)
+    if by_model is not None:
+        summary["models"] = by_model
     return summary
+
+
+def per_model(
+    records: Sequence[Record], win: metrics.Window, slo: dict[str, Any], *, several: bool
+) -> dict[str, Any] | None:
+    """Each model's figures (in order of first appearance), or None when every record went
+    to one model and no mix was asked for."""
+    groups: dict[str, list[Record]] = {}
+    for record in records:
+        groups.setdefault(str(record.get("model")), []).append(record)
+    if len(groups) < 2 and not several:
+        return None
+    out = {}
+    for name, group in groups.items():
+        ok = sum(1 for r in group if metrics.is_ok(r))
+        errors = Counter(str(r["error"])[:120] for r in group if not metrics.is_ok(r))
+        out[name] = {
+            **metrics.latency(metrics.in_window(group, win)),
+            "throughput": {
+                **metrics.throughput(group, win),
+                "goodput_requests_per_s": metrics.goodput(group, win, slo) if slo else None,
+            },
+            "requests": {
+                "total": len(group),
+                "ok": ok,
+                "errors": len(group) - ok,
+                "success_ratio": ok / len(group),
+                "top_errors": dict(errors.most_common(3)),
+            },
+        }
+    return out
 
 
 def cut_short(stage: Stage, ran: int) -> str | None:

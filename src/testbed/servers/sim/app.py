@@ -23,7 +23,7 @@ from testbed.servers.sim.delivery import Delivery
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
 from testbed.servers.sim.faults import FaultInjector
 from testbed.servers.sim.http import REQUEST_ID, Connection, Request
-from testbed.servers.sim.kvcache import KvCache, block_hashes
+from testbed.servers.sim.kvcache import KvCache, block_hashes, pieces_of
 from testbed.servers.sim.latency import LatencyModel
 from testbed.servers.sim.metrics import SimMetrics
 from testbed.servers.sim.openai import (
@@ -51,6 +51,8 @@ class SimApp:
         self.loop = loop
         self.metrics = SimMetrics(params.model_name, params.not_played)
         self.latency = LatencyModel(params)
+        #: the further served models' latency (each its own seeded draws)
+        self._latencies = {name: LatencyModel(params.for_model(name)) for name in params.models}
         self.pacer = Pacer(loop)
         self.connections: set[Connection] = set()
         self.closing = False  # set by SimServer.stop(): late connections are reset
@@ -134,6 +136,11 @@ class SimApp:
         have the HTTP connection's answering methods."""
         self._serve(dialect, stream, request, conn)
 
+    def latency_for(self, model: str | None) -> LatencyModel:
+        """The latency model of the served model a request names (the base one when it
+        names none)."""
+        return self._latencies.get(model or "", self.latency)
+
     @property
     def ready(self) -> bool:
         return self.loop.time() >= self._ready_at
@@ -182,29 +189,37 @@ class SimApp:
             return
         delivery = Delivery(self, conn, req, gen, faults, request.arrival)
         if self._kv is not None:
-            self._kv_needs(delivery, req, len(gen.ids))
+            self._kv_needs(delivery, req, gen)
         self._admit(delivery)
 
-    def _kv_needs(self, delivery: Delivery, req: GenerationRequest, output_tokens: int) -> None:
-        """What the request will ask of the KV cache: its tokens and its prompt's block names."""
+    def _kv_needs(self, delivery: Delivery, req: GenerationRequest, gen: Generation) -> None:
+        """What the request will ask of the KV cache: its tokens, its prompt's block names
+        and the names of the blocks its answer fills (cached when it ends)."""
         params = self.params
-        delivery.kv_tokens = req.prompt_tokens + output_tokens
+        delivery.kv_tokens = req.prompt_tokens + len(gen.ids)
         if params.prefix_caching:
-            pieces = (
-                req.prompt.split()
-                if params.tokenizer == "whitespace"
-                else [req.prompt[i : i + 4] for i in range(0, len(req.prompt), 4)]
-            )
+            size = params.block_size
             # The last prompt token is always computed (module kvcache), so blocks that
             # would cover it never count as hits.
-            limit = (req.prompt_tokens - 1) // params.block_size
-            delivery.kv_hashes = block_hashes(pieces, params.block_size, limit)
+            limit = (req.prompt_tokens - 1) // size
+            delivery.kv_hashes = block_hashes(pieces_of(req.prompt, params.tokenizer), size, limit)
+            # the text a conversation's next turn starts with: this prompt, then the answer
+            after = pieces_of(req.prompt + req.answer_joint + gen.text, params.tokenizer)
+            whole = block_hashes(after, size, delivery.kv_tokens // size)
+            delivery.kv_tail = whole[len(delivery.kv_hashes) :]
 
     def _check(self, req: GenerationRequest) -> None:
         if not self.ready:
             raise BadRequest("the server is starting (slow_start_s)", status=503)
-        if req.model is not None and req.model != self.params.model_name:
-            raise BadRequest(f"The model `{req.model}` does not exist.", "model", status=404)
+        params = self.params
+        if req.model and req.model != params.model_name and req.model not in params.models:
+            # vLLM 0.32's words (serve/engine/serving.py _check_model): its aliases are the
+            # served model names, not the adapters
+            raise BadRequest(
+                f"The model `{req.model}` does not exist. Valid aliases: {params.model_name}.",
+                "model",
+                status=404,
+            )
         limit = self.params.max_model_len
         if limit is not None and req.prompt_tokens + req.max_tokens > limit:
             raise BadRequest(
@@ -272,7 +287,7 @@ class SimApp:
             return  # left in the queue; skipped when popped
         metrics.running -= 1
         if delivery.kv is not None and self._kv is not None:
-            self._kv.release(delivery.kv)
+            self._kv.release(delivery.kv, None if aborted else delivery.kv_tail)
             delivery.kv = None
         if aborted:
             metrics.aborted += 1
@@ -351,17 +366,22 @@ class SimApp:
         return self.params.max_model_len or 8192
 
     def _models(self, request: Request, conn: Connection) -> None:
-        name = self.params.model_name
-        card = {
-            "id": name,
-            "object": "model",
-            "created": wall_seconds(),
-            "owned_by": "testbed-sim",
-            "root": name,
-            "parent": None,
-            "max_model_len": self._max_model_len(),
-        }
-        conn.respond(200, json.dumps({"object": "list", "data": [card]}).encode())
+        """The served model first, then each further one with it as parent (as vLLM lists
+        its LoRA adapters)."""
+        base = self.params.model_name
+        cards = [
+            {
+                "id": name,
+                "object": "model",
+                "created": wall_seconds(),
+                "owned_by": "testbed-sim",
+                "root": name,
+                "parent": None if name == base else base,
+                "max_model_len": self._max_model_len(),
+            }
+            for name in (base, *self.params.models)
+        ]
+        conn.respond(200, json.dumps({"object": "list", "data": cards}).encode())
 
     def _health(self, request: Request, conn: Connection) -> None:
         if self.ready:

@@ -42,11 +42,13 @@ class Delivery:
         "_gen",
         "_handle",
         "_i",
+        "_latency",
         "_req",
         "_tail",
         "cached_tokens",
         "kv",
         "kv_hashes",
+        "kv_tail",
         "kv_tokens",
         "waiting",
     )
@@ -73,12 +75,14 @@ class Delivery:
         self._i = 0
         self._deadline = 0.0
         self._gap = 0.0
-        self._constant = app.latency.constant_itl
+        self._latency = app.latency_for(req.model)
+        self._constant = self._latency.constant_itl
         self._first_at = 0.0
         self.waiting = False
         # KV cache (set by the app when it has one): what the request holds and asks for.
         self.kv: Allocation | None = None
         self.kv_hashes: list[int] = []
+        self.kv_tail: list[int] = []  # the answer's full blocks, cached when it ends
         self.kv_tokens = 0
         self.cached_tokens = 0
         if req.stream:
@@ -101,7 +105,7 @@ class Delivery:
         if queued:
             self._base = now  # TTFT counts from admission (the queue time is on top)
         app.metrics.queue_time.observe(now - self._base if queued else 0.0)
-        model = app.latency
+        model = self._latency
         others = app.metrics.running - 1
         prefill = self._req.prompt_tokens - self.cached_tokens  # cached tokens skip prefill
         self._deadline = self._base + model.ttft(prefill, others)
@@ -179,7 +183,7 @@ class Delivery:
             while i < n and self._deadline <= horizon:
                 i += 1
                 if i < n:
-                    gap = app.latency.itl(max(0, app.metrics.running - 1))
+                    gap = self._latency.itl(max(0, app.metrics.running - 1))
                     self._deadline += gap
                     app.metrics.itl.observe(gap)
         self._i = i
