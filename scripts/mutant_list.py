@@ -137,8 +137,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "        if process.returncode is None:\n            process.send_signal(sig)\n",
            STEP_TESTS, "stopping a child signals its leader, not its group"),
     Mutant("leftover-ignores-start-time", PROCESSES,
-           "if group_alive(pid) and (started is None or start_time(pid) in (started, None)):",
-           "if group_alive(pid):",
+           "    if group_alive(pid) and (started is None or start_time(pid) in (started, None)):\n"
+           "        signal_group(pid, signal.SIGKILL)",
+           "    if group_alive(pid):\n        signal_group(pid, signal.SIGKILL)",
            STEP_TESTS, "a reused pid's process group is killed as a leftover"),
     # -- cut streams -----------------------------------------------------------------------
     Mutant("cut-stream-without-terminator", RESPONSE,
