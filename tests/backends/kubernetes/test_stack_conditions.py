@@ -43,6 +43,7 @@ OLD_READY = {**c("Ready", "True"), "observedGeneration": 1}
         ("Deployment", obj(c("Available", "False", "Whatever")), "error", "failed"),
         ("Deployment", obj(c("Available", "False"), DEADLINE), None, "failed"),
         ("Widget", obj(c("Ready", "Unknown"), c("Stalled", "True", "Broken")), None, "failed"),
+        ("LeaderWorkerSet", obj(c("Available", "True"), c("Progressing", "False")), None, "ready"),
         ("Deployment", obj(c("Available", "True"), generation=2, observed=1), None, "waiting"),
         ("Widget", obj(OLD_READY, generation=2, observed=None), None, "waiting"),
     ],
@@ -51,7 +52,11 @@ def test_a_ready_entry_reads(
     kind: str, seen: dict[str, Any], on_false: str | None, state: str
 ) -> None:
     condition = (
-        "Available" if kind == "Deployment" else "Programmed" if kind == "Gateway" else "Ready"
+        "Available"
+        if kind in ("Deployment", "LeaderWorkerSet")
+        else "Programmed"
+        if kind == "Gateway"
+        else "Ready"
     )
     assert read(seen, kind, condition, on_false).state == state
 

@@ -5,7 +5,9 @@ A ``ready`` entry holds when its condition is ``True`` for the object's current 
 old conditions are not believed). It fails at once when:
 
 - the object says its controller gave up: a ``Stalled``, ``Failed`` or ``ReplicaFailure``
-  condition that is True, or ``Progressing`` False (a Deployment's ProgressDeadlineExceeded);
+  condition that is True, or ``Progressing`` False for ProgressDeadlineExceeded (a
+  Deployment past its deadline: the one reason ``kubectl rollout status`` gives up on — a
+  LeaderWorkerSet sets Progressing False once it is ready);
 - the named condition is False, unless the entry says ``on_false: wait``. By default a False
   condition of a built-in workload (Deployment, StatefulSet, ReplicaSet, DaemonSet: their
   Available starts False while pods come up) and one whose reason means "still starting"
@@ -24,6 +26,8 @@ from typing import Any, Literal
 WORKLOADS = frozenset({"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"})
 STARTING_REASONS = frozenset({"Pending", "MinimumReplicasUnavailable", "Progressing"})
 GAVE_UP_TRUE = ("Stalled", "Failed", "ReplicaFailure")
+#: The reason of a Deployment's Progressing=False that kubectl's rollout status reads as failed.
+DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,11 @@ def read(obj: Mapping[str, Any], kind: str, condition: str, on_false: str | None
         if c is not None and c.get("status") == "True" and name != condition:
             return Reading("failed", f"{name}: {describe(obj)}")
     progressing = by_type.get("Progressing")
-    if progressing is not None and progressing.get("status") == "False":
+    if (
+        progressing is not None
+        and progressing.get("status") == "False"
+        and progressing.get("reason") == DEADLINE_EXCEEDED
+    ):
         return Reading("failed", f"Progressing=False: {describe(obj)}")
     named = by_type.get(condition)
     if named is None or not _fresh(named, obj):
