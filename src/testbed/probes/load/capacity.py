@@ -20,6 +20,7 @@ import math
 import resource
 
 from testbed.config.load import FixedLength, Length, LoadProbe, NormalLength, UniformLength
+from testbed.config.workload import TraceDataset
 from testbed.probes.limits import Excess, Limits, memory_excess
 
 IN_FLIGHT_BYTES = 32 * 1024  # a connection, its protocol objects and TLS buffers
@@ -53,7 +54,7 @@ def open_files_needed(config: LoadProbe) -> int:
 
 def _in_flight(config: LoadProbe) -> tuple[str, int]:
     """The field that sets the requests in flight in one load process, and how many."""
-    if config.profile in ("rate", "ramp"):
+    if config.profile in ("rate", "ramp", "trace"):
         return "max_in_flight", config.max_in_flight
     closed, field = config.concurrency, "concurrency"
     if config.profile == "synchronous":
@@ -108,7 +109,8 @@ def _largest(length: Length | None, default: int) -> int:
 def _memory(config: LoadProbe, limits: Limits) -> Excess | None:
     """The biggest part of the estimate names the field, when the sum is too much."""
     ds = config.dataset
-    out_tokens = _largest(ds.output_tokens, 64)
+    # a trace's lengths are its rows' (read at the run), 64 tokens a guess as for a file's
+    out_tokens = _largest(None if isinstance(ds, TraceDataset) else ds.output_tokens, 64)
     per_record = RECORD_BYTES + TOKEN_RECORD_BYTES * out_tokens * (2 if config.keep_text else 1)
     field, in_flight = _in_flight(config)
     parts: list[tuple[str, float, str]] = [

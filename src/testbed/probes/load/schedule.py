@@ -35,10 +35,16 @@ from testbed.core.clock import monotonic_ns
 class Arrivals:
     """How an open-loop stage spaces its requests."""
 
-    rate: float  # requests/s (the start rate of a ramp)
-    arrival: str = "poisson"  # constant | poisson | gamma
+    rate: float  # requests/s (the start rate of a ramp; a trace's mean rate)
+    arrival: str = "poisson"  # constant | poisson | gamma | trace
     gamma_shape: float = 1.0
     end_rate: float | None = None  # a linear ramp to this rate over the duration
+    #: a trace's own send offsets (ns from the stage start), used as they are
+    offsets: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.offsets is not None and not isinstance(self.offsets, tuple):  # read from JSON
+            object.__setattr__(self, "offsets", tuple(self.offsets))
 
 
 def unit_epochs(arrival: str, rng: random.Random, shape: float = 1.0) -> Iterator[float]:
@@ -58,6 +64,8 @@ def offsets_ns(
     spec: Arrivals, duration_s: float | None, max_requests: int | None, seed: int
 ) -> list[int]:
     """Send offsets (ns from the stage start) of every request of an open-loop stage."""
+    if spec.offsets is not None:
+        return list(spec.offsets)
     if duration_s is None and max_requests is None:
         raise ValueError("an open-loop stage needs a duration or a request count")
     horizon = duration_s if duration_s is not None else math.inf

@@ -68,6 +68,10 @@ class GenerationRequest:
     """A parsed generation request; subclasses add parsing and rendering for one protocol."""
 
     content_type: ClassVar[bytes] = b"text/event-stream"
+    #: What comes between the prompt and the answer in the text a conversation's next turn
+    #: starts with (the prefix cache names the answer's blocks over it): a completion's
+    #: prompt goes straight on; a chat prompt names the assistant's role first.
+    answer_joint: ClassVar[str] = ""
 
     def __init__(
         self,

@@ -13,7 +13,12 @@ blocks before it (as vLLM names blocks), and a finished request's named blocks s
 pool as a cache. A new request reuses the longest run of its leading blocks already there —
 its *cached tokens*, which skip prefill (see :mod:`testbed.servers.sim.latency`). At most
 ``(prompt_tokens - 1) // block_size`` blocks can hit: as in vLLM, the last prompt token is
-always computed, to produce the first output token's logits. Cached blocks nobody holds are
+always computed, to produce the first output token's logits. When a request ends, the full
+blocks its answer filled are named too (chained on after its prompt's, over the text the
+next turn of a conversation starts with: the prompt, then the answer — a chat prompt names
+the assistant's role between them) and stay cached: vLLM caches every full block it
+computed, so a conversation's next turn finds its whole history, answers included.
+Cached blocks nobody holds are
 free to take: when a request needs more blocks than the never-used pool has, the least
 recently used of them are evicted (a released request's blocks are queued tail first, so a
 prefix outlives its suffixes).
@@ -26,6 +31,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+
+def pieces_of(text: str, rule: str) -> list[str]:
+    """The token pieces the simulator's rule cuts ``text`` into (words, or 4 characters)."""
+    if rule == "whitespace":
+        return text.split()
+    return [text[i : i + 4] for i in range(0, len(text), 4)]
 
 
 def block_hashes(pieces: list[str], block_size: int, limit: int) -> list[int]:
@@ -105,10 +117,16 @@ class KvCache:
         alloc.plain += needed - len(hashes)  # output and the prompt's partial last block
         return alloc
 
-    def release(self, alloc: Allocation) -> None:
-        """The request ended: its blocks are free, its named blocks stay cached (LRU)."""
+    def release(self, alloc: Allocation, answer: list[int] | None = None) -> None:
+        """The request ended: its blocks are free, its named blocks stay cached (LRU), and
+        so do ``answer``'s: the chained hashes of the full blocks after its prompt's, at
+        most as many as the plain blocks it held (blocks already cached are not copied)."""
         refs, lru = self._refs, self._lru
         freed = alloc.plain
+        kept = [h for h in answer or () if h not in refs][: alloc.plain]
+        for h in reversed(kept):  # the tail first, so it is evicted first
+            refs[h] = 0
+            lru[h] = None
         for h in reversed(alloc.named):  # the tail first, so it is evicted first
             refs[h] -= 1
             if refs[h] == 0:  # a block others still hold stays held

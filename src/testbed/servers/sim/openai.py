@@ -169,6 +169,7 @@ class ChatRequest(_OpenAIRequest):
     """``POST /v1/chat/completions``: the prompt is every message's content, in order."""
 
     object_chunk = "chat.completion.chunk"
+    answer_joint = "\nassistant\n"  # chat_prompt's way of starting the answer's message
 
     @classmethod
     def parse(cls, body: bytes, params: SimParams, *, stream: bool = False) -> ChatRequest:
