@@ -100,9 +100,11 @@ def _add_plane_flags(emulate: argparse.ArgumentParser) -> None:
     plane.add_argument(
         "--kserve-stand-in",
         action="store_true",
-        help="serve KServe's InferenceService kind and play its controller (RawDeployment"
-        " mode): a predictor Deployment + Service running testbed's simulator or the"
-        " custom container, status.url and Ready conditions (a stand-in, not KServe)",
+        help="serve KServe's InferenceService, ServingRuntime and ClusterServingRuntime kinds"
+        " (its Hugging Face and vLLM runtimes installed) and play its controller (RawDeployment"
+        " mode: runtime selection, the model's args and env, storageUri, status.url, Ready),"
+        " with its Hugging Face server played by testbed's simulator at /openai/v1/… (a"
+        " stand-in, not KServe)",
     )
     plane.add_argument(
         "--tgi-stand-in",
@@ -235,6 +237,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
     from testbed.emulator import (
         FaultRule,
         ImageRules,
+        KServeImages,
         KubeletSettings,
         PlaneSettings,
         vllm_sim_stand_in,
@@ -271,6 +274,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
             sim_stand_in=(
                 vllm_sim_stand_in if args.vllm_stand_in or args.gateway_stand_in else None
             ),
+            pod_stand_ins=(KServeImages(),) if args.kserve_stand_in else (),
         ),
         faults=tuple(FaultRule.parse(text) for text in args.fault),
         datashim=args.datashim,

@@ -27,6 +27,7 @@ from testbed.emulator.kubelet.images import ImageRules
 from testbed.emulator.machinery.faults import FaultRule
 from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
 from testbed.emulator.serve import serve_until_stopped
+from testbed.emulator.standins.kserve_images import KServeImages
 from testbed.emulator.standins.tgi import Launcher, TgiStandIn
 from testbed.emulator.standins.vllm_sim import vllm_sim_stand_in
 from testbed.emulator.storage.errors import ApiError
@@ -42,6 +43,7 @@ __all__ = [
     "Event",
     "FaultRule",
     "ImageRules",
+    "KServeImages",
     "KubeletSettings",
     "Launcher",
     "PlaneSettings",

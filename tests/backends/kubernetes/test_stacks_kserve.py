@@ -1,8 +1,10 @@
 """A KServe-shaped stack on the emulator with the InferenceService stand-in: the shipped
-example passes load through the URL read from the custom resource's status, and an
-InferenceService whose predictor cannot start is an ERROR carrying its Ready condition's own
-reason and message. Nothing is left either way. (A private emulator: the stand-in serves a
-kind the session's cluster does not have.)"""
+example and InferenceServices copied byte for byte from KServe's docs (tests/fixtures/kserve)
+pass load at their real route (``/openai/v1/…``) under their real model name (the last
+``--model_name``), through the URL read from the custom resource's status; a campaign
+written for ``/v1/…`` gets KServe's 404; an InferenceService whose predictor cannot start is
+an ERROR carrying its Ready condition's own reason and message. Nothing is left either way.
+(A private emulator: the stand-in serves kinds the session's cluster does not have.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +31,7 @@ pytestmark = [
     pytest.mark.skipif(bool(REAL_KUBECONFIG), reason="needs the emulator's KServe stand-in"),
 ]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+DOCS = Path(__file__).resolve().parents[2] / "fixtures" / "kserve"
 ISVCS = "/apis/serving.kserve.io/v1beta1/inferenceservices"
 
 
@@ -82,9 +86,9 @@ def test_the_kserve_example_passes_through_the_status_url(
     (worker,) = summary["workers"]
     # The URL came from status.url (the predictor Service's DNS name), reached from here.
     assert (
-        worker["cluster_url"]
-        == "http://$(SMOLLM2_PREDICTOR_SERVICE_HOST):$(SMOLLM2_PREDICTOR_SERVICE_PORT_HTTP)"
-    )
+        worker["cluster_url"] == "http://$(SMOLLM2_PREDICTOR_SERVICE_HOST)"
+        ":$(SMOLLM2_PREDICTOR_SERVICE_PORT_SMOLLM2_PREDICTOR)"
+    )  # KServe names the Service's port after the Service when the container declares none
     assert worker["url"].startswith("http://127.0.0.1:")
     assert isvcs_left(kube, "kserve-ok") == []
 
@@ -166,7 +170,8 @@ def test_kubectl_applies_waits_for_and_lists_an_inference_service(
     isvc = (
         "apiVersion: serving.kserve.io/v1beta1\nkind: InferenceService\n"
         "metadata: {name: tiny, namespace: kserve-kubectl}\n"
-        "spec: {predictor: {model: {modelFormat: {name: huggingface}}}}\n"
+        "spec: {predictor: {model: {modelFormat: {name: huggingface},"
+        " storageUri: 'hf://HuggingFaceTB/SmolLM2-135M-Instruct'}}}\n"
     )
     kubectl("create", "namespace", "kserve-kubectl")
     try:
@@ -235,3 +240,86 @@ def test_a_stack_that_fails_while_serving_ends_the_treatment_as_an_error(
         in reason
     )
     assert isvcs_left(kube, "kserve-lost") == []
+
+
+def docs_campaign(tmp_path: Path, isvc: str, model: str, path: str | None) -> Path:
+    """A campaign applying a docs InferenceService as written (not templated), reaching it
+    through its status URL under ``path``."""
+    endpoint: dict[str, Any] = {"url_from": "status.url", "kind": "InferenceService",
+                                "name": isvc}  # fmt: skip
+    if path is not None:
+        endpoint["path"] = path
+    campaign = tmp_path / f"{isvc}.yaml"
+    campaign.write_text(
+        json.dumps({
+            "name": isvc,
+            "backend": "kubernetes",
+            "deployments": [{
+                "name": "isvc", "server": "manifests", "manifests": str(DOCS / f"{isvc}.yaml"),
+                "templated": False, "model": model,
+                "ready": [{"kind": "InferenceService", "name": isvc, "condition": "Ready",
+                           "timeout_s": 90}],
+                "endpoint": endpoint,
+            }],
+            "load": {"profile": "concurrency", "concurrency": 2, "requests": 6, "api": "chat",
+                     "dataset": {"kind": "synthetic", "input_tokens": 16, "output_tokens": 8}},
+            "execution": {"retries": 0},
+        })
+    )  # fmt: skip
+    return campaign
+
+
+@pytest.mark.parametrize(
+    ("isvc", "model", "namespace"),
+    [("qwen-llm", "qwen", "kserve-test"), ("huggingface-llama3", "llama3", None)],
+)
+def test_a_docs_inference_service_passes_at_its_openai_route_under_its_model_name(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube, isvc: str, model: str, namespace: str | None
+) -> None:
+    # qwen-llm names its namespace, which the tutorial's first step creates.
+    if namespace is not None:
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    run_dir = tmp_path / f"docs-{model}"
+    campaign = docs_campaign(tmp_path, isvc, model, "/openai")
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kserve_cluster, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (summary_path,) = run_dir.glob("*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert_passed(summary)
+    assert summary["records"] == 6
+    lines = next(run_dir.glob("0*/records.jsonl")).read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert all(r.get("error") in (None, "") for r in records), records[:2]
+    assert isvcs_left(kube, f"docs-{model}") == []
+
+
+def test_a_campaign_written_for_v1_routes_gets_kserves_404(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube
+) -> None:
+    # The docs' CPU example (vLLM flags, env, hf:// storage), reached without /openai: every
+    # request is refused 404 by the model server, as on KServe — not a pass.
+    run_dir = tmp_path / "docs-nopath"
+    campaign = docs_campaign(tmp_path, "qwen-cpu", "qwen2", None)
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kserve_cluster, tmp_path)
+    assert result.returncode != 0, result.stdout + result.stderr
+    (summary_path,) = run_dir.glob("*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert summary["verdict"]["status"] != "PASS"
+    assert "404" in json.dumps(summary)
+    assert isvcs_left(kube, "docs-nopath") == []
+
+
+def test_a_name_kserves_webhook_refuses_is_refused_here_too(
+    tmp_path: Path, kserve_cluster: Path, kube: Kube
+) -> None:
+    # The model server's README names its example huggingface-llama3.1: KServe's validating
+    # webhook denies the dot (its Service name would be no DNS-1035 label), and so does this.
+    run_dir = tmp_path / "docs-dot"
+    campaign = docs_campaign(tmp_path, "huggingface-llama3.1", "llama3.1", "/openai")
+    result = run_cli(["run", str(campaign), "--out", str(run_dir)], kserve_cluster, tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (summary_path,) = run_dir.glob("*/summary.json")
+    reason = json.loads(summary_path.read_text())["verdict"]["reason"]
+    assert "inferenceservice.kserve-webhook-server.validator.webhook" in reason
+    assert 'the InferenceService "huggingface-llama3.1" is invalid' in reason
+    assert isvcs_left(kube, "docs-dot") == []

@@ -19,6 +19,13 @@ Handed a ``sim_stand_in`` (``--gateway-stand-in``, ``--vllm-stand-in``), a vLLM 
 matching ``sim_pattern``: vLLM's and llm-d's) is played by it instead (``standins.vllm_sim``,
 testbed's simulator).
 
+Handed ``pod_stand_ins`` (``--kserve-stand-in``: KServe's model server and storage
+initializer, ``standins.kserve_images``), an image one of them ``plays`` is played by it with
+what the kubelet knows of the pod: the container's environment, its ports on this host and
+its mounts (family ``pod``). Such an image may bind ports it does not declare (KServe's model
+server listens on 8080 with no ``ports:``): ``listens`` names them, and the sandbox gives them
+host ports as it does declared ones.
+
 Every other image is *unknown*: the kubelet runs no process for it and moves the container
 through KWOK-like stages instead (see ``kubelet.container``).
 """
@@ -45,6 +52,30 @@ class StandIn(Protocol):
     ) -> tuple[list[str], str]: ...
 
 
+class PodStandIn(Protocol):
+    """Plays an image with what the kubelet knows of its pod (``--kserve-stand-in``)."""
+
+    def plays(self, image: str) -> bool: ...
+
+    def listens(self, image: str) -> tuple[int, ...]:
+        """Ports the image's process binds without declaring them."""
+        ...
+
+    def __call__(
+        self,
+        python: str,
+        image: str,
+        command: Sequence[str],
+        args: Sequence[str],
+        env: Mapping[str, str],
+        ports: Mapping[int, int],
+        mounts: Mapping[str, str],
+    ) -> tuple[list[str], str]:
+        """``(host argv, log note)``; ``ports``: container port → host port, ``mounts``:
+        mount path → host directory; ``command``/``args`` already moved onto the host."""
+        ...
+
+
 @dataclass(frozen=True)
 class ImageRules:
     """How image names map to host interpreters (regular expressions, searched in the name)."""
@@ -62,11 +93,25 @@ class ImageRules:
     #: handed in for ``--vllm-stand-in``); None: they run vLLM.
     sim_stand_in: StandIn | None = None
     sim_pattern: str = r"vllm|(^|/)llm-d(-cuda|-cpu|-xpu|-rocm|-aws|-gke)?([:@]|$)"
+    #: What plays images with their pod's context (``standins.kserve_images`` for
+    #: ``--kserve-stand-in``); checked before every other family.
+    pod_stand_ins: tuple[PodStandIn, ...] = ()
     python: str = field(default=sys.executable)
 
+    def pod_stand_in(self, image: str) -> PodStandIn | None:
+        """The pod stand-in that plays ``image``, if any."""
+        return next((s for s in self.pod_stand_ins if s.plays(image)), None)
+
+    def listens(self, image: str) -> tuple[int, ...]:
+        """Ports ``image``'s process binds undeclared (a pod stand-in's)."""
+        played = self.pod_stand_in(image)
+        return played.listens(image) if played is not None else ()
+
     def family(self, image: str) -> str:
-        """The image's family (not a server kind): ``testbed``, ``sim`` or ``tgi`` (played by
-        a stand-in), ``vllm`` or ``unknown``."""
+        """The image's family (not a server kind): ``testbed``, ``pod``, ``sim`` or ``tgi``
+        (played by a stand-in), ``vllm`` or ``unknown``."""
+        if self.pod_stand_in(image) is not None:
+            return "pod"
         if re.search(self.testbed_pattern, image):
             return "testbed"
         if self.sim_stand_in is not None and re.search(self.sim_pattern, image):

@@ -112,7 +112,9 @@ class PodRuntime:
         self.publish(self)
         try:
             fault = fault_of(self.pod, self.host.fault_rules)
-            self.sandbox = make_sandbox(self.pod, self.host.state_dir, self.host.lookup)
+            self.sandbox = make_sandbox(
+                self.pod, self.host.state_dir, self.host.lookup, self.host.rules
+            )
         except (ConfigError, InputError) as exc:
             self._config_error(str(exc))
             return

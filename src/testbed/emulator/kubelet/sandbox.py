@@ -61,13 +61,17 @@ class Sandbox:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def make_sandbox(pod: Mapping[str, Any], state_dir: Path, lookup: Lookup) -> Sandbox:
-    """Allocate ports and prepare volume directories for ``pod``."""
+def make_sandbox(
+    pod: Mapping[str, Any], state_dir: Path, lookup: Lookup, rules: ImageRules | None = None
+) -> Sandbox:
+    """Allocate ports (declared ones, and those ``rules`` say an image binds undeclared)
+    and prepare volume directories for ``pod``."""
     meta, spec = pod["metadata"], pod.get("spec") or {}
     sandbox = Sandbox(state_dir / "pods" / str(meta["uid"]))  # made when a process needs it
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        for port in container.get("ports") or []:
-            inside = int(port["containerPort"])
+        undeclared = rules.listens(str(container.get("image") or "")) if rules else ()
+        declared = [int(port["containerPort"]) for port in container.get("ports") or []]
+        for inside in [*declared, *undeclared]:
             if inside not in sandbox.ports:
                 sandbox.ports[inside] = free_port()
     for volume in spec.get("volumes") or []:
@@ -166,8 +170,21 @@ def launch_for(
     if container.get("workingDir"):
         wanted = Path(relocate(str(container["workingDir"]), {}, mounts))
         cwd = wanted if wanted.is_dir() else cwd
+    played = rules.pod_stand_in(str(container.get("image") or ""))
+    argv: list[str] | None
     try:
-        argv, note = host_argv(relocated, rules)
+        if played is not None:
+            argv, note = played(
+                rules.python,
+                str(container.get("image")),
+                relocated["command"],
+                relocated["args"],
+                host_env,
+                sandbox.ports,
+                dict(mounts),
+            )
+        else:
+            argv, note = host_argv(relocated, rules)
     except NotRunnable as exc:
         return Launch(None, host_env, cwd, sandbox.ports, start_error=str(exc))
     return Launch(argv, host_env, cwd, sandbox.ports, note=note)
