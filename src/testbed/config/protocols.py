@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from testbed.config.embeddings import ENDPOINTS
 from testbed.config.server_kinds import ServerProtocol, kind_of
 
 #: The field of each probe section that names its protocol.
@@ -24,6 +25,8 @@ _ASKS: dict[str, tuple[ServerProtocol, ...]] = {
     "openai": ("openai",),
     "completions": ("openai",),
     "chat": ("openai",),
+    "embeddings": ("openai",),
+    "responses": ("openai",),
     "tgi": ("tgi",),
     "tgis": ("tgis",),
     "both": ("openai", "tgi"),
@@ -59,9 +62,9 @@ def unreachable(probe: str, section: Mapping[str, Any], deployment: Any) -> str 
         return None
     offered = served(deployment)
     missing = [p for p in _ASKS[value] if p not in offered]
-    if not missing:
-        return None
     kind = kind_of(deployment)
+    if not missing:
+        return _endpoint_missing(probe, field, value, deployment)
     fixes = [f"{probe}.{field}: {_VALUE_FOR[probe][p]}" for p in offered if p in _ASKS]
     fix = f"set {' or '.join(dict.fromkeys(fixes))}" if fixes else "use another deployment"
     if "tgis" in missing:
@@ -73,4 +76,20 @@ def unreachable(probe: str, section: Mapping[str, Any], deployment: Any) -> str 
     return (
         f"{value} needs {' and '.join(missing)}, but deployment '{deployment.name}'"
         f" ({deployment.server}) serves only {', '.join(offered)} — {fix}"
+    )
+
+
+def _endpoint_missing(probe: str, field: str | None, value: str, deployment: Any) -> str | None:
+    """Why a server that speaks OpenAI lacks the endpoint ``value`` asks for (``/v1/embeddings``,
+    ``/v1/responses``), or None."""
+    kind = kind_of(deployment)
+    if value not in ENDPOINTS or value in kind.endpoints:
+        return None
+    fix = f"set {probe}.{field}: completions or chat"
+    if probe != "ab":
+        fix += f", or leave it out of {probe}.deployments"
+    return (
+        f"{value} needs /v1/{value}, but deployment '{deployment.name}' ({deployment.server})"
+        f" serves /v1/completions and /v1/chat/completions only — use a server that serves it"
+        f" (vllm, sim), or {fix}"
     )

@@ -28,6 +28,9 @@ class ServerKind:
     name: str
     #: Protocols the kind serves by default (``params.protocols`` may choose for own servers).
     protocols: tuple[ServerProtocol, ...] = ("openai",)
+    #: OpenAI endpoints it serves beyond completions and chat (``/v1/embeddings``,
+    #: ``/v1/responses``); a URL or stack of unknown make is taken at its word.
+    endpoints: tuple[str, ...] = ("embeddings", "responses")
     tgis_by: TgisBy = "never"
     #: What to tell a user whose probe wants tgis from this kind.
     tgis_fix: str = "use openai for it"
@@ -77,6 +80,7 @@ KINDS: dict[str, ServerKind] = {
             tgis_by="params",
             tgis_fix="add tgis to its params.protocols",
             local=True,
+            endpoints=(),  # servers/reference serves /v1/completions and chat only
             bundled_models=True,
             default_batch=8,
             gpus=False,  # the reference server runs torch on the CPU only
@@ -85,6 +89,7 @@ KINDS: dict[str, ServerKind] = {
         ServerKind(
             "tgi",
             protocols=("tgi", "openai"),
+            endpoints=(),  # TGI's OpenAI side is its Messages API (chat, completions)
             tgis_fix="use tgi for it",
             under_test=True,
             default_batch=32,

@@ -146,6 +146,16 @@ class SimParams(_Strict):
         description="Added to each ITL per other request running at that token (ms/request).",
     )
     jitter: Jitter = Field(default_factory=Jitter)
+    # /v1/embeddings: one answer per request, after a per-request + per-token latency
+    embedding_ms: float = Field(
+        default=0.0, ge=0, description="Base latency of an embeddings request (ms)."
+    )
+    embedding_per_token_ms: float = Field(
+        default=0.0, ge=0, description="Added per input token of the request (ms/token)."
+    )
+    embedding_dimensions: int = Field(
+        default=384, ge=1, le=65536, description="Length of an embedding vector (dimensions)."
+    )
 
     # -- admission
     max_concurrency: int | None = Field(

@@ -1,6 +1,7 @@
 """The simulator application: routes, admission (max concurrency and a waiting queue), faults.
 
-Routes: OpenAI ``/v1/completions``, ``/v1/chat/completions``, ``/v1/models``; TGI
+Routes: OpenAI ``/v1/completions``, ``/v1/chat/completions``, ``/v1/responses``
+(:mod:`.responses`), ``/v1/embeddings`` (:mod:`.embeddings`), ``/v1/models``; TGI
 ``/generate``, ``/generate_stream``, ``/info``; ``/tokenize``, ``/health``, ``/metrics``. The
 OpenAI routes and ``/tokenize`` move under ``openai_prefix`` when one is given (KServe's
 ``/openai/v1/…``).
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 from testbed.config.sim import SimParams
 from testbed.core.clock import wall_seconds
+from testbed.servers.sim import embeddings
 from testbed.servers.sim.delivery import Delivery
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
 from testbed.servers.sim.faults import FaultInjector
@@ -34,6 +36,7 @@ from testbed.servers.sim.openai import (
     content_text,
 )
 from testbed.servers.sim.pacing import Pacer
+from testbed.servers.sim.responses import ResponsesRequest
 from testbed.servers.sim.text import Generation, count_tokens, generate, tokenize
 from testbed.servers.sim.tgi import TgiRequest
 
@@ -79,6 +82,10 @@ class SimApp:
             ("POST", f"{openai}/v1/chat/completions"): functools.partial(
                 self._serve, ChatRequest, False
             ),
+            ("POST", f"{openai}/v1/responses"): functools.partial(
+                self._serve, ResponsesRequest, False
+            ),
+            ("POST", f"{openai}/v1/embeddings"): functools.partial(embeddings.serve, self),
             ("POST", "/generate"): functools.partial(self._serve, TgiRequest, False),
             ("POST", "/generate_stream"): functools.partial(self._serve, TgiRequest, True),
             ("POST", f"{openai}/tokenize"): self._tokenize,
@@ -88,7 +95,8 @@ class SimApp:
             ("GET", "/info"): self._info,
         }
         # Generation routes of a protocol the simulator was not asked to serve answer 404.
-        served = {"openai": (f"{openai}/v1/completions", f"{openai}/v1/chat/completions"),
+        served = {"openai": (f"{openai}/v1/completions", f"{openai}/v1/chat/completions",
+                             f"{openai}/v1/responses", f"{openai}/v1/embeddings"),
                   "tgi": ("/generate", "/generate_stream")}  # fmt: skip
         for protocol, paths in served.items():
             if protocol not in params.protocols:
