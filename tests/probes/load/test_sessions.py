@@ -142,3 +142,23 @@ def test_the_prefix_cache_makes_later_turns_fast(simulator: Any, tmp_path: Path)
     # with it, an uncached last answer alone would be 30 ms more
     assert ttft[False][3] - ttft[False][0] > 100
     assert ttft[True][3] - ttft[True][0] < 12
+
+
+def test_a_model_mix_deals_sessions_not_turns(simulator: Any, tmp_path: Path) -> None:
+    """A session's history stays with one model: the mix is dealt per conversation."""
+    with simulator("--adapter", "lora-a") as url:
+        outcome = run_once(
+            url,
+            tmp_path,
+            concurrency=2,
+            requests=18,
+            models=["sim-model", "lora-a"],
+            extra_body={"temperature": 0.5},
+            dataset=SESSIONS,
+        )
+    assert outcome.verdict.status == Status.PASS, outcome.verdict.reason
+    models: dict[int, set[str]] = {}
+    for r in _records(tmp_path):
+        models.setdefault(r["session"], set()).add(r["model"])
+    assert all(len(names) == 1 for names in models.values())
+    assert set().union(*models.values()) == {"sim-model", "lora-a"}

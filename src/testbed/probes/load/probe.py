@@ -262,6 +262,7 @@ def _generator(config: LoadProbe, setup: Setup, base_dir: Path, seed: int) -> Ge
         model=setup.model,
         stream=config.stream,
         ignore_eos=config.ignore_eos,
+        extra_body=config.extra_body,
     )
 
 

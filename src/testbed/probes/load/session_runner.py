@@ -39,6 +39,7 @@ from testbed.probes.load.runner import LoadGenerator, Options, RecordSink, Sende
 from testbed.probes.load.schedule import PreciseTimer
 from testbed.probes.load.sessions import Conversation
 from testbed.probes.load.tokens import TokenCounter
+from testbed.probes.shaping import merge_body
 
 
 @dataclass
@@ -62,10 +63,21 @@ class TurnEncoder:
     """A session's next turn as the protocol's wire bytes (encoded when it is sent)."""
 
     def __init__(
-        self, pool: ConnectionPool, *, api: str, model: str, stream: bool, ignore_eos: bool
+        self,
+        pool: ConnectionPool,
+        *,
+        api: str,
+        model: str,
+        stream: bool,
+        ignore_eos: bool,
+        extra_body: dict[str, Any] | None = None,
+        models: list[str] | None = None,
     ) -> None:
         self._pool, self._api, self._model = pool, api, model
         self._stream, self._ignore_eos = stream, ignore_eos
+        self._extra_body = extra_body or {}
+        #: a model mix: each conversation's model (by its index), so a session stays on one
+        self._models = models
 
     def next_request(self, live: LiveSession) -> tuple[Item, bytes]:
         """The item (prompt so far, its tokens, output asked) and the bytes of the turn."""
@@ -76,8 +88,10 @@ class TurnEncoder:
         else:
             live.prompt = f"{live.prompt}\n{turn.text}" if live.prompt else turn.text
             prompt = live.prompt
-        item = Item(prompt, live.input_tokens + turn.tokens, turn.output_tokens)
-        body = request_body(item, self._api, self._model, ignore_eos=self._ignore_eos)
+        model = self._models[live.item] if self._models else self._model
+        item = Item(prompt, live.input_tokens + turn.tokens, turn.output_tokens, model or None)
+        body = request_body(item, self._api, model, ignore_eos=self._ignore_eos)
+        body = merge_body(body, self._api, self._extra_body)
         if self._api == "chat":
             body["messages"] = list(live.messages)
         if self._api == "tgi":

@@ -21,7 +21,7 @@ from typing import Any
 from testbed.clients.http import ConnectionPool
 from testbed.config.load import Dataset, LoadProbe
 from testbed.config.workload import SessionDataset, TraceDataset
-from testbed.probes.load import dataset, profiles, sessions, trace
+from testbed.probes.load import dataset, mix, profiles, sessions, trace
 from testbed.probes.load.runner import LoadGenerator, Stage
 from testbed.probes.load.session_runner import SessionGenerator, TurnEncoder
 from testbed.probes.load.tokens import TokenCounter
@@ -59,7 +59,13 @@ def session_spec(
     if not isinstance(ds, SessionDataset):
         return None
     conversations = sessions.build(ds, counter, seed, base_dir)
-    return {"unit": ds.unit, "conversations": [c.to_json() for c in conversations]}
+    # a model mix deals conversations, not turns: a session's history stays with its model
+    models = mix.schedule(config.models, len(conversations)) if config.models else None
+    return {
+        "unit": ds.unit,
+        "conversations": [c.to_json() for c in conversations],
+        "models": models,
+    }
 
 
 def generator_factory(
@@ -70,13 +76,22 @@ def generator_factory(
     model: str,
     stream: bool,
     ignore_eos: bool,
+    extra_body: dict[str, Any] | None = None,
 ) -> GeneratorFactory:
     """:class:`LoadGenerator` for prompts; for sessions (``spec`` from
     :func:`session_spec`), a maker of :class:`SessionGenerator` with the same signature."""
     if spec is None:
         return LoadGenerator
     conversations = [sessions.Conversation.from_json(c) for c in spec["conversations"]]
-    encoder = TurnEncoder(pool, api=api, model=model, stream=stream, ignore_eos=ignore_eos)
+    encoder = TurnEncoder(
+        pool,
+        api=api,
+        model=model,
+        stream=stream,
+        ignore_eos=ignore_eos,
+        extra_body=extra_body,
+        models=spec["models"],
+    )
     unit = spec["unit"]
 
     def make(sender: Any, _items: Any, _payloads: Any, *args: Any, **kwargs: Any) -> LoadGenerator:
@@ -94,4 +109,5 @@ def factory_in_child(spec: dict[str, Any], pool: ConnectionPool) -> GeneratorFac
         model=spec["model"],
         stream=spec["stream"],
         ignore_eos=spec["ignore_eos"],
+        extra_body=spec.get("extra_body"),
     )
