@@ -105,6 +105,18 @@ class VllmParams(ServerParams):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1, description="fraction")
     kv_cache_gb: float | None = Field(None, gt=0, description="CPU KV cache, GiB")
     python: str | None = Field(None, description="interpreter with vLLM (default .venv-vllm)")
+    lora_modules: dict[str, str] | None = Field(
+        None,
+        description="LoRA adapters served beside the model, name → path (a folder the server"
+        " can read, or a hub id): --enable-lora --lora-modules name=path …; a load's"
+        " `models` mix names them",
+    )
+    max_loras: int | None = Field(
+        None, gt=0, description="adapters in one batch (vLLM's --max-loras; its default 1)"
+    )
+    max_lora_rank: int | None = Field(
+        None, gt=0, description="the largest adapter rank (vLLM's --max-lora-rank; its default 16)"
+    )
 
     #: vLLM's flags (vllm_argv dest) testbed writes itself, and the parameter each comes from.
     WRITTEN: ClassVar[Mapping[str, str]] = {
@@ -117,6 +129,10 @@ class VllmParams(ServerParams):
         "max_num_seqs": "params.max_batch_size",
         "tensor_parallel_size": "params.tensor_parallel",
         "gpu_memory_utilization": "params.gpu_memory_utilization",
+        "enable_lora": "params.lora_modules",
+        "lora_modules": "params.lora_modules",
+        "max_loras": "params.max_loras",
+        "max_lora_rank": "params.max_lora_rank",
     }
 
     @model_validator(mode="after")
@@ -128,6 +144,9 @@ class VllmParams(ServerParams):
             line = vllm_argv.read(self.extra_args)
         except vllm_argv.VllmArgvError as exc:
             raise located(f"vLLM would refuse this: {exc}", "extra_args") from None
+        loras = self.max_loras is not None or self.max_lora_rank is not None
+        if loras and not self.lora_modules:
+            raise located("max_loras and max_lora_rank need lora_modules", "lora_modules")
         for dest, source in self.WRITTEN.items():
             if dest in line.given and (source[:7] != "params." or self._set(source[7:])):
                 flag = "--" + dest.replace("_", "-")

@@ -29,6 +29,7 @@ so whoever reads the line can say it did nothing with it.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,30 @@ def _count(value: str) -> int:
 def _length(value: str) -> int:
     """``--max-model-len``: a count, or ``auto`` / ``-1`` (fit the memory)."""
     return -1 if value.strip().lower() in ("auto", "-1") else _count(value)
+
+
+def lora_names(modules: Sequence[str]) -> list[str]:
+    """The adapter names of ``--lora-modules`` values, read as vLLM's LoRAParserAction reads
+    them: ``name=path``, or a JSON object with a ``name`` (a word with a comma is JSON)."""
+    names = []
+    for item in modules:
+        if "=" in item and "," not in item:
+            names.append(item.split("=", 1)[0])
+            continue
+        try:
+            obj = json.loads(item)
+        except ValueError:
+            raise VllmArgvError(f"Invalid JSON format for --lora-modules: {item}") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            raise VllmArgvError(f"Invalid fields for --lora-modules: {item}")
+        names.append(obj["name"])
+    return names
+
+
+def _one_lora(value: str) -> str:
+    """One ``--lora-modules`` value, as written, once its name reads."""
+    lora_names([value])
+    return value
 
 
 @dataclass(frozen=True)
@@ -103,6 +128,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag("trust_remote_code", ("--trust-remote-code",), None),
     Flag("disable_log_stats", ("--disable-log-stats",), None),
     Flag("enable_log_requests", ("--enable-log-requests",), None),
+    Flag("enable_lora", ("--enable-lora",), None, boolean_pair=True),
+    Flag("lora_modules", ("--lora-modules",), _one_lora, many=True),
+    Flag("max_loras", ("--max-loras",), int),
+    Flag("max_lora_rank", ("--max-lora-rank",), int),
 )
 
 _BY_NAME: dict[str, Flag] = {name: flag for flag in FLAGS for name in flag.names}
@@ -134,6 +163,10 @@ COMMON_DEFAULTS: Mapping[str, Any] = {
     "trust_remote_code": False,
     "disable_log_stats": False,
     "enable_log_requests": False,
+    "enable_lora": False,
+    "lora_modules": None,
+    "max_loras": 1,
+    "max_lora_rank": 16,
 }
 #: Block size by platform (``CacheConfig.DEFAULT_BLOCK_SIZE``; the CPU platform's own).
 BLOCK_SIZE: Mapping[Platform, int] = {"gpu": 16, "cpu": 128}

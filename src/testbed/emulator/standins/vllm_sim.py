@@ -46,7 +46,14 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from testbed.config.vllm_argv import Platform, VllmArgs, VllmArgvError, read, server_words
+from testbed.config.vllm_argv import (
+    Platform,
+    VllmArgs,
+    VllmArgvError,
+    lora_names,
+    read,
+    server_words,
+)
 
 ENV = "TESTBED_SIM_PARAMS"
 #: KV-cache tokens per pod when nothing sizes it (vLLM would measure the GPU's memory).
@@ -65,6 +72,8 @@ PLAYED = frozenset(
         "num_gpu_blocks_override",
         "tensor_parallel_size",
         "dtype",
+        "enable_lora",
+        "lora_modules",  # the adapters' names, served with the model's latency
     }
 )
 
@@ -120,6 +129,9 @@ def _params(line: VllmArgs, platform: Platform) -> tuple[dict[str, Any], str]:
     length = line.given.get("max_model_len")
     if length is not None and length > 0:  # -1/auto: fit the memory, which is not modelled
         params["max_model_len"] = length
+    modules = line.given.get("lora_modules")
+    if modules and line.value("enable_lora"):
+        params["models"] = {name: {} for name in lora_names(modules)}
     blocks = line.given.get("num_gpu_blocks_override")
     if blocks is not None:
         params["kv_cache_tokens"] = blocks * block
@@ -140,6 +152,8 @@ def _not_played(line: VllmArgs) -> list[str]:
     length = line.given.get("max_model_len")
     if length is not None and length <= 0:
         out.append("--max-model-len auto")
+    if line.given.get("lora_modules") and not line.value("enable_lora"):
+        out.append("--lora-modules without --enable-lora")
     return out + list(line.unknown)
 
 

@@ -3,7 +3,9 @@
 Generic parameters map to vLLM's flags: ``dtype`` → ``--dtype``, ``max_model_len`` →
 ``--max-model-len``, ``max_batch_size`` → ``--max-num-seqs``, ``tensor_parallel`` →
 ``--tensor-parallel-size``, ``enforce_eager`` → ``--enforce-eager``,
-``gpu_memory_utilization`` → ``--gpu-memory-utilization``, ``kv_cache_gb`` → the CPU
+``gpu_memory_utilization`` → ``--gpu-memory-utilization``, ``lora_modules`` →
+``--enable-lora --lora-modules name=path …`` (``max_loras``, ``max_lora_rank`` → their
+flags; vLLM's LoRAParserAction reads ``name=path``), ``kv_cache_gb`` → the CPU
 backend's ``VLLM_CPU_KVCACHE_SPACE`` (whole GiB), ``extra_args`` verbatim. A local server
 whose deployment sets no memory size gets one that fits what is free (``kv_cache.py``):
 vLLM-CPU's default reserves 92 % of the node and refuses to start beside other processes.
@@ -64,6 +66,21 @@ def vllm_python(
     )
 
 
+def lora_args(params: VllmParams) -> list[str]:
+    """``--enable-lora --lora-modules a=/p b=/q`` (one flag, the adapters after it, as vLLM's
+    nargs='+' takes them) and the LoRA sizes; nothing without adapters."""
+    if not params.lora_modules:
+        return []
+    modules = [f"{name}={path}" for name, path in params.lora_modules.items()]
+    return [
+        "--enable-lora",
+        "--lora-modules",
+        *modules,
+        *flag("--max-loras", params.max_loras),
+        *flag("--max-lora-rank", params.max_lora_rank),
+    ]
+
+
 class VllmAdapter(ServerAdapter[VllmParams]):
     kind = "vllm"
     default_image = f"vllm/vllm-openai:v{VLLM_VERSION}"
@@ -82,6 +99,7 @@ class VllmAdapter(ServerAdapter[VllmParams]):
             *flag("--tensor-parallel-size", params.tensor_parallel),
             *switch("--enforce-eager", params.enforce_eager),
             *flag("--gpu-memory-utilization", params.gpu_memory_utilization),
+            *lora_args(params),
             *extra(params),
         ]
 
