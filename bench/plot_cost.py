@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
@@ -73,13 +74,15 @@ def samples(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def constrained(width: float, height: float, rows: int, cols: int) -> tuple[Figure, np.ndarray]:
+def constrained(
+    width: float, height: float, rows: int, cols: int
+) -> tuple[Figure, npt.NDArray[Any]]:
     """The layout the panels replaced: matplotlib's constrained layout."""
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, np.asarray(fig.subplots(rows, cols, sharex=cols == 1)).ravel()
 
 
-def use(layout: Callable[[float, float, int, int], tuple[Figure, np.ndarray]]) -> None:
+def use(layout: Callable[[float, float, int, int], tuple[Figure, npt.NDArray[Any]]]) -> None:
     """Draw the load and server-metrics pictures on ``layout``."""
     for module in (plots, server_plots):
         vars(module)["panels"] = layout

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 TESTBED = [sys.executable, "-m", "testbed"]
 
@@ -171,7 +172,7 @@ def report(out: Path, usage: resource.struct_rusage | object, sampler_out: str) 
     )
 
 
-def _peak_rate(sorted_ms: np.ndarray) -> float:
+def _peak_rate(sorted_ms: npt.NDArray[np.float64]) -> float:
     if sorted_ms.size == 0:
         return 0.0
     ends = np.searchsorted(sorted_ms, sorted_ms + 1000.0, side="left")

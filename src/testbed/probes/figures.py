@@ -8,7 +8,10 @@ hold them: checked with six-digit tick labels and long legend labels.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 from matplotlib.figure import Figure
 
 #: Around the grid of panels (inches): tick labels and an axis label on the left and at the
@@ -17,7 +20,7 @@ MARGINS_IN = {"left": 0.9, "right": 0.2, "bottom": 0.6, "top": 0.55}
 SHARED_GAP_IN = 0.3  # between panels of one column, which share their x axis
 
 
-def panels(width: float, height: float, rows: int, cols: int) -> tuple[Figure, np.ndarray]:
+def panels(width: float, height: float, rows: int, cols: int) -> tuple[Figure, npt.NDArray[Any]]:
     """A ``width`` × ``height`` inch figure of ``rows`` × ``cols`` panels (flat, row by row);
     a single column shares its x axis (tick labels on the bottom panel only)."""
     fig = Figure(figsize=(width, height))

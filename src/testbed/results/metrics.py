@@ -36,7 +36,7 @@ import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 Record = Mapping[str, Any]
 
@@ -114,10 +114,11 @@ def distribution(values: Iterable[float]) -> dict[str, float | int | None]:
         name: float(value) for name, value in zip(PERCENTILES, points, strict=True)
     }
     # numpy's pairwise sums depend on the order of the values; fsum's exact rounding does not
-    mean = math.fsum(data.tolist()) / data.size
+    mean = math.fsum(cast("list[float]", data.tolist())) / data.size
     deviations = data - mean
     out["mean"] = mean
-    out["std"] = math.sqrt(math.fsum((deviations * deviations).tolist()) / data.size)
+    squares = cast("list[float]", (deviations * deviations).tolist())
+    out["std"] = math.sqrt(math.fsum(squares) / data.size)
     out["n"] = int(data.size)
     return out
 

@@ -32,13 +32,13 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
-Values = Sequence[float] | FloatArray
+Values = Sequence[float] | npt.NDArray[np.floating[Any]]
 Alternative = Literal["two-sided", "greater", "less"]
 
 #: Above this many pairs the O(n²) Walsh averages are taken on an even subsample.

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -64,7 +65,9 @@ def latency_values(records: Sequence[Record]) -> dict[str, list[float]]:
     }
 
 
-def _cdf(values: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _cdf(
+    values: Sequence[float],
+) -> tuple[npt.NDArray[np.floating[Any]], npt.NDArray[np.floating[Any]]]:
     data = np.sort(np.asarray(values, dtype=np.float64))
     if data.size <= CDF_POINTS:
         return data, np.arange(1, data.size + 1) / data.size

@@ -13,14 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass(frozen=True)
 class Survival:
     """The Kaplan–Meier curve: at each distinct event time, the fraction still waiting."""
 
-    times: np.ndarray  # distinct event times, ascending
-    survival: np.ndarray  # S(t) just after each of those times
+    times: npt.NDArray[np.float64]  # distinct event times, ascending
+    survival: npt.NDArray[np.float64]  # S(t) just after each of those times
     events: int  # durations observed in full
     censored: int  # durations known only to exceed a value
     longest_wait: float  # the largest duration or censoring time seen
