@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from testbed.cli import load_workload
 from testbed.cli.exit_policy import add_fail_on, fail_on
 from testbed.core.errors import InputError
 
-PROFILES = ("synchronous", "concurrency", "rate", "sweep", "ramp")
+PROFILES = ("synchronous", "concurrency", "rate", "sweep", "ramp", "trace")
 
 
 def register(subparsers: Any) -> None:
@@ -27,7 +28,7 @@ def register(subparsers: Any) -> None:
         " --profile rate --rate 50 --duration 10`.",
     )
     p.add_argument("url", help="base URL of the server, e.g. http://127.0.0.1:8000")
-    p.add_argument("--profile", choices=PROFILES, default="concurrency")
+    p.add_argument("--profile", choices=PROFILES, help="default concurrency (--trace: trace)")
     p.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
     p.add_argument("--rate", type=float, help="arrival rate, requests/s (open loop)")
     p.add_argument("--arrival", choices=("constant", "poisson", "gamma"))
@@ -50,7 +51,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--prefix-tokens", type=int, help="shared prefix tokens")
     p.add_argument("--prefix-groups", type=int, help="distinct shared prefixes")
     p.add_argument("--dataset", help="prompts file instead of synthetic prompts")
-    p.add_argument("--dataset-format", choices=("jsonl", "sharegpt"), default="jsonl")
+    p.add_argument(
+        "--dataset-format",
+        choices=("jsonl", "sharegpt", "sessions"),
+        default="jsonl",
+        help="sessions: every turn of a ShareGPT file's conversations, with their history",
+    )
     p.add_argument("--sweep-rates", type=int, help="rate stages of a sweep")
     p.add_argument("--sweep-max-concurrency", type=int, help="saturation stage concurrency")
     p.add_argument("--ramp-start", type=float, help="ramp start rate, requests/s")
@@ -90,6 +96,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", help="output directory, new or empty (default runs/load-<stamp>)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
+    load_workload.add_flags(p)
     add_fail_on(p)
     p.set_defaults(handler=handle)
 
@@ -130,7 +137,9 @@ def section(args: argparse.Namespace) -> dict[str, Any]:
         for flag in ("input_tokens", "output_tokens", "prefix_tokens", "prefix_groups"):
             if getattr(args, flag) is not None:
                 data[flag] = getattr(args, flag)
-    out["dataset"] = data
+    out["dataset"] = load_workload.dataset(args) or data
+    if args.trace and args.profile is None:
+        out["profile"] = "trace"  # a trace replays at its offsets unless a profile is named
     out.update(_shaping(args))
     sweep = {"rates": args.sweep_rates, "max_concurrency": args.sweep_max_concurrency}
     if any(v is not None for v in sweep.values()):

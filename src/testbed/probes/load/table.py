@@ -46,11 +46,39 @@ def table(summary: Mapping[str, Any]) -> Table:
     return out
 
 
+def turns_table(summary: Mapping[str, Any]) -> Table | None:
+    """A multi-turn load's rows per turn index (the prefix cache shows in later turns'
+    TTFT), or None for other loads."""
+    by_turn = summary.get("by_turn")
+    if not by_turn:
+        return None
+    sessions = summary.get("sessions") or {}
+    out = Table(
+        title=f"by turn · {sessions.get('count')} sessions ({sessions.get('ended_by_error')}"
+        " ended by an error)"
+    )
+    for name in ("turn", "requests", "prompt tokens", "TTFT p50", "TTFT p90", "e2e p50"):
+        out.add_column(name, justify="right")
+    for t in by_turn:
+        out.add_row(
+            str(t["turn"]),
+            f"{t['ok']}/{t['requests']}",
+            _f(t["input_tokens_mean"], 0),
+            _f(t["ttft_ms"]["p50"], 2),
+            _f(t["ttft_ms"]["p90"], 2),
+            _f(t["e2e_ms"]["p50"], 1),
+        )
+    return out
+
+
 def print_summary(summary: Mapping[str, Any], out_dir: Path | None = None) -> None:
     console = Console()
     if not console.is_terminal:
         console.width = max(console.width, 150)  # a log file has room for every column
     console.print(table(summary))
+    turns = turns_table(summary)
+    if turns is not None:
+        console.print(turns)
     verdict = summary.get("verdict", {})
     if verdict:
         console.print(f"verdict: [bold]{verdict.get('status')}[/bold] — {verdict.get('reason')}")
