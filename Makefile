@@ -64,6 +64,7 @@ lint: setup
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/import_circles.py src/testbed
 
 unit: setup
 	$(BIN)/pytest -m "not slow"

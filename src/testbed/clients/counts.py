@@ -26,11 +26,9 @@ at their edges, so only a difference past :data:`TOLERANCE` is the server's erro
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # response.py calls check(); a Response is only read here
-    from testbed.clients.response import Response
+from typing import Any, Protocol
 
 #: The usage fields that are token counts.
 COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
@@ -60,12 +58,28 @@ class Limits:
 NO_LIMITS = Limits()
 
 
+class Answer(Protocol):
+    """What :func:`check` reads of an answer (a ``clients.response.Response`` is one): stated
+    here, so that the module below the response does not import it."""
+
+    @property
+    def usage(self) -> Any: ...  # the server's usage object as sent (None when not given)
+    @property
+    def chunks(self) -> Sized: ...  # the content chunks that arrived
+
+
 def whole_number(value: Any) -> int | None:
     """``value`` when it is an integer count (a bool is not), else None."""
     return value if type(value) is int else None
 
 
-def check(response: Response, limits: Limits = NO_LIMITS) -> str | None:
+def token_count(value: Any) -> int | None:
+    """``value`` when it can be a count of tokens (a whole number ≥ 0), else None."""
+    number = whole_number(value)
+    return number if number is not None and number >= 0 else None
+
+
+def check(response: Answer, limits: Limits = NO_LIMITS) -> str | None:
     """Why the counts of the finished 2xx ``response`` cannot be true (None when they can)."""
     usage = response.usage
     if usage is None:
@@ -74,7 +88,7 @@ def check(response: Response, limits: Limits = NO_LIMITS) -> str | None:
         return f"usage is not an object of counts: {str(usage)[:200]}"
     for name in COUNTS:
         value = usage.get(name)
-        if value is not None and (whole_number(value) is None or value < 0):
+        if value is not None and token_count(value) is None:
             return f"usage.{name} {_shown(value)} is not a count of tokens (a whole number ≥ 0)"
     prompt, out, total = (usage.get(name) for name in COUNTS)
     if prompt is not None and out is not None and total is not None and total != prompt + out:

@@ -29,7 +29,7 @@ from testbed.core.ids import short_hash
 from testbed.results import benchmark_report
 from testbed.results.files import read_object
 from testbed.results.index import params_key
-from testbed.results.rundir import RECORDS, RUN_FILE, SUMMARY, RunDir
+from testbed.results.rundir import RECORDS, RUN_FILE, RUN_SUMMARY_VERSION, SUMMARY
 from testbed.results.summaries import summary_metrics
 
 #: The ``kind`` of what ``testbed load`` records about itself in its summary's ``run``.
@@ -47,15 +47,6 @@ def is_load_folder(path: Path) -> bool:
     return isinstance(summary.get("verdict"), dict) and "profile" in summary
 
 
-def document_of(path: Path) -> dict[str, Any]:
-    """The run document of a run directory, or of a load folder."""
-    if is_load_folder(path):
-        return load_document(path)
-    from testbed.report.run_summary import run_document
-
-    return run_document(RunDir.existing(path))
-
-
 def load_params(summary: dict[str, Any]) -> dict[str, Any]:
     """What the command's flags set: recorded by ``testbed load``; for an older folder, the
     profile and load levels its summary states."""
@@ -68,8 +59,6 @@ def load_params(summary: dict[str, Any]) -> dict[str, Any]:
 
 def load_document(path: Path) -> dict[str, Any]:
     """The run document (the shape of ``run_summary.run_document``) of a load folder."""
-    from testbed.report.run_summary import RUN_SUMMARY_VERSION
-
     summary = read_object(path / SUMMARY)
     recorded = summary.get("run")
     run: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
@@ -155,8 +144,6 @@ def report_document(path: Path, report: dict[str, Any]) -> dict[str, Any]:
     """A run document of one treatment from a Benchmark Report: its metrics in testbed's
     names (:func:`benchmark_report.metrics_of`), no verdict (a report has none), no machine
     (absent: the setups are not compared on it)."""
-    from testbed.report.run_summary import RUN_SUMMARY_VERSION
-
     run = report.get("run") or {}
     load = (report.get("scenario") or {}).get("load") or {}
     standardized = load.get("standardized") or {}

@@ -31,17 +31,24 @@ from testbed.core.errors import EXIT_NOTHING_TESTED, EXIT_OK, TestbedError
 from testbed.core.secrets import redact
 from testbed.report.console import print_summary
 from testbed.report.details import print_details
+from testbed.report.load_run import is_load_folder, load_document
 from testbed.results.files import write_atomic, write_json
 from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
-from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir, read_summary
+from testbed.results.rundir import (
+    PLAN,
+    RESOLVED,
+    RUN_SUMMARY_VERSION,
+    SUMMARY,
+    RunDir,
+    read_summary,
+)
 from testbed.results.s3 import upload_run
 from testbed.results.steps import blocking, step_rows, step_statuses
 from testbed.results.summaries import summary_metrics
 from testbed.results.tables import write_tables
 from testbed.results.verdict import Status, exit_code, worst
 
-RUN_SUMMARY_VERSION = 1
 JUNIT = "junit.xml"
 HTML = "report.html"
 
@@ -82,7 +89,6 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     """Write summary.json, junit.xml and report.html, record the run, upload; exit code."""
     from testbed.report.html import render as render_html
     from testbed.report.junit import render as render_junit
-    from testbed.report.load_run import document_of, is_load_folder
 
     document = document_of(path)  # a run directory, or a `testbed load --out` folder
     if not is_load_folder(path):  # whose summary.json is the load's own: kept
@@ -139,6 +145,13 @@ def _record(path: Path, document: dict[str, Any], url: str | None, console: Cons
 
 
 # -- the run document -------------------------------------------------------------------------
+
+
+def document_of(path: Path) -> dict[str, Any]:
+    """The run document of a run directory, or of a ``testbed load --out`` folder."""
+    if is_load_folder(path):
+        return load_document(path)
+    return run_document(RunDir.existing(path))
 
 
 def run_document(run_dir: RunDir) -> dict[str, Any]:

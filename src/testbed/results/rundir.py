@@ -28,6 +28,9 @@ PLAN = "plan.json"
 LEDGER = "ledger.sqlite"
 RECORDS = "records.jsonl"
 SUMMARY = "summary.json"
+#: The ``schema_version`` of a run's summary.json (a campaign's run, a load folder's or a
+#: Benchmark Report's run document alike).
+RUN_SUMMARY_VERSION = 1
 PID_DIR = "pids"  # this machine's process groups of the run (servers, steps), to end
 
 

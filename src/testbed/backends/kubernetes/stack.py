@@ -26,7 +26,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -58,9 +58,6 @@ from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.stacks import ReadyCondition, StackDeployment
 from testbed.core.errors import ClusterConflict, ClusterError, InputError, ServerStartError
 
-if TYPE_CHECKING:
-    from testbed.backends.kubernetes.backend import KubernetesBackend
-
 CRD_INFO = KindInfo("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
 CRD_TIMEOUT_S = 60.0
 DISCOVERY_RETRY_S = 10.0  # a new CRD's kind may reach discovery a moment after Established
@@ -84,10 +81,25 @@ def render_worker(
     return render_stack(deployment, base_dir, context)
 
 
-class Stacks:
-    """The stack workers of one run (owned by its :class:`KubernetesBackend`)."""
+class StackSite(Protocol):
+    """What stack workers need of the run's Kubernetes backend (which owns them): stated
+    here, so that this module does not import the backend that imports it."""
 
-    def __init__(self, backend: KubernetesBackend) -> None:
+    run_id: str
+    run_dir: Path
+    base_dir: Path  # the campaign's folder: manifests' relative paths
+    namespace: str
+    settings: KubernetesSettings
+
+    async def kube(self) -> Kube: ...
+    async def ensure_run_objects(self) -> None: ...
+    def in_cluster(self) -> bool: ...
+
+
+class Stacks:
+    """The stack workers of one run (owned by its ``KubernetesBackend``)."""
+
+    def __init__(self, backend: StackSite) -> None:
         self.backend = backend
         self._locks: dict[str, asyncio.Lock] = {}
 

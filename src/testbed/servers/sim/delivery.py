@@ -11,17 +11,29 @@ errors it observes so that the median write lands on its deadline.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import Protocol
 
 from testbed.servers.sim.dialect import GenerationRequest
 from testbed.servers.sim.faults import FaultPlan
 from testbed.servers.sim.http import Connection
 from testbed.servers.sim.kvcache import Allocation
-from testbed.servers.sim.pacing import Entry
+from testbed.servers.sim.latency import LatencyModel
+from testbed.servers.sim.metrics import SimMetrics
+from testbed.servers.sim.pacing import Entry, Pacer
 from testbed.servers.sim.text import Generation
 
-if TYPE_CHECKING:
-    from testbed.servers.sim.app import SimApp
+
+class Host(Protocol):
+    """What a delivery needs of the server that admitted it (``app.SimApp`` is one): stated
+    here, so that this module does not import the app that imports it."""
+
+    loop: asyncio.AbstractEventLoop
+    metrics: SimMetrics
+    pacer: Pacer
+
+    def latency_for(self, model: str | None) -> LatencyModel: ...
+    def finished(self, delivery: Delivery, aborted: bool = False) -> None: ...
 
 
 class Delivery:
@@ -55,7 +67,7 @@ class Delivery:
 
     def __init__(
         self,
-        app: SimApp,
+        app: Host,
         conn: Connection,
         req: GenerationRequest,
         gen: Generation,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -26,10 +26,21 @@ from testbed.config.sim import SimParams
 from testbed.core.clock import wall_seconds
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json, opt_int
 from testbed.servers.sim.http import Connection, Request
+from testbed.servers.sim.metrics import SimMetrics
+from testbed.servers.sim.pacing import Pacer
 from testbed.servers.sim.text import count_tokens
 
-if TYPE_CHECKING:
-    from testbed.servers.sim.app import SimApp
+
+class Server(Protocol):
+    """What an embeddings answer needs of the server (``app.SimApp`` is one): stated here,
+    so that this module does not import the app that routes to it."""
+
+    params: SimParams
+    metrics: SimMetrics
+    pacer: Pacer
+
+    @property
+    def ready(self) -> bool: ...
 
 
 def inputs_of(given: Any, params: SimParams) -> list[tuple[str, int]]:
@@ -106,7 +117,7 @@ def _parse(body: bytes, params: SimParams) -> tuple[list[tuple[str, int]], int, 
     return inputs, dimensions or native, encoding, data.get("model")
 
 
-def serve(app: SimApp, request: Request, conn: Connection) -> None:
+def serve(app: Server, request: Request, conn: Connection) -> None:
     """Answer one embeddings request after its latency (its client may leave meanwhile)."""
     params = app.params
     try:
