@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from testbed.cli import load_endpoints as endpoint_flags
 from testbed.cli import load_workload
 from testbed.cli.exit_policy import add_fail_on, fail_on
 from testbed.core.errors import InputError
@@ -43,7 +44,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--cooldown", type=float, help="seconds excluded at the end")
     p.add_argument("--timeout", type=float, help="per-request timeout, s")
     p.add_argument("--max-in-flight", type=int, help="cap on requests in flight")
-    p.add_argument("--api", choices=("completions", "chat", "tgi", "tgis"))
+    p.add_argument("--api", choices=endpoint_flags.APIS)
     p.add_argument("--grpc", metavar="HOST:PORT", help="--api tgis: the TGIS gRPC address")
     p.add_argument("--no-stream", action="store_true", help="unary requests (no TTFT/ITL)")
     p.add_argument("--input-tokens", type=int, help="prompt tokens (synthetic)")
@@ -97,6 +98,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--json", action="store_true", help="print summary.json instead of a table")
     load_workload.add_flags(p)
+    endpoint_flags.add_flags(p)
     add_fail_on(p)
     p.set_defaults(handler=handle)
 
@@ -141,6 +143,7 @@ def section(args: argparse.Namespace) -> dict[str, Any]:
     if args.trace and args.profile is None:
         out["profile"] = "trace"  # a trace replays at its offsets unless a profile is named
     out.update(_shaping(args))
+    out.update(endpoint_flags.section(args))
     sweep = {"rates": args.sweep_rates, "max_concurrency": args.sweep_max_concurrency}
     if any(v is not None for v in sweep.values()):
         out["sweep"] = {k: v for k, v in sweep.items() if v is not None}
@@ -292,7 +295,7 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
     from testbed.core.urls import check_base_url
 
     base_url = check_base_url(args.url)
-    if base_url.endswith("/v1") and config.api in ("completions", "chat"):
+    if base_url.endswith("/v1") and config.api not in ("tgi", "tgis"):
         base_url = base_url.removesuffix("/v1")
         print(f"note: using {base_url} (testbed adds /v1/… itself)", file=sys.stderr)
     if (config.api == "tgis") != bool(args.grpc):

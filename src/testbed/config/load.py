@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from testbed.config.embeddings import EmbeddingsLoad, check_endpoint
 from testbed.config.lengths import (  # the others re-exported: they were defined here
     FixedLength,
     Length,
@@ -188,9 +189,13 @@ class LoadProbe(_Strict):
     max_in_flight: int = Field(
         1024, ge=1, description="Cap on requests in flight in open loop (requests)."
     )
-    api: Literal["completions", "chat", "tgi", "tgis"] = Field(
+    api: Literal["completions", "chat", "tgi", "tgis", "embeddings", "responses"] = Field(
         "completions",
-        description="Protocol: OpenAI completions or chat, TGI over HTTP, TGIS over gRPC.",
+        description="Protocol: OpenAI completions or chat, TGI over HTTP, TGIS over gRPC;"
+        " OpenAI embeddings (batches of inputs) or responses (streamed like chat).",
+    )
+    embeddings: EmbeddingsLoad | None = Field(
+        None, description="api embeddings: inputs per request, dimensions, encoding."
     )
     stream: bool = Field(True, description="Stream responses (needed for TTFT and ITL).")
     ignore_eos: bool = Field(
@@ -259,6 +264,7 @@ class LoadProbe(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> LoadProbe:
         check_workload(self.dataset, self.profile, self.duration_s, self.requests)
+        check_endpoint(self.api, self.embeddings, self.dataset.kind, self.slo)
         if self.profile == "rate" and self.rate is None:
             raise ValueError("profile 'rate' needs `rate` (requests/s), e.g. rate: 50")
         if self.profile == "ramp" and self.stage_duration_s is None:

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.clients import openai, tgi, tgis
+from testbed.clients import embeddings as embeddings_client
+from testbed.clients import openai, responses, tgi, tgis
 from testbed.clients.http import ConnectionPool
 from testbed.config import shaping
 from testbed.config.load import (
@@ -50,6 +51,8 @@ class Item:
     model: str | None = None
     headers: dict[str, str] | None = None
     extra_body: dict[str, Any] | None = None
+    #: api embeddings: the batch of prompts one request embeds (:mod:`.embeddings`)
+    inputs: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -224,6 +227,12 @@ def request_body(item: Item, api: str, model: str, *, ignore_eos: bool) -> dict[
             "requests": [{"text": item.prompt}],
             "params": {"stopping": stopping},
         }
+    if api == "embeddings":
+        # a batch of prompts (dimensions, encoding_format: the item's body fields)
+        return embeddings_client.request_body(list(item.inputs or (item.prompt,)), model)
+    if api == "responses":
+        asked = responses.request_body(item.prompt, model, item.output_tokens)
+        return {**asked, "ignore_eos": True} if ignore_eos else asked
     body: dict[str, Any] = {"model": model, "max_tokens": item.output_tokens}
     if api == "chat":
         body["messages"] = [{"role": "user", "content": item.prompt}]
@@ -259,6 +268,10 @@ def encode(
                     " channel's (load.headers sends it with every call)"
                 )
             payload = tgis.encode(body, stream=stream)
+        elif api == "embeddings":
+            payload = embeddings_client.encode(pool, body)
+        elif api == "responses":
+            payload = responses.encode(pool, body, stream=stream)
         else:
             route: openai.Api = "chat" if api == "chat" else "completions"
             payload = openai.encode(pool, route, body, stream=stream)

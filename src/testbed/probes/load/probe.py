@@ -26,7 +26,15 @@ from testbed.core.errors import InfrastructureError, InputError
 from testbed.core.secrets import resolve
 from testbed.probes import server_metrics, shaping
 from testbed.probes.base import ProbeContext, ProbeOutcome
-from testbed.probes.load import capacity, dataset, mix, multiprocess, profiles, progress
+from testbed.probes.load import (
+    capacity,
+    dataset,
+    embeddings,
+    mix,
+    multiprocess,
+    profiles,
+    progress,
+)
 from testbed.probes.load.loops import loop_name
 from testbed.probes.load.recording import BackgroundWriter
 from testbed.probes.load.runner import Options, Stage, StageRun
@@ -118,6 +126,8 @@ def _items(
 ) -> list[dataset.Item]:
     """The prompts, each with the model it goes to (its row's, the mix's, or ``model``)."""
     items = items_of(config.dataset, counter, seed, base_dir)
+    if config.api == "embeddings":  # the prompts, in batches: each one request's inputs
+        items = embeddings.batched(items, config.embeddings, seed)
     if config.api == "tgi" and any(item.model for item in items):
         raise InputError("a dataset row names a model, but api tgi serves one and names none")
     return mix.assign(items, config.models, model)
@@ -167,7 +177,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         "url": endpoint.base_url,
         "model": setup.model,
         "api": config.api,
-        "stream": config.stream,
+        "stream": config.stream and config.api != "embeddings",  # one body, always
         "tokenizer": setup.counter.name,
         "token_counts_exact": setup.counter.exact,
         "prompts": len(setup.items),

@@ -42,7 +42,7 @@ def request_record(
     # (timeout, connection): only the first proves the server wrong whatever the harness did
     by_server = error is None
     error = error or response.error
-    if error is None and not response.chunks:
+    if error is None and not response.chunks and asked.inputs is None:  # embeddings: vectors
         error = "no content in the response"
     if error is None and counter.exact:
         error = _counts_disagree(server_out, client_out, server_in, asked, counter, api)
@@ -59,6 +59,7 @@ def request_record(
         "error_by": None if error is None else "server" if by_server else "client",
         "finish_reason": response.finish_reason,
         "model": asked.model,
+        "inputs": None if asked.inputs is None else len(asked.inputs),
         "input_tokens": asked.input_tokens,
         "requested_output_tokens": asked.output_tokens,
         "usage_input_tokens": server_in,
@@ -84,6 +85,8 @@ def _counts_disagree(
     prompt = item.input_tokens
     if server_in is None or not disagreement(server_in, prompt):
         return None
-    if server_in < prompt or api != "chat":  # a chat template only adds to the prompt
+    # a chat template (chat, responses) and an embedding model's special tokens per input
+    # (embeddings) only add to the prompt
+    if server_in < prompt or api not in ("chat", "responses", "embeddings"):
         return f"usage.prompt_tokens {server_in}, but {by.format(f'{prompt} in the prompt')}"
     return None

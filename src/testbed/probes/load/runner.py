@@ -24,13 +24,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from testbed.clients import openai, tgi, tgis
+from testbed.clients import embeddings as embeddings_client
+from testbed.clients import openai, responses, tgi, tgis
 from testbed.clients.counts import Limits
+from testbed.clients.embeddings import Expect
 from testbed.clients.http import HttpClientError
 from testbed.clients.response import Response, Sink
 from testbed.clients.tgis import TgisSink
 from testbed.core.clock import monotonic_ns
 from testbed.core.secrets import mask
+from testbed.probes.load import embeddings
 from testbed.probes.load.dataset import Item
 from testbed.probes.load.record import request_record
 from testbed.probes.load.schedule import Arrivals, PreciseTimer, offsets_ns
@@ -136,7 +139,7 @@ class LoadGenerator:
         self._counter, self._write, self._opt = counter, write, options
         self._make_sink = _sink_factory(options.api, options.stream)
         # what each request allows its answer (checked by its sink when it ends)
-        self._limits = [Limits(item.output_tokens) for item in items]
+        self._limits = [_limits(options.api, item) for item in items]
         self._next = options.proc  # global request number; processes interleave
         self.lags: list[int] = []
         self.capped = 0
@@ -258,7 +261,7 @@ class LoadGenerator:
         number: int,
         asked: Item,
         payload: bytes,
-        limits: Limits,
+        limits: Limits | Expect,
         **place: Any,
     ) -> tuple[Response, dict[str, Any]]:
         """Send one request, write its record (``place``: where it comes from in the
@@ -339,8 +342,16 @@ def _rate_of(offsets: list[int], stage: Stage) -> float:
     return (len(offsets) - 1) / (offsets[-1] / 1e9) if len(offsets) > 1 and offsets[-1] else 0.0
 
 
-def _sink_factory(api: str, stream: bool) -> Callable[[Limits], Sink | TgisSink]:
+def _sink_factory(api: str, stream: bool) -> Callable[[Any], Sink | TgisSink]:
     """Sinks that keep no raw chunks: the text (``keep_text``) is joined from the content
-    chunks, and raw JSON would cost memory and CPU on the hot path."""
-    module: Any = {"tgi": tgi, "tgis": tgis}.get(api, openai)
+    chunks, and raw JSON would cost memory and CPU on the hot path. An embeddings answer is
+    one body, whatever ``stream`` says; its sink keeps no vectors."""
+    if api == "embeddings":
+        return embeddings_client.EmbeddingsSink
+    module: Any = {"tgi": tgi, "tgis": tgis, "responses": responses}.get(api, openai)
     return lambda limits: module.sink(stream=stream, keep_raw=False, limits=limits)
+
+
+def _limits(api: str, item: Item) -> Limits | Expect:
+    """What the answer to ``item`` may hold: its output tokens; an embeddings batch's vectors."""
+    return embeddings.expect(item) if api == "embeddings" else Limits(item.output_tokens)
