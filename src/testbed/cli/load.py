@@ -182,11 +182,11 @@ def _shaping(args: argparse.Namespace) -> dict[str, Any]:
             raise InputError("--extra-body: give a JSON object, e.g. '{\"temperature\": 0.7}'")
         out["extra_body"] = body
     if args.models:
-        mix = {}
+        mix = []
         for part in filter(None, (p.strip() for p in args.models.split(","))):
             name, _, weight = part.partition("=")
             try:
-                mix[name.strip()] = float(weight) if weight else 1.0
+                mix.append({"name": name.strip(), "weight": float(weight) if weight else 1.0})
             except ValueError:
                 raise InputError(f"--models {part!r}: a weight is a number, e.g. a=3") from None
         out["models"] = mix

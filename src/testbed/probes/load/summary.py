@@ -27,6 +27,10 @@ from testbed.results import metrics
 from testbed.results.metrics import Record
 from testbed.results.verdict import Status, Verdict
 
+#: An error's first characters, its key in ``top_errors``: enough for a refusal's whole
+#: sentence ("HTTP 400: the server refused the request: <vLLM's message> (type, param…)").
+ERROR_KEY = 240
+
 
 def stage_summary(
     stage: Stage, run: StageRun, records: Sequence[Record], config: LoadProbe
@@ -37,7 +41,7 @@ def stage_summary(
     slo = config.slo.model_dump() if config.slo else {}
     total = len(records)
     ok = sum(1 for r in records if metrics.is_ok(r))
-    errors = Counter(str(r["error"])[:120] for r in records if not metrics.is_ok(r))
+    errors = Counter(str(r["error"])[:ERROR_KEY] for r in records if not metrics.is_ok(r))
     self_check = check(run, records, win, config.selfcheck)
     summary: dict[str, Any] = {
         "stage": stage.name,
@@ -96,7 +100,7 @@ def per_model(
     out = {}
     for name, group in groups.items():
         ok = sum(1 for r in group if metrics.is_ok(r))
-        errors = Counter(str(r["error"])[:120] for r in group if not metrics.is_ok(r))
+        errors = Counter(str(r["error"])[:ERROR_KEY] for r in group if not metrics.is_ok(r))
         out[name] = {
             **metrics.latency(metrics.in_window(group, win)),
             "throughput": {
