@@ -5,7 +5,8 @@
 - TTFT/ITL against throughput: across the stages of a sweep, and across treatments that
   differ only in their load level (a ``load.concurrency`` or ``load.rate`` matrix);
 - per treatment, requests in flight, completions per second and TTFT over time, after a
-  flag for each stage that ran fewer requests than it asked for.
+  flag for each stage that ran fewer requests than it asked for;
+- a load over several models or adapters: each one's figures and its TTFT as a bar.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.probes.load import plots
+from testbed.probes.load import model_plots, plots
 from testbed.report.captures_view import prometheus_block
 from testbed.report.plots import to_svg
 from testbed.report.server_metrics_view import section as server_section
@@ -47,13 +48,16 @@ class LoadTreatment:
 def gather(
     run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]
 ) -> list[LoadTreatment]:
-    """The load treatments that have a summary, with their records."""
+    """The load treatments that have a summary and records (the plots are drawn from the
+    records: another harness's results have none, and their figures are in the headline)."""
     out = []
     for row in rows:
         summary = summaries.get(row["id"]) or {}
         if row["probe"] != "load" or "ttft_ms" not in summary:
             continue
         records = [r for r in read_records(run_path / row["dir"] / RECORDS) if "sent_ns" in r]
+        if not records:
+            continue
         out.append(LoadTreatment(row, summary, records, run_path / row["dir"]))
     return out
 
@@ -116,6 +120,33 @@ def _cut_short(summary: Mapping[str, Any]) -> str:
     )
 
 
+def _models_block(number: int, summary: Mapping[str, Any], models: Mapping[str, Any]) -> str:
+    """Each model's (adapter's) figures in a table, and its TTFT as a bar."""
+    rows = "".join(
+        f"<tr><td>{html.escape(str(name))}</td>"
+        f"<td>{m['requests']['ok']}/{m['requests']['total']}</td>"
+        + "".join(
+            f"<td>{'–' if v is None else f'{v:.2f}'}</td>"
+            for v in (
+                m["throughput"]["requests_per_s"],
+                m["ttft_ms"]["p50"],
+                m["ttft_ms"]["p99"],
+                m["itl_ms"]["p50"],
+                m["e2e_ms"]["p99"],
+            )
+        )
+        + "</tr>"
+        for name, m in models.items()
+    )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("model", "ok", "req/s", "TTFT p50", "TTFT p99", "ITL p50", "e2e p99")
+    )
+    title = f"TTFT by model · {summary.get('stage')}"
+    bars = to_svg(model_plots.ttft_by_model(models, title), f"models{number}", title)
+    return f"<table><tr>{head}</tr>{rows}</table>\n{bars}"
+
+
 def _treatment(number: int, item: LoadTreatment) -> str:
     parts = [f'<h3 id="load-{html.escape(item.row["id"])}">{html.escape(item.label)}</h3>']
     parts.append(_cut_short(item.summary))
@@ -124,6 +155,9 @@ def _treatment(number: int, item: LoadTreatment) -> str:
         points = [s for s in stages if isinstance(s, Mapping)]
         sweep = plots.latency_vs_throughput({"sweep": points}, "Sweep")
         parts.append(to_svg(sweep, f"sweep{number}", "Sweep"))
+    models = item.summary.get("models")
+    if isinstance(models, Mapping) and models:
+        parts.append(_models_block(number, item.summary, models))
     if item.records:
         window = item.summary.get("window") or {}
         shade = None

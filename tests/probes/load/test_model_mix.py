@@ -8,10 +8,12 @@ import itertools
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from testbed.cli import main
 from testbed.config.shaping import ModelShare
 from testbed.config.sim import SimParams
+from testbed.probes.load import model_plots
 from testbed.probes.load.dataset import Item
 from testbed.probes.load.mix import assign, schedule
 from testbed.servers.sim import serve_in_thread
@@ -83,3 +85,26 @@ def test_one_model_has_no_per_model_figures(tmp_path: Path) -> None:
     assert "models" not in json.loads((out / "summary.json").read_text())
     first = json.loads((out / "records.jsonl").read_text().splitlines()[0])
     assert first["model"] == "sim-model"
+
+
+def test_the_picture_and_table_by_model(tmp_path: Path) -> None:
+    def figures(p50: float | None) -> dict[str, Any]:
+        ms = {"p50": p50, "p99": None if p50 is None else 2 * p50}
+        return {
+            "ttft_ms": ms,
+            "itl_ms": ms,
+            "e2e_ms": ms,
+            "throughput": {"requests_per_s": 1.0},
+            "requests": {"ok": 0 if p50 is None else 3, "total": 3},
+        }
+
+    stage = {"stage": "concurrency-4", "models": {"a": figures(10.0), "b": figures(None)}}
+    assert model_plots.write(tmp_path, [{"stage": "plain"}]) == []
+    assert model_plots.write(tmp_path, [stage]) == ["ttft_by_model.png"]
+    assert (tmp_path / "ttft_by_model.png").stat().st_size > 1000
+    table = model_plots.table(stage)
+    assert table is not None
+    assert [c.header for c in table.columns][:4] == ["model", "requests", "req/s", "TTFT p50"]
+    assert list(table.columns[0].cells) == ["a", "b"]
+    assert list(table.columns[3].cells) == ["10.00", "–"]
+    assert model_plots.table({"stage": "plain"}) is None

@@ -278,8 +278,9 @@ def _generator(config: LoadProbe, setup: Setup, base_dir: Path, seed: int) -> Ge
 
 def _raise_if_down(records: list[dict[str, Any]], endpoint: Endpoint) -> None:
     """Every request failed to connect: the server is down, which is not the product's
-    fault but the infrastructure's (ERROR, not FAIL)."""
-    if records and all("cannot connect" in str(r.get("error")) for r in records):
+    fault but the infrastructure's (ERROR, not FAIL). Decided on the failures' kind (the
+    client's exception type), never on their message."""
+    if records and all(r.get("error_kind") == "connect" for r in records):
         raise InfrastructureError(
             f"every request to {endpoint.base_url} failed to connect: {records[0]['error']}"
         )
@@ -290,8 +291,9 @@ def _plots(
 ) -> list[str]:
     """Write the PNGs; a plotting failure is noted, never fatal."""
     try:
-        from testbed.probes.load import plots
+        from testbed.probes.load import model_plots, plots
 
-        return plots.write_all(ctx.out_dir, stage_records, summaries)
+        written = plots.write_all(ctx.out_dir, stage_records, summaries)
+        return written + model_plots.write(ctx.out_dir, summaries)
     except Exception as exc:
         return [f"plots failed: {exc}"]

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from testbed.probes.load import model_plots
 from testbed.probes.server_metrics.summary import headline
 
 
@@ -79,6 +80,9 @@ def print_summary(summary: Mapping[str, Any], out_dir: Path | None = None) -> No
     turns = turns_table(summary)
     if turns is not None:
         console.print(turns)
+    by_model = model_plots.table(summary)
+    if by_model is not None:
+        console.print(by_model)
     verdict = summary.get("verdict", {})
     if verdict:
         console.print(f"verdict: [bold]{verdict.get('status')}[/bold] — {verdict.get('reason')}")
