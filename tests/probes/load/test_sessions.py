@@ -72,6 +72,8 @@ def test_each_turn_carries_the_history_the_server_counts(sim_url: str, tmp_path:
         assert [t["input_tokens_mean"] for t in by_turn] == [20, 45, 70]
         assert outcome.summary["sessions"]["count"] == 6
         assert outcome.summary["sessions"]["turns_max"] == 3
+        assert "ttft_by_turn.png" in outcome.summary["plots"]
+        assert (out / "ttft_by_turn.png").stat().st_size > 0
 
 
 def _in_flight_sessions(records: list[dict[str, Any]]) -> int:

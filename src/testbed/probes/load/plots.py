@@ -49,6 +49,12 @@ def write_all(
         figures["time_series.png"] = time_series(every)
     if len(summaries) > 1:
         figures["sweep.png"] = latency_vs_throughput({"sweep": summaries}, "Sweep")
+    turned = [s for s in summaries if s.get("by_turn")]
+    if turned:  # a multi-turn load
+        from testbed.probes.load.turn_plots import ttft_by_turn
+
+        lines = {str(s["stage"]): s["by_turn"] for s in turned}
+        figures["ttft_by_turn.png"] = ttft_by_turn(lines, "TTFT by turn")
     for name, fig in figures.items():
         FigureCanvasAgg(fig)
         fig.savefig(out_dir / name, dpi=110)
