@@ -110,7 +110,7 @@ def _end(response: Response, body: Any, kind: str) -> None:
     if status == "failed":
         response.error = error_text(body.get("error") or f"{kind} with status failed")
         return
-    if status == "completed" and kind == "response.completed":
+    if status == "completed" and kind != "response.incomplete":
         response.finish_reason = "stop"
     elif status == "incomplete":
         details = body.get("incomplete_details")
