@@ -5,7 +5,10 @@ code of the run's status (the same as ``testbed run`` gave).
 ``testbed report s3://bucket/prefix`` or ``testbed report DIR1 DIR2 …`` first assembles the
 run folders found there (one per task of an exported pipeline) into one run directory
 (``--out``), the campaign's whole plan with NOT RUN for what no folder holds
-(:mod:`testbed.report.assemble`), then reports that."""
+(:mod:`testbed.report.assemble`), then reports that.
+
+``testbed report FILE`` renders another harness's results — an llm-d Benchmark Report, a
+guidellm, vLLM benchmark or inference-perf result (:mod:`testbed.report.foreign_run`)."""
 
 from __future__ import annotations
 
@@ -23,7 +26,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIR",
         nargs="+",
         help="the run directory; or several run folders, or an s3://bucket/prefix holding"
-        " them (one per exported task): assembled into one run",
+        " them (one per exported task): assembled into one run; or a Benchmark Report,"
+        " guidellm, vLLM benchmark or inference-perf results file",
     )
     parser.add_argument(
         "--out",
@@ -45,6 +49,9 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.report.run_summary import HTML, PublishOptions, publish
 
     html_path = Path(args.html) if args.html else None
+    code = _foreign(args, html_path)
+    if code is not None:
+        return code
     run_path = _run_path(args)
     options = PublishOptions(
         index_url=args.index,
@@ -59,6 +66,28 @@ def handle(args: argparse.Namespace) -> int:
         import webbrowser
 
         webbrowser.open((html_path or run_path / HTML).resolve().as_uri())
+    return code
+
+
+def _foreign(args: argparse.Namespace, html_path: Path | None) -> int | None:
+    """Another harness's results file, rendered; None when DIR is no such file."""
+    from rich.console import Console
+
+    from testbed.core.errors import InputError
+    from testbed.report import foreign_run
+    from testbed.results import foreign
+
+    results = foreign.read(Path(args.dir[0])) if len(args.dir) == 1 else None
+    if results is None:
+        return None
+    if args.out or args.upload:
+        raise InputError(f"{args.dir[0]} is a results file: --out and --upload are for runs")
+    to = foreign_run.PublishTo(html_path, args.index, not args.no_index, fail_on(args))
+    code = foreign_run.publish(results, Console(), to)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open((html_path or foreign_run.default_html(results)).resolve().as_uri())
     return code
 
 

@@ -28,7 +28,11 @@ BASE and CANDIDATE may also be two *treatment* directories (``runs/R/003__…``)
 of two: those two are compared with each other whatever their factors — one picker against
 another — and the outcome line says which is better. No history is consulted then. A
 ``testbed load --out`` folder is one treatment too (:mod:`testbed.report.load_run`): it
-compares with another load folder, or with a treatment directory, in the same way.
+compares with another load folder, or with a treatment directory, in the same way, and so
+does another harness's results file — a Benchmark Report, or a guidellm / vLLM benchmark /
+inference-perf result converted to one (:mod:`testbed.report.foreign_run`): metrics without
+records, judged *unverified*; the comparison says which metrics both sides have and the
+caveats of the other tool's numbers.
 
 The exit code follows the status: FAIL (1) on any regression, else ERROR (3) when a
 candidate treatment has no result to compare, else PASS (0).
@@ -43,16 +47,12 @@ from pathlib import Path
 from typing import Any
 
 from testbed.core.errors import InputError
-from testbed.report.load_run import (
-    is_load_folder,
-    load_document,
-    read_benchmark_report,
-    report_document,
-)
+from testbed.report import foreign_run
+from testbed.report.load_run import is_load_folder, load_document
 from testbed.report.metric_change import MetricResult, intervals, judge
 from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
-from testbed.results import benchmark_report
+from testbed.results import foreign
 from testbed.results.index import Point, ResultsIndex, resolve_url
 from testbed.results.machine import IDENTITY
 from testbed.results.rundir import PLAN, SUMMARY, RunDir
@@ -93,6 +93,8 @@ class Comparison:
         return [r for r in self.results if r.outcome == "improvement"]
 
     unresolved: list[str] = field(default_factory=list)  # candidate dirs with no result
+    #: what could be compared with another harness's results, and what not
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -170,17 +172,17 @@ def is_treatment(path: Path) -> bool:
 
 
 def _is_side(path: Path) -> bool:
-    """One treatment: a run's treatment directory, a ``testbed load --out`` folder, or an
-    llm-d Benchmark Report file."""
-    return is_treatment(path) or is_load_folder(path) or read_benchmark_report(path) is not None
+    """One treatment: a run's treatment directory, a ``testbed load --out`` folder, or
+    another harness's results file (:mod:`testbed.results.foreign`)."""
+    return is_treatment(path) or is_load_folder(path) or foreign.read(path) is not None
 
 
 def _side(path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """The folder a treatment's ``dir`` is relative to, its run document, and its row."""
-    report = read_benchmark_report(path)
-    if report is not None:  # metrics only: no records, no verdict, no machine
-        document = report_document(path, report)
-        return path.parent, document, document["treatments"][0]
+    results = foreign.read(path)
+    if results is not None:  # metrics only: no records, no verdict, no machine
+        document = foreign_run.side_document(path, results)
+        return results.path.parent, document, document["treatments"][0]
     if is_load_folder(path):  # its one treatment is the folder itself, named as it is
         document = load_document(path)
         return path.parent, document, {**document["treatments"][0], "dir": path.name}
@@ -192,8 +194,8 @@ def _side(path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
 
 
 def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
-    """Compare two treatments with each other — treatment directories of runs, or
-    ``testbed load`` folders (see the module docstring)."""
+    """Compare two treatments with each other — treatment directories of runs, ``testbed
+    load`` folders, or another harness's results (see the module docstring)."""
     (base_root, base_doc, base_row), (cand_root, cand_doc, cand_row) = map(_side, (base, candidate))
     alone = [p for p in (base, candidate) if not is_treatment(p)]  # each its own run
     same_run = not alone and base_root.resolve() == cand_root.resolve()
@@ -207,8 +209,9 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
         if row["status"] in _NO_RESULT:
             raise InputError(f"{path}: not a treatment with a result ({row['status']})")
     comparison = Comparison(base, candidate, differences, treatments=True)
-    if any(read_benchmark_report(p) is not None for p in (base, candidate)):
-        comparison.warnings += list(benchmark_report.CAVEATS)
+    comparison.warnings += foreign_run.warnings((base, candidate))
+    if any(doc["run"].get("kind") == foreign_run.KIND for doc in (base_doc, cand_doc)):
+        comparison.notes = foreign_run.compared_metrics(base_row, cand_row)
     no_history = CompareOptions(**{**options.__dict__, "use_index": False})
     thresholds = {**_campaign_thresholds(cand_root), **options.thresholds}
     history = _History(cand_root, cand_doc, no_history)
@@ -227,7 +230,8 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
     for path in (base, candidate):
         if _is_side(path):
             raise InputError(
-                f"{path} is one treatment (a `testbed load` folder or a Benchmark Report):"
+                f"{path} is one treatment (a `testbed load` folder or another harness's"
+                " results):"
                 " compare it with another, or with a run's treatment directory"
                 " (runs/<run>/NNN__…), not with a whole run"
             )

@@ -83,6 +83,8 @@ def render(comparison: Comparison, console: Console, show_all: bool = False) -> 
         console.print(f"[yellow]setup differs (--force):[/yellow] {line}")
     for line in comparison.warnings:
         console.print(f"[yellow]warning:[/yellow] {line}")
+    for line in comparison.notes:  # what another harness's results let us compare
+        console.print(line)
     for change in comparison.verdict_changes:
         style = "bold red" if change["kind"] == "regression" else "green"
         console.print(
@@ -127,6 +129,7 @@ def document(comparison: Comparison) -> dict[str, Any]:
         "failed": comparison.failed,
         "setup_differences": comparison.setup_differences,
         "warnings": comparison.warnings,
+        "notes": comparison.notes,
         "verdict_changes": comparison.verdict_changes,
         "metrics": [
             {

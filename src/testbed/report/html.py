@@ -36,10 +36,17 @@ _STAT_KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")
 _SHOWN = {"schema_version", "id", "dir", "probe", "params", "attempt", "started", "verdict"}
 
 
-def render(run_path: Path, document: Mapping[str, Any]) -> str:
-    """The whole report of the run in ``run_path`` (``document`` is its run summary)."""
+def render(
+    run_path: Path,
+    document: Mapping[str, Any],
+    summaries: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """The whole report of the run in ``run_path`` (``document`` is its run summary; the
+    treatments' summaries are read from their folders unless given, as another harness's
+    results give them: :mod:`testbed.report.foreign_run`)."""
     rows = document["treatments"]
-    summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
+    if summaries is None:
+        summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
     sections = [
         # the figures a load test is read for first (issue 36), then every verdict
         ("headline", "Load at a glance", headline.section(rows, summaries)),
@@ -84,8 +91,12 @@ def _header(document: Mapping[str, Any]) -> str:
         "started": run.get("started"),
         "testbed": document.get("testbed_version"),
         "campaign hash": document.get("campaign_hash"),
+        # another harness's results do not say on which machine: absent, not guessed
         "machine": f"{machine.get('hostname')} · {machine.get('cpu_count')} CPUs"
-        f" · {machine.get('cpu_model') or ''} · {machine.get('platform') or ''}",
+        f" · {machine.get('cpu_model') or ''} · {machine.get('platform') or ''}"
+        if machine
+        else None,
+        "source": run.get("source"),
         "generated": document.get("generated"),
     }
     return (

@@ -17,10 +17,12 @@ Filled only from what testbed knows — absent, never guessed:
   (tokens, measured), TTFT and end-to-end latency (ms), ITL and TPOT (ms/token) with mean,
   std, p50/p90/p95/p99/p99.9, request and output-token rates (means over the window).
 
-Read back (:func:`metrics_of`), a report gives testbed's metric names (``ttft_ms.p99``,
-``throughput.requests_per_s`` …), converted to testbed's units. A report carries no
+Read back (:func:`summary_of`, :func:`metrics_of`), a report gives testbed's metric names
+(``ttft_ms.p99``, ``throughput.requests_per_s`` …) in testbed's units, each field read as
+the tool that wrote it defines it (guidellm's ITL is testbed's TPOT). A report carries no
 records: a comparison has no confidence interval for its metrics (they are judged
-*unverified*: shown, never failing), and its ITL/TPOT follow the tool that wrote it.
+*unverified*: shown, never failing); :func:`caveats` says what else a reader must know (a
+different client's clock, a different window).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 from testbed import __version__
 from testbed.results import metrics
 from testbed.results.files import write_json
+from testbed.results.summaries import summary_metrics
 
 VERSION = "0.2.1"
 PREFIX = "benchmark_report"
@@ -47,13 +50,6 @@ LATENCIES = {
     "e2e_ms": ("request_latency", "ms"),
 }
 _PERCENTILES = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99p9"}
-#: Caveats of a comparison with a report as a side (shown by ``testbed compare``).
-CAVEATS = (
-    "a Benchmark Report has no records: its metrics get no confidence interval and are"
-    " judged unverified (shown, never failing)",
-    "ITL and TPOT in a Benchmark Report follow the tool that wrote it (testbed: ITL is every"
-    " gap between content chunks, TPOT (e2e - TTFT) / (tokens - 1) per request)",
-)
 
 
 def _statistics(values: Sequence[float], units: str) -> dict[str, Any] | None:
@@ -208,37 +204,94 @@ def write_reports(
 # -- reading one back -------------------------------------------------------------------------
 
 _TO_MS = {"ms": 1.0, "s": 1e3, "ms/token": 1.0, "s/token": 1e3}
+#: Where a tool's report field means another testbed metric than the field's name says.
+#: guidellm's inter-token latency is, per request, (last token - first token) / (tokens - 1)
+#: (its request_stats.py): testbed's TPOT, not testbed's ITL (every gap between chunks);
+#: its time per output token includes the first token, which testbed has no metric for.
+_RENAMED: dict[str, dict[str, str | None]] = {
+    "guidellm": {"inter_token_latency": "tpot_ms", "time_per_output_token": None},
+}
+#: A report with no records: every comparison of its metrics is unverified.
+NO_RECORDS = (
+    "a Benchmark Report has no records: its metrics get no confidence interval and are"
+    " judged unverified (shown, never failing)"
+)
+#: The client overhead measured: a simulator set to TTFT 20 ms (docs/results.md).
+CLIENT_CLOCK = (
+    "{tool}'s latencies were timed by its own client (its clock, HTTP stack and overhead are"
+    " in its TTFT and E2E): against a server set to TTFT 20 ms testbed read p50 20.11 ms"
+    " where vLLM's benchmark read 21.35 ms, so a change of a millisecond or a few percent"
+    " may be the clients', not the server's"
+)
+WINDOW = (
+    "{tool}'s rates are over its whole benchmark (first request to last); testbed's over"
+    " its steady-state window, which leaves out the ramp-up and the drain"
+)
+GUIDELLM_ITL = (
+    "guidellm's ITL is per request ((last - first token) / (tokens - 1)): compared as"
+    " testbed's TPOT; its TPOT counts the first token too and is not compared"
+)
+
+
+def tool_of(report: Mapping[str, Any]) -> str:
+    standardized = ((report.get("scenario") or {}).get("load") or {}).get("standardized") or {}
+    return str(standardized.get("tool") or "")
 
 
 def is_report(document: Any) -> bool:
     return isinstance(document, Mapping) and str(document.get("version", "")).startswith("0.2")
 
 
-def metrics_of(report: Mapping[str, Any]) -> dict[str, float]:
-    """testbed's metrics (names and units) in a v0.2.x report."""
+def summary_of(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A v0.2.x report's figures in the shape of testbed's load summary (``ttft_ms``
+    {mean, p50 …} in ms, ``throughput``, ``requests``), each field named as the tool that
+    wrote it means it (:data:`_RENAMED`)."""
     results = report.get("results") or {}
     aggregate = (results.get("request_performance") or {}).get("aggregate") or {}
-    out: dict[str, float] = {}
-    for ours, (theirs, _) in LATENCIES.items():
+    fields: dict[str, str | None] = {theirs: ours for ours, (theirs, _) in LATENCIES.items()}
+    fields |= _RENAMED.get(tool_of(report), {})
+    out: dict[str, Any] = {}
+    for theirs, ours in fields.items():
         stats = (aggregate.get("latency") or {}).get(theirs) or {}
         scale = _TO_MS.get(str(stats.get("units")))
-        if scale is None:
+        if ours is None or scale is None:
             continue
-        for name, field in (("mean", "mean"), *_PERCENTILES.items()):
-            value = stats.get(field)
-            if isinstance(value, int | float) and math.isfinite(value):
-                out[f"{ours}.{name}"] = float(value) * scale
+        figures = {
+            name: float(stats[field]) * scale
+            for name, field in (("mean", "mean"), *_PERCENTILES.items())
+            if isinstance(stats.get(field), int | float) and math.isfinite(stats[field])
+        }
+        if figures:
+            out[ours] = figures
     rates = aggregate.get("throughput") or {}
-    for ours, theirs in (
-        ("requests_per_s", "request_rate"),
-        ("output_tokens_per_s", "output_token_rate"),
-    ):
-        value = (rates.get(theirs) or {}).get("mean")
-        if isinstance(value, int | float):
-            out[f"throughput.{ours}"] = float(value)
+    throughput = {
+        ours: float(value)
+        for ours, theirs in (
+            ("requests_per_s", "request_rate"),
+            ("output_tokens_per_s", "output_token_rate"),
+        )
+        if isinstance(value := (rates.get(theirs) or {}).get("mean"), int | float)
+    }
+    if throughput:
+        out["throughput"] = throughput
     requests = aggregate.get("requests") or {}
     if isinstance(requests.get("total"), int):
-        out["requests.total"] = float(requests["total"])
         errors = int(requests.get("failures") or 0) + int(requests.get("incomplete") or 0)
-        out["requests.errors"] = float(errors)
+        out["requests"] = {"total": requests["total"], "errors": errors}
+    return out
+
+
+def metrics_of(report: Mapping[str, Any]) -> dict[str, float]:
+    """testbed's metrics (names and units) in a v0.2.x report."""
+    return summary_metrics(summary_of(report))
+
+
+def caveats(report: Mapping[str, Any]) -> list[str]:
+    """What a comparison with ``report`` as a side must say about its numbers."""
+    tool = tool_of(report)
+    out = [NO_RECORDS]
+    if tool and tool != "testbed":
+        out += [CLIENT_CLOCK.format(tool=tool), WINDOW.format(tool=tool)]
+    if tool == "guidellm":
+        out.append(GUIDELLM_ITL)
     return out
