@@ -26,7 +26,6 @@ from typing import Any
 from testbed import __version__
 from testbed.core.clock import wall_label
 from testbed.core.ids import short_hash
-from testbed.results import benchmark_report
 from testbed.results.files import read_object
 from testbed.results.index import params_key
 from testbed.results.rundir import RECORDS, RUN_FILE, RUN_SUMMARY_VERSION, SUMMARY
@@ -121,54 +120,4 @@ def run_record(config: dict[str, Any], started: str, duration_s: float) -> dict[
         "duration_s": round(duration_s, 3),
         "testbed_version": __version__,
         "machine": machine_info(),
-    }
-
-
-# -- an llm-d Benchmark Report as a side of `testbed compare` --------------------------------
-
-
-def read_benchmark_report(path: Path) -> dict[str, Any] | None:
-    """The report in ``path`` (JSON or YAML, version 0.2.x), or None when it is none."""
-    import yaml
-
-    if not path.is_file() or path.suffix not in (".json", ".yaml", ".yml"):
-        return None
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    return document if benchmark_report.is_report(document) else None
-
-
-def report_document(path: Path, report: dict[str, Any]) -> dict[str, Any]:
-    """A run document of one treatment from a Benchmark Report: its metrics in testbed's
-    names (:func:`benchmark_report.metrics_of`), no verdict (a report has none), no machine
-    (absent: the setups are not compared on it)."""
-    run = report.get("run") or {}
-    load = (report.get("scenario") or {}).get("load") or {}
-    standardized = load.get("standardized") or {}
-    params = {k: standardized[k] for k in ("tool", "concurrency", "rate_qps") if k in standardized}
-    row = {
-        "id": short_hash({"report": run.get("uid"), "params": params}),
-        "dir": path.name,
-        "slug": "benchmark-report",
-        "probe": "load",
-        "workers": [],
-        "deployments": [],
-        "params": params,
-        "params_key": params_key("load", [], params),
-        "status": "INCONCLUSIVE",
-        "reason": "an llm-d Benchmark Report: metrics without a verdict",
-        "evidence": {},
-        "metrics": benchmark_report.metrics_of(report),
-    }
-    return {
-        "schema_version": RUN_SUMMARY_VERSION,
-        "kind": "testbed.run",
-        "run": {"run_id": str(run.get("uid") or path.stem), "kind": "llm-d.benchmark-report"},
-        "campaign_hash": None,
-        "machine": {},
-        "servers": [],
-        "status": "INCONCLUSIVE",
-        "treatments": [row],
     }
