@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from testbed.clients import tgis
+from testbed.clients.http_errors import ConnectError, ConnectTimeout, ReadTimeout
 from testbed.config.sim import SimParams
 from testbed.core.errors import InputError
 from testbed.proto.fmaas import generation_pb2 as pb
@@ -157,7 +158,7 @@ async def test_a_refusal_is_a_response_error_and_unreachable_raises() -> None:
     assert info.max_sequence_length == 8192
     gone = tgis.TgisPool(target)  # the server has stopped
     try:
-        with pytest.raises(tgis.TgisConnectionError, match="cannot connect"):
+        with pytest.raises(ConnectError, match="cannot connect"):
             await gone.send(tgis.encode(body(), stream=True), tgis.sink(stream=True), 5.0)
     finally:
         await gone.aclose()
@@ -168,7 +169,7 @@ async def test_a_deadline_raises_timeout() -> None:
         assert server.grpc_target is not None
         pool = tgis.TgisPool(server.grpc_target)
         try:
-            with pytest.raises(TimeoutError):
+            with pytest.raises(ReadTimeout):
                 await pool.send(tgis.encode(body(), stream=True), tgis.sink(stream=True), 0.2)
         finally:
             await pool.aclose()
@@ -191,7 +192,7 @@ async def test_warming_a_channel_nothing_answers_gives_up(
     monkeypatch.setattr(tgis, "CONNECT_TIMEOUT_S", 0.5)
     pool = tgis.TgisPool(f"127.0.0.1:{port}")
     try:
-        with pytest.raises(tgis.TgisConnectionError, match=r"no gRPC connection within 0.5 s"):
+        with pytest.raises(ConnectTimeout, match=r"no gRPC connection within 0.5 s"):
             await pool.warm(1)
     finally:
         await pool.aclose()

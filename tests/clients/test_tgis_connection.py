@@ -27,6 +27,7 @@ from tests.fixtures.h2_server import (
 )
 
 from testbed.clients import tgis
+from testbed.clients.http_errors import ConnectError, RemoteProtocolError
 from testbed.proto.fmaas import generation_pb2 as pb
 
 
@@ -85,13 +86,13 @@ async def test_no_answer_and_no_http2_are_connection_errors() -> None:
 
     async with scripted(closes_after_request) as script:
         with pytest.raises(
-            tgis.TgisConnectionError,
+            RemoteProtocolError,
             match=r"^no answer from 127\.0\.0\.1:\d+: the connection closed",
         ):
             await send_tgis(script)
     async with scripted(not_http2) as script:
         with pytest.raises(
-            tgis.TgisConnectionError, match=r"^cannot connect to .*before its HTTP/2 SETTINGS"
+            ConnectError, match=r"^cannot connect to .*before its HTTP/2 SETTINGS"
         ):
             await send_tgis(script)
 

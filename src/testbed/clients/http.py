@@ -20,7 +20,16 @@ from urllib.parse import urlsplit
 
 from testbed.clients.endpoint import Endpoint, Tls
 from testbed.clients.http1 import CONNECTION, BodySink, Http1Connection
-from testbed.clients.http_errors import HttpClientError, connect_error
+from testbed.clients.http_errors import (
+    ConnectError,
+    ConnectTimeout,
+    HttpClientError,
+    ReadTimeout,
+    RemoteProtocolError,
+    ServerStatusError,
+    TimeoutException,
+    connect_error,
+)
 from testbed.clients.tls import ssl_context
 from testbed.core.clock import monotonic_ns
 from testbed.core.secrets import resolve
@@ -28,10 +37,16 @@ from testbed.core.urls import DEFAULT_PORTS, check_base_url
 
 __all__ = [
     "BodySink",
+    "ConnectError",
+    "ConnectTimeout",
     "ConnectionPool",
     "Connector",
     "HttpClientError",
+    "ReadTimeout",
+    "RemoteProtocolError",
+    "ServerStatusError",
     "StatusSink",
+    "TimeoutException",
     "pool_for",
     "tcp_connector",
 ]
@@ -170,6 +185,10 @@ class ConnectionPool:
                     if attempt == 0 and not conn.got_bytes:
                         continue
                     raise
+                except TimeoutError as exc:  # asyncio's: the answer did not complete in time
+                    conn.abort()
+                    self._drop(conn)
+                    raise ReadTimeout(f"no complete answer within {timeout_s:g} s") from exc
                 except BaseException:
                     conn.abort()
                     self._drop(conn)
@@ -186,7 +205,7 @@ class ConnectionPool:
         probe = StatusSink()
         try:
             await self.send(self.encode("GET", "/health"), probe, timeout_s)
-        except (HttpClientError, TimeoutError):
+        except HttpClientError:
             return False
         return probe.status > 0
 

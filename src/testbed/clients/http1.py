@@ -7,7 +7,7 @@ time at which the bytes were read from the socket. The keep-alive pool that lend
 connections out is :mod:`testbed.clients.http`.
 
 A connection that closes before its response's head is complete fails the request with
-:class:`~testbed.clients.http_errors.HttpClientError` (no answer came); one that closes after
+:class:`~testbed.clients.http_errors.RemoteProtocolError` (no answer came); one that closes after
 the head but before the body's framing ended (Content-Length not reached, no last chunk)
 ends the response with the sink's ``on_cut``: the server answered, then cut its answer
 short, and the sink (which knows the protocol) makes that the response's error.
@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from testbed.clients.http_errors import HttpClientError
+from testbed.clients.http_errors import RemoteProtocolError
 from testbed.clients.readpath import compiled
 from testbed.core.clock import monotonic_ns
 
@@ -98,7 +98,7 @@ class Http1Connection(asyncio.Protocol):
             self._finish(monotonic_ns(), cut=self._cut_reason(exc))
         elif self._done is not None and not self._done.done():
             reason = f": {exc}" if exc else ""
-            self._done.set_exception(HttpClientError(f"connection closed mid-response{reason}"))
+            self._done.set_exception(RemoteProtocolError(f"connection closed mid-response{reason}"))
 
     def data_received(self, data: bytes) -> None:
         t_ns = monotonic_ns()
@@ -125,7 +125,7 @@ class Http1Connection(asyncio.Protocol):
         try:
             self._parse(self._buf + data if self._buf else data, t_ns)
         except Exception as exc:  # whatever a broken server sends ends this request only
-            self._fail(HttpClientError(f"malformed HTTP response: {type(exc).__name__}: {exc}"))
+            self._fail(RemoteProtocolError(f"malformed HTTP response: {type(exc).__name__}: {exc}"))
 
     # requests ---------------------------------------------------------------------------
     def start(self, payload: bytes, sink: BodySink, done: asyncio.Future[None]) -> None:

@@ -13,7 +13,11 @@ import json
 from typing import Any, Literal
 
 from testbed.clients.counts import NO_LIMITS, Limits, whole_number
-from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.http import (
+    ConnectionPool,
+    ReadTimeout,
+    ServerStatusError,
+)
 from testbed.clients.readpath import compiled
 from testbed.clients.response import STREAM_SINK, BodySinkJson, Decoder, Ending, Response, Sink
 from testbed.core.errors import InputError
@@ -172,13 +176,13 @@ async def complete(
 
 async def get(pool: ConnectionPool, path: str, timeout_s: float = 10.0) -> Response:
     """``GET path``: the response, its JSON body (if it was JSON) in ``raw``. A server that
-    does not answer within ``timeout_s`` is an :class:`HttpClientError`."""
+    does not answer within ``timeout_s`` is a :class:`ReadTimeout`."""
     target = BodySinkJson(lambda _r, _o, _t: None, keep_raw=True)
     try:
         async with asyncio.timeout(timeout_s):  # the connection too (a host that drops SYNs)
             await pool.send(pool.encode("GET", path), target, timeout_s)
-    except TimeoutError:
-        raise HttpClientError(f"GET {path}: no answer within {timeout_s:g} s") from None
+    except TimeoutError as exc:  # the pool's ReadTimeout, or this wait's (a connect that hangs)
+        raise ReadTimeout(f"GET {path}: no answer within {timeout_s:g} s") from exc
     return target.response
 
 
@@ -192,14 +196,14 @@ async def find_model(pool: ConnectionPool, timeout_s: float = 10.0, hint: str = 
     """The first model ``GET /v1/models`` lists. When it lists none, an :class:`InputError`
     says what the URL answered instead (an HTML page, a 404, JSON without models: the URL
     is wrong, or the model must be named — ``hint`` says how); a server error or no answer
-    is an :class:`HttpClientError`."""
+    is an :class:`HttpClientError` (a :class:`ServerStatusError` for the server's error)."""
     response = await get(pool, "/v1/models", timeout_s)
     found = _model_ids(response.raw[0]) if response.ok and response.raw else []
     if found:
         return found[0]
     status, kind = response.status, response.headers.get("content-type", "").split(";")[0]
     if status >= 500:
-        raise HttpClientError(f"GET /v1/models answered {response.error}")
+        raise ServerStatusError(f"GET /v1/models answered {response.error}", status)
     fix = f" — check the URL, or {hint}" if hint else " — check the URL"
     if "html" in kind:
         what = f"an HTML page (HTTP {status}: a login page, a proxy, a web UI?), not a model list"

@@ -23,8 +23,9 @@ content chunk per message with text, the server's counts as OpenAI-shaped ``usag
 ``eos_token``, ``stop_sequence`` …). A gRPC error status becomes ``Response.error`` with an
 HTTP-like ``status`` (INVALID_ARGUMENT 400, NOT_FOUND 404, RESOURCE_EXHAUSTED 429,
 UNAVAILABLE 503, others 500); a server that cannot be reached (or a connection that closes
-before any message came) raises :class:`TgisConnectionError`, a deadline
-:class:`TimeoutError` — as the HTTP pool does.
+before any message came) raises the client's :class:`~testbed.clients.http_errors.ConnectError`
+(or :class:`~testbed.clients.http_errors.RemoteProtocolError`), a deadline a
+:class:`~testbed.clients.http_errors.ReadTimeout` — as the HTTP pool does.
 An answer that ends (status OK) without a stop reason — a stream closed before its last
 message — was cut short: that is ``Response.error`` too, the server's error of the request;
 so are counts that cannot be true (:mod:`~testbed.clients.counts`: ``generated_token_count``
@@ -41,7 +42,12 @@ from testbed.clients import counts
 from testbed.clients.counts import NO_LIMITS, Limits, plural, whole_number
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.grpc_channel import GrpcChannel, GrpcError
-from testbed.clients.http import HttpClientError
+from testbed.clients.http_errors import (
+    ConnectError,
+    ConnectTimeout,
+    ReadTimeout,
+    RemoteProtocolError,
+)
 from testbed.clients.response import Response
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError, InputError, MissingDependency
@@ -74,10 +80,6 @@ HTTP_STATUS = {
 
 #: Seconds a load stage waits for its gRPC channel to connect.
 CONNECT_TIMEOUT_S = 10.0
-
-
-class TgisConnectionError(HttpClientError):
-    """The gRPC server could not be reached (no answer came back at all)."""
 
 
 def modules() -> Any:
@@ -277,16 +279,19 @@ class TgisPool:
                     sink.on_message(message, t_ns)
         except GrpcError as exc:
             self._failed(exc, sink)
+        except TimeoutError as exc:  # the channel's wait for the whole call
+            raise ReadTimeout(f"no complete answer within {timeout_s:g} s") from exc
         sink.on_end(monotonic_ns())
         return t_sent
 
     def _failed(self, exc: GrpcError, sink: TgisSink) -> None:
         if exc.code == "DEADLINE_EXCEEDED":
-            raise TimeoutError(exc.details) from exc
+            raise ReadTimeout(exc.details) from exc
         if not exc.answered and not sink.response.events:
             # no answer at all: like an HTTP connection that failed or closed mid-response
+            failure = ConnectError if exc.connecting else RemoteProtocolError
             what = "cannot connect to" if exc.connecting else "no answer from"
-            raise TgisConnectionError(
+            raise failure(
                 f"{what} {self.target}: {exc.details};"
                 " is the server running with its gRPC port open?"
             ) from exc
@@ -334,7 +339,7 @@ class TgisPool:
                     await asyncio.sleep(pause)
                     pause = min(pause * 2, 1.0)
         except TimeoutError:
-            raise TgisConnectionError(
+            raise ConnectTimeout(
                 f"cannot connect to {self.target}: no gRPC connection within"
                 f" {CONNECT_TIMEOUT_S:g} s{last}; is the server running with its gRPC port open?"
             ) from None

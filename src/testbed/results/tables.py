@@ -46,6 +46,7 @@ LOAD_RECORD: dict[str, str] = {
     "status": "the HTTP status (TGIS: 200, or the gRPC error's HTTP equivalent)",
     "error": "what went wrong, null when nothing did",
     "error_by": "server (its answer was wrong) or client (timeout, connection); null",
+    "error_kind": "connect, timeout or protocol (no answer came), server (it was wrong); null",
     "finish_reason": "the server's finish reason (stop, length …)",
     "model": "the model its dataset row named (null: the load's model)",
     "inputs": "embeddings: the inputs in the request's batch (null for generation apis)",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from testbed.clients.counts import disagreement, whole_number
+from testbed.clients.http_errors import ErrorKind
 from testbed.clients.response import Response
 from testbed.core.clock import monotonic_ns
 from testbed.probes.load.dataset import Item
@@ -29,10 +30,12 @@ def request_record(
     asked: Item,
     counter: TokenCounter,
     api: str,
+    error_kind: ErrorKind | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """The record of one request for the item ``asked``. ``error``: the client's own failure
-    (timeout, connection), None when the server answered; ``fields``: the request's place
+    (timeout, connection), None when the server answered, and ``error_kind`` its kind (the
+    exception's: :mod:`testbed.clients.http_errors`); ``fields``: the request's place
     (stage, n, proc, item, scheduled_ns, queued_ns), written first."""
     usage = response.usage if isinstance(response.usage, dict) else {}
     server_out = whole_number(usage.get("completion_tokens"))
@@ -57,6 +60,7 @@ def request_record(
         "status": response.status,
         "error": error,
         "error_by": None if error is None else "server" if by_server else "client",
+        "error_kind": None if error is None else "server" if by_server else error_kind,
         "finish_reason": response.finish_reason,
         "model": asked.model,
         "inputs": None if asked.inputs is None else len(asked.inputs),

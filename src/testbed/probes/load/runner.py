@@ -28,7 +28,8 @@ from testbed.clients import embeddings as embeddings_client
 from testbed.clients import openai, responses, tgi, tgis
 from testbed.clients.counts import Limits
 from testbed.clients.embeddings import Expect
-from testbed.clients.http import HttpClientError
+from testbed.clients.http import HttpClientError, ReadTimeout
+from testbed.clients.http_errors import ErrorKind
 from testbed.clients.response import Response, Sink
 from testbed.clients.tgis import TgisSink
 from testbed.core.clock import monotonic_ns
@@ -268,14 +269,17 @@ class LoadGenerator:
         dataset, first ``item``); the answer and the record, for a caller that goes on
         from them (a session's next turn)."""
         sink = self._make_sink(limits)
-        error = None
+        error: str | None = None
+        kind: ErrorKind | None = None
         request_id = f"{self._opt.request_ids}-{number}"
         try:
             await self._pool.send(payload, sink, self._opt.timeout_s, request_id)
-        except TimeoutError:
-            error = f"timeout after {self._opt.timeout_s:g} s"
-        except (HttpClientError, OSError) as exc:
-            error = str(exc) or type(exc).__name__
+        except ReadTimeout as exc:
+            error, kind = f"timeout after {self._opt.timeout_s:g} s", exc.kind
+        except HttpClientError as exc:
+            error, kind = str(exc) or type(exc).__name__, exc.kind
+        except OSError as exc:  # the transport failed after it connected
+            error, kind = str(exc) or type(exc).__name__, "protocol"
         response = sink.response
         sent = response.t_sent_ns
         if sent:
@@ -286,6 +290,7 @@ class LoadGenerator:
             asked,
             self._counter,
             self._opt.api,
+            kind,
             stage=stage,
             n=number,
             request_id=request_id,

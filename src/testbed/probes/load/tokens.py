@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 from typing import Any, Protocol
 
-from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.http import ConnectionPool, ReadTimeout
 from testbed.clients.openai import get_json
 from testbed.clients.response import BodySinkJson
 from testbed.core.errors import InputError
@@ -196,8 +196,8 @@ async def _sim_rule(pool: ConnectionPool) -> str | None:
     payload = pool.encode("POST", "/tokenize", b'{"prompt":"%s"}' % probe.encode())
     try:
         await pool.send(payload, sink, 10.0)
-    except TimeoutError:
-        raise HttpClientError("POST /tokenize: no answer within 10 s") from None
+    except ReadTimeout as exc:
+        raise ReadTimeout(f"POST /tokenize: {exc}") from exc
     body = sink.response.raw[0] if sink.response.ok and sink.response.raw else {}
     count = body.get("count") if isinstance(body, dict) else None
     return {8: "whitespace", 4: "chars4"}.get(count) if isinstance(count, int) else None
