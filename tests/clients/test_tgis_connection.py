@@ -91,9 +91,7 @@ async def test_no_answer_and_no_http2_are_connection_errors() -> None:
         ):
             await send_tgis(script)
     async with scripted(not_http2) as script:
-        with pytest.raises(
-            ConnectError, match=r"^cannot connect to .*before its HTTP/2 SETTINGS"
-        ):
+        with pytest.raises(ConnectError, match=r"^cannot connect to .*before its HTTP/2 SETTINGS"):
             await send_tgis(script)
 
 
