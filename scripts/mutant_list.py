@@ -20,6 +20,7 @@ PROCESSES = "src/testbed/core/processes.py"
 RESPONSE = "src/testbed/clients/response.py"
 SAMPLED = "src/testbed/probes/scale/sampled.py"
 VERDICT = "src/testbed/results/verdict.py"
+EXPORT_RBAC = "src/testbed/backends/kubernetes/rbac.py"
 
 RBAC_TESTS = ("tests/emulator/test_rbac_rules.py",)
 SSA_TESTS = ("tests/emulator/test_ssa_ownership.py",)
@@ -27,6 +28,7 @@ STACK_TESTS = ("tests/backends/kubernetes/test_stack_journal.py",)
 STEP_TESTS = ("tests/execution/test_steps_process.py",)
 CUT_TESTS = ("tests/clients/test_cut_short.py",)
 SAMPLER_TESTS = ("tests/probes/scale/test_scale_analysis.py",)
+EXPORT_TESTS = ("tests/execution/test_export_roles.py",)
 VERDICT_TESTS = (
     "tests/results/test_verdict.py::test_worst",
     "tests/cli/test_exit_codes.py",
@@ -161,6 +163,21 @@ MUTANTS: tuple[Mutant, ...] = (
            "        signal.signal(signal.SIGINT, signal.default_int_handler)", "        pass",
            ("tests/probes/scale/test_scale_follow.py",),
            "a follower started with SIGINT ignored runs on after Ctrl-C"),
+    # -- RBAC in the export ---------------------------------------------------------------------
+    Mutant("export-extra-verb", EXPORT_RBAC,
+           '("", "pods"): {"list", "watch", "delete"},',
+           '("", "pods"): {"list", "watch", "delete", "deletecollection"},',
+           EXPORT_TESTS, "the runner's Role grants a verb no worker uses"),
+    Mutant("export-secrets-listed", EXPORT_RBAC,
+           '{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},',
+           '{"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "list"]},',
+           EXPORT_TESTS, "the runner may LIST Secrets (every Secret's value)"),
+    Mutant("export-secrets-by-any-name", EXPORT_RBAC,
+           '         "resourceNames": names},', '         "resourceNames": []},',
+           EXPORT_TESTS, "the runner reads any Secret, not only its own by name"),
+    Mutant("export-datashim-any-namespace", EXPORT_RBAC,
+           'rules[index]["resourceNames"] = [str(backend.namespace)]', "pass",
+           EXPORT_TESTS, "the runner may patch every namespace, not only its own"),
     # -- the verdict policy -------------------------------------------------------------------
     Mutant("verdict-error-over-fail", VERDICT,
            "    Status.FAIL,\n    Status.ERROR,\n", "    Status.ERROR,\n    Status.FAIL,\n",
