@@ -15,6 +15,12 @@ A record is written the moment its request ends (never only held in memory): sid
 deployment, prompt id, pair and sequence numbers, raw ``monotonic_ns`` timestamps
 (``sent_ns``, ``chunks_ns``, ``done_ns`` — the names :mod:`testbed.results.metrics` reads),
 HTTP status, output text, server-reported output tokens, finish reason and error.
+
+A server's counts are checked, not trusted (:mod:`testbed.clients.counts`): every protocol's
+sink gets the request's limits, so a count over ``max_tokens``, negative or not a number is
+that request's error (a server error, counted on its side), and ``output_tokens`` is only
+ever a count the client accepted — null when the answer failed, never ``"abc"`` or −5 for
+the token totals to add up.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from testbed.clients import openai, tgi, tgis
+from testbed.clients.counts import token_count
 from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.response import Response
 from testbed.clients.tgis import TgisPool
@@ -124,8 +131,9 @@ class Target:
 
     async def send(self, prompt: Prompt) -> Response:
         if isinstance(self.pool, TgisPool):
-            sink = tgis.sink(stream=True)
-            await self.pool.send(tgis.encode(self.body(prompt), stream=True), sink, self.timeout_s)
+            body = self.body(prompt)
+            sink = tgis.sink(stream=True, limits=tgis.limits_of(body))
+            await self.pool.send(tgis.encode(body, stream=True), sink, self.timeout_s)
             return sink.response
         if self.api == "tgi":
             return await tgi.generate(self.pool, self.body(prompt), timeout_s=self.timeout_s)
@@ -148,7 +156,7 @@ def record_of(
     # An empty answer (the model stopped at once) is an output like any other: it has no
     # TTFT, but it is compared and timed end to end.
     error = failure or response.error
-    usage = response.usage or {}
+    usage = response.usage if isinstance(response.usage, dict) else {}
     return {
         "probe": "ab",
         "side": request.side,
@@ -163,7 +171,8 @@ def record_of(
         "status": response.status,
         "error": error,
         "text": response.text if failure is None else "",
-        "output_tokens": usage.get("completion_tokens"),
+        # the server's count only when its answer stood: a refused count is the error's
+        "output_tokens": token_count(usage.get("completion_tokens")) if error is None else None,
         "finish_reason": response.finish_reason,
     }
 

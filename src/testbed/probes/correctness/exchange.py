@@ -4,7 +4,11 @@ Bodies are built from the case's neutral :class:`RequestSpec` (OpenAI completion
 TGI ``/generate``, or a TGIS ``Generate`` request sent over gRPC), sent with the protocol
 clients of :mod:`testbed.clients`, and the answer is kept twice: decoded into an
 :class:`Output`, and as the raw event payloads of a stream so that :mod:`stream_check` can
-judge the stream itself. Connection failures and
+judge the stream itself. The protocol client checks what the server claims against the
+request's limits (``max_tokens``, ``n``; :mod:`testbed.clients.counts`) as the load probe's
+does: a unary answer's error is its output's, a streamed answer's is the first of its stream
+problems — cut short, counts that cannot be true, an error event, content after the finish
+reason — in the client's words. Connection failures and
 timeouts raise :class:`Unreachable` (an infrastructure error: the case is ERROR, not FAIL), and
 so does an answer cut short by a server that then accepts no new connection (it was killed
 or evicted mid-answer); one cut short by a server that lives on is the server's: FAIL.
@@ -45,7 +49,10 @@ class Exchange:
     status: int = 0
     payloads: list[bytes] = field(default_factory=list)  # raw SSE data, [DONE] included
     incomplete_tail: bool = False  # the stream ended inside an event
-    cut_short: str | None = None  # how a stream ended before its terminator (the client's words)
+    #: what the client found wrong with a streamed answer, in its words: cut short before its
+    #: terminator, or a claim that cannot be true (counts, an error event, content after the
+    #: finish reason) — None when the client found it complete and possible
+    stream_error: str | None = None
     duration_ms: float = 0.0
 
 
@@ -210,7 +217,7 @@ async def send_tgis(
 ) -> Exchange:
     """:func:`send` over gRPC: the messages are kept as mappings (a stream's also as the
     JSON payloads :mod:`stream_check` reads)."""
-    capture = tgis.sink(stream=stream, keep_raw=True)
+    capture = tgis.sink(stream=stream, keep_raw=True, limits=tgis.limits_of(body))
     started = monotonic_ns()
     try:
         await pool.send(tgis.encode(body, stream=stream), capture, timeout_s)
@@ -226,19 +233,15 @@ async def send_tgis(
         return exchange
     if stream:  # a stream cut short is judged by the stream check, message by message
         exchange.payloads = [orjson.dumps(message) for message in response.raw]
-        exchange.cut_short = _cut_short(response, stream)
+        exchange.stream_error = response.error
     exchange.output = _unfinished(tgis_output(response.raw), response, stream)
     return exchange
 
 
-def _cut_short(response: Response, stream: bool) -> str | None:
-    """The client's account of a stream that ended before its terminator, if it did."""
-    return response.error if stream and not response.ended else None
-
-
 def _unfinished(output: Output, response: Response, stream: bool) -> Output:
     """``output``, made an error when the client found the unary answer incomplete (no
-    finish reason, body cut short) and the decoded answer does not already carry one."""
+    finish reason, body cut short) or its claims impossible (counts over the request's
+    limits) and the decoded answer does not already carry one."""
     if not stream and output.error is None and response.error is not None:
         output.error = ErrorOutput(response.status, response.error)
     return output
@@ -260,10 +263,12 @@ async def send(
     if protocol == "openai":
         api: openai.Api = "chat" if chat else "completions"
         payload = openai.encode(pool, api, body, stream=stream)
-        capture = _Capture(openai.sink(stream=stream, keep_raw=True), stream)
+        limits = openai.limits_of(body)
+        capture = _Capture(openai.sink(stream=stream, keep_raw=True, limits=limits), stream)
     else:
         payload = tgi.encode(pool, body, stream=stream)
-        capture = _Capture(tgi.sink(stream=stream, keep_raw=True), stream)
+        limits = tgi.limits_of(body)
+        capture = _Capture(tgi.sink(stream=stream, keep_raw=True, limits=limits), stream)
     started = monotonic_ns()
     try:
         await pool.send(payload, capture, timeout_s)
@@ -284,7 +289,7 @@ async def send(
         return exchange
     exchange.payloads = capture.payloads
     exchange.incomplete_tail = capture.incomplete
-    exchange.cut_short = _cut_short(response, stream)
+    exchange.stream_error = response.error if stream else None
     objects = response.raw
     if not stream and not objects:
         message = response.error or "the body is not JSON"

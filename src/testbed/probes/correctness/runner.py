@@ -257,7 +257,10 @@ class Runner:
         if case.error is not None:
             return [check_error(case.error, output)]
         if output.error is not None:
-            message = f"refused: HTTP {output.error.status}: {output.error.message}"
+            # a 2xx answer carrying an error is no refusal: the client found it wrong (an
+            # error object, cut short, counts that cannot be true)
+            how = "the server's error" if 200 <= output.error.status < 300 else "refused"
+            message = f"{how}: HTTP {output.error.status}: {output.error.message}"
             return [Check("answer", False, message, "an answer", output.to_json())]
         if case.skip_check:
             return []

@@ -19,8 +19,8 @@ from testbed.probes.correctness.exchange import Exchange
 def check_stream(exchange: Exchange) -> list[str]:
     """Problems of ``exchange``'s stream (empty when it is well formed)."""
     problems: list[str] = []
-    if exchange.cut_short is not None:
-        problems.append(exchange.cut_short)
+    if exchange.stream_error is not None:  # the client's words first: a lie, or cut short
+        problems.append(exchange.stream_error)
     if exchange.incomplete_tail:
         problems.append("the stream ended inside an event (no blank line after it)")
     objects: list[Any] = []
