@@ -39,7 +39,9 @@ def _record(
         "sent_ns": sent,
         "chunks_ns": [] if error else chunks,
         "done_ns": None if error else chunks[-1] + MS,
+        "status": 500 if error else 200,  # the records' errors are the server's HTTP 500
         "error": error,
+        "error_kind": "server" if error else None,
         "text": "" if error else text,
     }
 

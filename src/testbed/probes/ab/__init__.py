@@ -102,10 +102,11 @@ def _order(config: AbProbe, prompt_set: Sequence[prompts.Prompt], seed: int) -> 
 
 
 def _check_reached(records: Sequence[Mapping[str, Any]], targets: Mapping[Side, Target]) -> None:
-    """ERROR, not FAIL, when a side could not be reached at all."""
+    """ERROR, not FAIL, when a side could not be reached at all: every request's failure
+    is of kind ``connect`` (the client's exception type, never the message's words)."""
     for side in SIDES:
         mine = [r for r in records if r["side"] == side]
-        if mine and all(str(r.get("error") or "").startswith("connection:") for r in mine):
+        if mine and all(r.get("error_kind") == "connect" for r in mine):
             target = targets[side]
             raise InfrastructureError(
                 f"every request to the {side} deployment '{target.deployment}' failed to"

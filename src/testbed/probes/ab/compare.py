@@ -198,11 +198,17 @@ def agreement_summary(
     return flags, summary
 
 
-def _kind(error: str) -> str:
-    """A short class of an error message: ``HTTP 500``, ``timeout``, ``connection`` …"""
-    if error.startswith("HTTP "):
-        return error.split(":", 1)[0]
-    return error.split(":", 1)[0].split(" after ", 1)[0]
+def _kind(record: Record) -> str:
+    """A failed request's class: its ``error_kind`` when no answer came (``connect``,
+    ``timeout``, ``protocol``), ``HTTP 500`` for an error status, and for a 2xx answer that
+    is the server's error the head of the client's words (``stream cut short``)."""
+    kind = record.get("error_kind")
+    if kind is not None and kind != "server":
+        return str(kind)
+    status = record.get("status") or 0
+    if not 200 <= status < 300:
+        return f"HTTP {status}"
+    return str(record["error"]).split(":", 1)[0]
 
 
 def error_summary(records: Sequence[Record], confidence: float) -> dict[str, Any]:
@@ -213,7 +219,7 @@ def error_summary(records: Sequence[Record], confidence: float) -> dict[str, Any
     kinds: dict[str, dict[str, int]] = {side: {} for side in SIDES}
     for record in records:
         if not metrics.is_ok(record):
-            kind = _kind(str(record["error"]))
+            kind = _kind(record)
             kinds[record["side"]][kind] = kinds[record["side"]].get(kind, 0) + 1
     return {
         "stable": {"errors": x_s, "sent": n_s, "rate": x_s / n_s if n_s else None},

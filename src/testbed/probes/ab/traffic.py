@@ -33,7 +33,8 @@ from typing import Any, Literal
 
 from testbed.clients import openai, tgi, tgis
 from testbed.clients.counts import token_count
-from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.http import ConnectionPool, HttpClientError, ReadTimeout
+from testbed.clients.http_errors import ErrorKind
 from testbed.clients.response import Response
 from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
@@ -149,8 +150,10 @@ def record_of(
     response: Response | None,
     failure: str | None,
     t_start_ns: int,
+    failure_kind: ErrorKind | None = None,
 ) -> dict[str, Any]:
-    """The record of one finished (or failed) request."""
+    """The record of one finished (or failed) request; ``failure_kind``: the kind of the
+    client's exception when no answer came (``error_kind``; ``server`` for its answer's)."""
     if response is None:
         response = Response()
     # An empty answer (the model stopped at once) is an output like any other: it has no
@@ -170,6 +173,7 @@ def record_of(
         "failed_ns": monotonic_ns() if failure else None,
         "status": response.status,
         "error": error,
+        "error_kind": None if error is None else failure_kind if failure else "server",
         "text": response.text if failure is None else "",
         # the server's count only when its answer stood: a refused count is the error's
         "output_tokens": token_count(usage.get("completion_tokens")) if error is None else None,
@@ -183,10 +187,11 @@ async def send_one(request: AbRequest, target: Target) -> dict[str, Any]:
     t_start = monotonic_ns()
     try:
         response = await target.send(request.prompt)
+    except ReadTimeout as exc:
+        failure = f"timeout after {target.timeout_s:g} s"
+        return record_of(request, target, None, failure, t_start, exc.kind)
     except HttpClientError as exc:
-        return record_of(request, target, None, f"connection: {exc}", t_start)
-    except TimeoutError:
-        return record_of(request, target, None, f"timeout after {target.timeout_s:g} s", t_start)
+        return record_of(request, target, None, str(exc), t_start, exc.kind)
     return record_of(request, target, response, None, t_start)
 
 
