@@ -8,10 +8,12 @@ judge the stream itself. The protocol client checks what the server claims again
 request's limits (``max_tokens``, ``n``; :mod:`testbed.clients.counts`) as the load probe's
 does: a unary answer's error is its output's, a streamed answer's is the first of its stream
 problems — cut short, counts that cannot be true, an error event, content after the finish
-reason — in the client's words. Connection failures and
-timeouts raise :class:`Unreachable` (an infrastructure error: the case is ERROR, not FAIL), and
-so does an answer cut short by a server that then accepts no new connection (it was killed
-or evicted mid-answer); one cut short by a server that lives on is the server's: FAIL.
+reason — in the client's words. When no answer came the client's own exception goes through
+(:mod:`testbed.clients.http_errors`: a connect error, a timeout, a protocol error — each an
+infrastructure error: the case is ERROR, not FAIL), and an answer cut short by a server that
+then accepts no new connection (it was killed or evicted mid-answer) is a
+:class:`~testbed.clients.http_errors.ConnectError`; one cut short by a server that lives on is
+the server's: FAIL.
 """
 
 from __future__ import annotations
@@ -22,20 +24,15 @@ from typing import Any
 import orjson
 
 from testbed.clients import openai, tgi, tgis
-from testbed.clients.http import ConnectionPool, HttpClientError
+from testbed.clients.http import ConnectError, ConnectionPool, ReadTimeout
 from testbed.clients.response import Response, Sink
 from testbed.clients.sse import SseParser
 from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
-from testbed.core.errors import InfrastructureError
 from testbed.probes.correctness.cases import ProtocolName, RequestSpec
 from testbed.probes.correctness.outputs import ErrorOutput, Output, error_message, tgis_output
 from testbed.probes.correctness.outputs import openai_output as _openai_output
 from testbed.probes.correctness.outputs import tgi_output as _tgi_output
-
-
-class Unreachable(InfrastructureError):
-    """The server did not answer: connection refused or closed, or no answer in time."""
 
 
 @dataclass
@@ -221,10 +218,8 @@ async def send_tgis(
     started = monotonic_ns()
     try:
         await pool.send(tgis.encode(body, stream=stream), capture, timeout_s)
-    except HttpClientError as exc:
-        raise Unreachable(str(exc)) from exc
-    except TimeoutError as exc:
-        raise Unreachable(f"no complete answer within {timeout_s:g} s (timeout_s)") from exc
+    except ReadTimeout as exc:  # the same kind, its message naming the setting
+        raise ReadTimeout(f"no complete answer within {timeout_s:g} s (timeout_s)") from exc
     response = capture.response
     exchange = Exchange("tgis", stream, body, Output(), response.status)
     exchange.duration_ms = round((monotonic_ns() - started) / 1e6, 3)
@@ -256,7 +251,7 @@ async def send(
     stream: bool,
     timeout_s: float,
 ) -> Exchange:
-    """Send ``body`` once and return the exchange; :class:`Unreachable` when no answer.
+    """Send ``body`` once and return the exchange; the client's error when no answer.
     ``pool`` is the gRPC channel for tgis, the HTTP pool otherwise."""
     if isinstance(pool, TgisPool):
         return await send_tgis(pool, body, stream=stream, timeout_s=timeout_s)
@@ -272,15 +267,13 @@ async def send(
     started = monotonic_ns()
     try:
         await pool.send(payload, capture, timeout_s)
-    except HttpClientError as exc:
-        raise Unreachable(str(exc)) from exc
-    except TimeoutError as exc:
-        raise Unreachable(f"no complete answer within {timeout_s:g} s (timeout_s)") from exc
+    except ReadTimeout as exc:  # the same kind, its message naming the setting
+        raise ReadTimeout(f"no complete answer within {timeout_s:g} s (timeout_s)") from exc
     response = capture.inner.response
     if 200 <= capture.status < 300 and not response.ended and not await pool.reachable():
         # Killed or evicted mid-answer: the infrastructure's doing (ERROR), unlike an answer
         # cut short by a server that lives on (FAIL).
-        raise Unreachable(f"{response.error}; then no new connection: the server went away")
+        raise ConnectError(f"{response.error}; then no new connection: the server went away")
     exchange = Exchange(protocol, stream, body, Output(), capture.status)
     exchange.duration_ms = round((monotonic_ns() - started) / 1e6, 3)
     if not 200 <= capture.status < 300:

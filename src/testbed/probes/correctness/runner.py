@@ -28,7 +28,7 @@ from testbed.probes.correctness.evaluators import (
     run_evaluator,
     twin_check,
 )
-from testbed.probes.correctness.exchange import Exchange, Unreachable, build_body, send
+from testbed.probes.correctness.exchange import Exchange, build_body, send
 from testbed.probes.correctness.outputs import Output
 from testbed.probes.correctness.skip import skip_reason
 from testbed.probes.correctness.stream_check import check_stream
@@ -200,7 +200,7 @@ class Runner:
         try:
             pool = self.grpc if item.protocol == "tgis" else self.pool
             if pool is None:
-                raise Unreachable("the endpoint has no gRPC address for the tgis protocol")
+                raise InfrastructureError("the endpoint has no gRPC address for the tgis protocol")
             return await send(
                 pool,
                 item.protocol,
