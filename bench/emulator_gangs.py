@@ -18,9 +18,9 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from testbed.emulator import ClusterShape, Store
-from testbed.emulator.apiserver.nodes import node_manifest
-from testbed.emulator.scheduler.scheduler import Scheduler
+from kubemu import ClusterShape, Store
+from kubemu.apiserver.nodes import node_manifest
+from kubemu.scheduler.scheduler import Scheduler
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 KEY = "podgroups.scheduling.x-k8s.io"

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from testbed.emulator import ClusterShape, Emulator
+from kubemu import ClusterShape, Emulator
 
 RBAC = "rbac.authorization.k8s.io"
 

@@ -1,4 +1,4 @@
-"""Write src/testbed/emulator/apiserver/protobuf_schema.json from Kubernetes' generated.proto files.
+"""Write emulator/src/kubemu/apiserver/protobuf_schema.json from Kubernetes' generated.proto files.
 
 kubectl's imperative commands (``create namespace``, ``create deployment``, ``run`` …)
 send protobuf bodies. The emulator decodes them with a table of field numbers, names and
@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src/testbed/emulator/apiserver/protobuf_schema.json"
+OUT = Path(__file__).resolve().parents[1] / "emulator/src/kubemu/apiserver/protobuf_schema.json"
 API_PACKAGES = (
     "core/v1",
     "apps/v1",

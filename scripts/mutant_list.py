@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RBAC = "src/testbed/emulator/apiserver/rbac.py"
-MANAGED = "src/testbed/emulator/storage/managed.py"
+RBAC = "emulator/src/kubemu/apiserver/rbac.py"
+MANAGED = "emulator/src/kubemu/storage/managed.py"
 JOURNAL = "src/testbed/backends/kubernetes/stack_journal.py"
 STACK = "src/testbed/backends/kubernetes/stack.py"
 RUNNER = "src/testbed/execution/steps/runner.py"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.core.process_group import group_members
+from kubefacts.process_group import group_members
 
 FAKE_VLLM = """\
 import os, signal, subprocess, sys, time

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.config.vllm_argv import VllmArgvError, read, server_words
+from kubefacts.vllm_argv import VllmArgvError, read, server_words
 
 
 def test_aliases_underscores_and_both_value_spellings_read_alike() -> None:

@@ -1,4 +1,4 @@
-"""core.kube: quantities written back as manifests carry them, RFC 3339 times both ways, MIG
+"""kubefacts: quantities written back as manifests carry them, RFC 3339 times both ways, MIG
 names in both spellings."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ from decimal import Decimal
 
 import pytest
 
-from testbed.core.errors import InputError
-from testbed.core.kube import gpu, times
-from testbed.core.kube.quantity import (
+from kubefacts import gpu, times
+from kubefacts.quantity import (
     amount,
     cpu_quantity,
     format_amount,
     memory_quantity,
     parse,
 )
+from testbed.core.errors import InputError
 
 
 def test_the_full_grammar_parses() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from testbed.emulator import (
+from kubemu import (
     ClusterShape,
     ControlPlane,
     Emulator,

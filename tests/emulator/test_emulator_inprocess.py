@@ -13,8 +13,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from testbed.emulator import ClusterShape, Emulator
-from testbed.emulator.apiserver import streaming
+from kubemu import ClusterShape, Emulator
+from kubemu.apiserver import streaming
 
 pytestmark = pytest.mark.kubernetes
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"

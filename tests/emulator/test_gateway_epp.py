@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.emulator.standins.gateway.epp import (
+from kubemu.standins.gateway.epp import (
     Endpoint,
     EppConfigError,
     KvCacheScorer,
@@ -15,7 +15,7 @@ from testbed.emulator.standins.gateway.epp import (
     QueueScorer,
     parse_config,
 )
-from testbed.emulator.standins.gateway.scrape import interval_from_args, read_metrics
+from kubemu.standins.gateway.scrape import interval_from_args, read_metrics
 
 HEAD = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from testbed.emulator.standins.gateway.objects import (
+from kubemu.standins.gateway.objects import (
     duration_s,
     gateway_status,
     listener_ports,

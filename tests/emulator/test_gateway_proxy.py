@@ -10,8 +10,8 @@ import socket
 
 import aiohttp
 
+from kubemu.standins.gateway.proxy import DESTINATION, GatewayProxy, Rule
 from testbed.config.sim import SimParams
-from testbed.emulator.standins.gateway.proxy import DESTINATION, GatewayProxy, Rule
 from testbed.servers.sim import SimServer
 
 

@@ -20,7 +20,7 @@ from jinja2.sandbox import SandboxedEnvironment
 from kubernetes import client, utils
 from tests.emulator.plane_harness import Harness, running_plane, wait_for
 
-from testbed.emulator import ClusterShape, ImageRules, vllm_sim_stand_in
+from kubemu import ClusterShape, ImageRules, vllm_sim_stand_in
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from testbed.emulator.kubelet.images import ImageRules
-from testbed.emulator.standins.kserve_images import KServeImages
-from testbed.emulator.standins.kserve_storage import SOURCE_URI, download, hf_repo, inject
+from kubemu.kubelet.images import ImageRules
+from kubemu.standins.kserve_images import KServeImages
+from kubemu.standins.kserve_storage import SOURCE_URI, download, hf_repo, inject
 
 SERVER = "kserve/huggingfaceserver:latest"
 PORTS = {8080: 40123}

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from testbed.emulator.standins.kserve import SHIPPED, _shipped
-from testbed.emulator.standins.kserve_runtime import (
+from kubemu.standins.kserve import SHIPPED, _shipped
+from kubemu.standins.kserve_runtime import (
     RUNTIMES,
     InvalidSpec,
     Runtime,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.emulator.plane_harness import running_plane, wait_ready
 
-from testbed.emulator.kubelet.spdy import (
+from kubemu.kubelet.spdy import (
     DICTIONARY,
     SYN_STREAM,
     HeaderCodec,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.emulator.plane_harness import Harness, running_plane, wait_for
 
-from testbed.emulator import FaultRule
+from kubemu import FaultRule
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from kubemu.kubelet.environment import ConfigError, expand, relocate, resolve_env
+from kubemu.kubelet.images import ImageRules, NotRunnable, host_argv
+from kubemu.machinery.faults import FaultRule, fault_of
 from testbed.cli.cluster import vllm_lookup
 from testbed.core.errors import InputError
-from testbed.emulator.kubelet.environment import ConfigError, expand, relocate, resolve_env
-from testbed.emulator.kubelet.images import ImageRules, NotRunnable, host_argv
-from testbed.emulator.machinery.faults import FaultRule, fault_of
 
 
 def test_testbed_images_run_with_this_interpreter() -> None:

@@ -166,8 +166,8 @@ def test_the_emulator_dying_takes_its_containers_along(tmp_path: Path) -> None:
 import asyncio, sys
 sys.path[:0] = {sys.path!r}
 from pathlib import Path
-from testbed.emulator import Emulator, ClusterShape
-from testbed.emulator import attach, PlaneSettings
+from kubemu import Emulator, ClusterShape
+from kubemu import attach, PlaneSettings
 STUBBORN = {STUBBORN!r}
 pod = {process_pod("stubborn", STUBBORN)!r}
 async def main():

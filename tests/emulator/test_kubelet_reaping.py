@@ -24,8 +24,8 @@ import pytest
 from tests.emulator.plane_harness import running_plane, wait_for
 from tests.emulator.test_kubelet_exec import exec_stream, running
 
-from testbed.core.process_group import signal_child, signal_group
-from testbed.emulator.kubelet.process import exit_code, under_shim
+from kubefacts.process_group import signal_child, signal_group
+from kubemu.kubelet.process import exit_code, under_shim
 
 pytestmark = [pytest.mark.kubernetes]
 

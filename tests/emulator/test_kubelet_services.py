@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from tests.emulator.plane_harness import running_plane, wait_for, wait_ready
 
-from testbed.emulator.kubelet.environment import resolve_env
-from testbed.emulator.kubelet.services import service_env
+from kubemu.kubelet.environment import resolve_env
+from kubemu.kubelet.services import service_env
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tests.emulator.test_emulator_inprocess import Client, _session
 
-from testbed.emulator import ClusterShape, Emulator
+from kubemu import ClusterShape, Emulator
 
 pytestmark = pytest.mark.kubernetes
 RBAC = "rbac.authorization.k8s.io"

@@ -13,7 +13,7 @@ import pytest
 from tests.emulator.test_emulator_inprocess import Client, _session
 from tests.emulator.test_rbac import RBAC, SA_USER, _token, cluster
 
-from testbed.emulator import Emulator
+from kubemu import Emulator
 
 pytestmark = pytest.mark.kubernetes
 GROUPS = '(groups=["system:serviceaccounts" "system:serviceaccounts:team" "system:authenticated"])'

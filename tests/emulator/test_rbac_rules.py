@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from testbed.emulator.apiserver.authn import UserInfo
-from testbed.emulator.apiserver.rbac import Attributes, Authorizer
-from testbed.emulator.storage.store import Store
+from kubemu.apiserver.authn import UserInfo
+from kubemu.apiserver.rbac import Attributes, Authorizer
+from kubemu.storage.store import Store
 
 RBAC = "rbac.authorization.k8s.io"
 USER = UserInfo("alice", ("system:authenticated", "team-devs"))

@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
+from kubefacts.fit import NodeFacts, PodFacts, fit_message, static_reason
+from kubefacts.quantity import amount, pod_requests
+from kubemu.scheduler.capacity import CapacityIndex
 from testbed.core.errors import InputError
-from testbed.core.kube.fit import NodeFacts, PodFacts, fit_message, static_reason
-from testbed.core.kube.quantity import amount, pod_requests
-from testbed.emulator.scheduler.capacity import CapacityIndex
 
 
 def node(name: str, gpus: int = 8, cpu: str = "32", memory: str = "256Gi", **spec: object) -> dict:

@@ -15,7 +15,7 @@ from kubernetes import client, watch
 from tests.emulator.plane_harness import Harness, running_plane, wait_for
 from tests.fixtures.gangs import LABEL, PartialGangs
 
-from testbed.emulator import ClusterShape
+from kubemu import ClusterShape
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 

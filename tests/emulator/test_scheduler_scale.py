@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from testbed.emulator import ClusterShape, ControlPlane, PlaneSettings, Store
-from testbed.emulator.apiserver.nodes import node_manifest
+from kubemu import ClusterShape, ControlPlane, PlaneSettings, Store
+from kubemu.apiserver.nodes import node_manifest
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow, pytest.mark.timing]
 

@@ -10,10 +10,10 @@ import json
 
 import pytest
 
+from kubemu import ImageRules, vllm_sim_stand_in
+from kubemu.kubelet.images import host_argv
 from testbed.cli.serve import register
 from testbed.config.sim import SimParams
-from testbed.emulator import ImageRules, vllm_sim_stand_in
-from testbed.emulator.kubelet.images import host_argv
 
 
 def sets(argv: list[str]) -> dict[str, str]:

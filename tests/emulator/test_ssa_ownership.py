@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.managed import apply_config, from_fields_v1, path_string
+from kubemu.storage.errors import ApiError
+from kubemu.storage.managed import apply_config, from_fields_v1, path_string
 
 Obj = dict[str, Any]
 

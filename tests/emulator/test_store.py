@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from testbed.emulator import ApiError, Store
-from testbed.emulator.storage.patch import MERGE, STRATEGIC, apply_patch, json_patch
+from kubemu import ApiError, Store
+from kubemu.storage.patch import MERGE, STRATEGIC, apply_patch, json_patch
 
 pytestmark = pytest.mark.kubernetes
 

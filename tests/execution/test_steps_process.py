@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
+from kubefacts.process_group import start_time
 from testbed.config.templating import PlannedStep
-from testbed.core.process_group import start_time
 from testbed.core.processes import ServerProcess, kill_leftover
 from testbed.execution.events import Silent
 from testbed.execution.steps import runner as runner_module

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from testbed.config import vllm_argv
+from kubefacts import vllm_argv
+from kubemu.standins.vllm_sim import vllm_sim_stand_in
 from testbed.config.deployments import VllmParams
-from testbed.emulator.standins.vllm_sim import vllm_sim_stand_in
 from testbed.servers.adapters.vllm import VllmAdapter
 
 

@@ -20,20 +20,20 @@ This module is the emulator's public face: the CLI and tests use these names.
 
 from __future__ import annotations
 
-from testbed.emulator.apiserver.nodes import ClusterShape
-from testbed.emulator.apiserver.server import Emulator
-from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.kubelet.images import ImageRules
-from testbed.emulator.machinery.faults import FaultRule
-from testbed.emulator.plane import ControlPlane, PlaneSettings, attach
-from testbed.emulator.serve import serve_until_stopped
-from testbed.emulator.standins.kserve_images import KServeImages
-from testbed.emulator.standins.tgi import Launcher, TgiStandIn
-from testbed.emulator.standins.vllm_sim import vllm_sim_stand_in
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.objects import clone
-from testbed.emulator.storage.store import Store
-from testbed.emulator.storage.watchers import Event, Watch
+from kubemu.apiserver.nodes import ClusterShape
+from kubemu.apiserver.server import Emulator
+from kubemu.kubelet.container import KubeletSettings
+from kubemu.kubelet.images import ImageRules
+from kubemu.machinery.faults import FaultRule
+from kubemu.plane import ControlPlane, PlaneSettings, attach
+from kubemu.serve import serve_until_stopped
+from kubemu.standins.kserve_images import KServeImages
+from kubemu.standins.tgi import Launcher, TgiStandIn
+from kubemu.standins.vllm_sim import vllm_sim_stand_in
+from kubemu.storage.errors import ApiError
+from kubemu.storage.objects import clone
+from kubemu.storage.store import Store
+from kubemu.storage.watchers import Event, Watch
 
 __all__ = [
     "ApiError",

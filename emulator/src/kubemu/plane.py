@@ -2,7 +2,7 @@
 
 :class:`ControlPlane` owns one task per component and runs them until cancelled; on the
 way out the kubelet kills every container process it started. :func:`attach`
-starts it beside an :class:`~testbed.emulator.Emulator` and wires it in: the kubelet's
+starts it beside an :class:`~kubemu.Emulator` and wires it in: the kubelet's
 ``pods/log``, ``exec`` and ``portforward`` handlers into the API server, Datashim's
 operator, webhook and volume driver (``standins``) into the kubelet and the store. Every
 part is named here, so the import contract sees the whole plane.
@@ -19,26 +19,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from testbed.emulator.controllers import leaderworkersets
-from testbed.emulator.controllers.daemonsets import DaemonSetController
-from testbed.emulator.controllers.deployments import DeploymentController
-from testbed.emulator.controllers.jobs import JobController
-from testbed.emulator.controllers.podgroups import PodGroupController
-from testbed.emulator.controllers.replicasets import ReplicaSetController
-from testbed.emulator.controllers.statefulsets import StatefulSetController
-from testbed.emulator.kubelet.container import KubeletSettings
-from testbed.emulator.kubelet.images import ImageRules
-from testbed.emulator.kubelet.kubelet import Kubelet
-from testbed.emulator.kubelet.logs import LogBook
-from testbed.emulator.kubelet.pod import Host
-from testbed.emulator.kubelet.serving import register
-from testbed.emulator.machinery.faults import FaultRule
-from testbed.emulator.scheduler.scheduler import Scheduler
-from testbed.emulator.standins import datashim, datashim_mounts, kserve
+from kubemu.controllers import leaderworkersets
+from kubemu.controllers.daemonsets import DaemonSetController
+from kubemu.controllers.deployments import DeploymentController
+from kubemu.controllers.jobs import JobController
+from kubemu.controllers.podgroups import PodGroupController
+from kubemu.controllers.replicasets import ReplicaSetController
+from kubemu.controllers.statefulsets import StatefulSetController
+from kubemu.kubelet.container import KubeletSettings
+from kubemu.kubelet.images import ImageRules
+from kubemu.kubelet.kubelet import Kubelet
+from kubemu.kubelet.logs import LogBook
+from kubemu.kubelet.pod import Host
+from kubemu.kubelet.serving import register
+from kubemu.machinery.faults import FaultRule
+from kubemu.scheduler.scheduler import Scheduler
+from kubemu.standins import datashim, datashim_mounts, kserve
 
 if TYPE_CHECKING:
-    from testbed.emulator.apiserver.server import Emulator
-    from testbed.emulator.storage.store import Store
+    from kubemu.apiserver.server import Emulator
+    from kubemu.storage.store import Store
 
 
 class Controller(Protocol):
@@ -104,7 +104,7 @@ class ControlPlane:
         if settings.kserve_stand_in:
             self.controllers += (kserve.install(store),)
         if settings.gateway_stand_in:
-            from testbed.emulator.standins.gateway import GatewayStandIn
+            from kubemu.standins.gateway import GatewayStandIn
 
             self.controllers += (GatewayStandIn(store, self._host_ports),)
 

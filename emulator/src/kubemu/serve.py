@@ -1,7 +1,7 @@
 """Run the emulator in the foreground until SIGINT or SIGTERM (``testbed cluster emulate``).
 
 The control plane (scheduler, kubelet, workload controllers, the stand-ins asked for) is
-attached to the :class:`Emulator` (:func:`testbed.emulator.plane.attach`) before the
+attached to the :class:`Emulator` (:func:`kubemu.plane.attach`) before the
 server starts: it registers its tasks and shutdown hooks there.
 """
 
@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from testbed.emulator.apiserver.server import Emulator
-from testbed.emulator.plane import PlaneSettings, attach
+from kubemu.apiserver.server import Emulator
+from kubemu.plane import PlaneSettings, attach
 
 
 async def serve_until_stopped(

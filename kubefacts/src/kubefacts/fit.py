@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from testbed.core.ids import canonical_json
-from testbed.core.kube.quantity import PODS, amounts, pod_requests
+from kubefacts.ids import canonical_json
+from kubefacts.quantity import PODS, amounts, pod_requests
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 SELECTOR = "node(s) didn't match Pod's node affinity/selector"

@@ -19,8 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from testbed.core.clock import monotonic_ns
+from time import perf_counter_ns as monotonic_ns
 
 _PR_SET_PDEATHSIG = 1
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from testbed.cli.serve import port
 
 if TYPE_CHECKING:
-    from testbed.emulator import TgiStandIn
+    from kubemu import TgiStandIn
 
 
 def register(subparsers: Any) -> None:
@@ -176,7 +176,7 @@ class _ModelDefaults(argparse.HelpFormatter):
 def _model_default(model: str, name: str) -> Any:
     import dataclasses
 
-    from testbed import emulator
+    import kubemu as emulator
 
     cls = getattr(emulator, model)
     if dataclasses.is_dataclass(cls):
@@ -201,8 +201,8 @@ def shape_from_args(args: argparse.Namespace) -> Any:
     """The ClusterShape the flags describe; an InputError names the bad flag."""
     from pydantic import ValidationError
 
+    from kubemu import ClusterShape
     from testbed.core.errors import InputError
-    from testbed.emulator import ClusterShape
 
     mig: dict[str, int] = {}
     for item in args.mig:
@@ -233,8 +233,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
     """The control plane's PlaneSettings the flags describe; an InputError names the bad flag."""
     import re
 
-    from testbed.core.errors import InputError
-    from testbed.emulator import (
+    from kubemu import (
         FaultRule,
         ImageRules,
         KServeImages,
@@ -242,6 +241,7 @@ def plane_from_args(args: argparse.Namespace) -> Any:
         PlaneSettings,
         vllm_sim_stand_in,
     )
+    from testbed.core.errors import InputError
 
     for flag, pattern in (
         ("--testbed-image-pattern", args.testbed_image_pattern),
@@ -294,7 +294,7 @@ def vllm_lookup(explicit: Path | None) -> Callable[[], Path]:
 
 def tgi_stand_in() -> TgiStandIn:
     """The emulator's TGI/TGIS stand-in, handed the launcher flags testbed's adapters write."""
-    from testbed.emulator import Launcher, TgiStandIn
+    from kubemu import Launcher, TgiStandIn
     from testbed.servers.adapters import tgi, tgis
 
     return TgiStandIn(
@@ -313,7 +313,7 @@ def handle_emulate(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise InputError(f"--port {args.port}: must be between 0 and 65535")
     try:
-        from testbed.emulator import Emulator, serve_until_stopped
+        from kubemu import Emulator, serve_until_stopped
     except ModuleNotFoundError as exc:
         if exc.name in ("aiohttp", "orjson"):
             from testbed.core.errors import MissingDependency

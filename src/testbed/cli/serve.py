@@ -234,10 +234,10 @@ def _serve_vllm(args: argparse.Namespace) -> int:
     import signal
     import sys
 
+    from kubefacts.process_group import run_foreground
     from testbed.config.deployments import VllmParams
     from testbed.config.overrides import settings_from
     from testbed.core.errors import EXIT_INFRA, EXIT_INTERRUPTED, EXIT_OK
-    from testbed.core.process_group import run_foreground
     from testbed.servers.adapters import kv_cache
     from testbed.servers.adapters.vllm import VllmAdapter
     from testbed.servers.models import resolve_model

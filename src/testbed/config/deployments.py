@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from testbed.config import vllm_argv
+from kubefacts import vllm_argv
 from testbed.config.diagnostics import located
 from testbed.config.resources import (
     Placement,

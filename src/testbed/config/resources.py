@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator
 
+from kubefacts.gpu import CAMPAIGN_MIG, mig_memory_gb
 from testbed.config.strict import Strict
-from testbed.core.kube.gpu import CAMPAIGN_MIG, mig_memory_gb
 
 
 class Resources(Strict):

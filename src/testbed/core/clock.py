@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 
-from testbed.core.kube import times
+from kubefacts import times
 
 #: Monotonic nanoseconds; the only clock used to measure intervals.
 monotonic_ns = time.perf_counter_ns

@@ -1,23 +1,16 @@
-"""Stable ids: a short hash of a canonical JSON form, and readable slugs."""
+"""Stable ids: a short hash of a canonical JSON form (kubefacts', shared with the emulator),
+and readable slugs."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from typing import Any
+
+from kubefacts import ids as shared
+
+canonical_json = shared.canonical_json
+short_hash = shared.short_hash
 
 _SLUG_BAD = re.compile(r"[^a-z0-9.]+")
-
-
-def canonical_json(value: Any) -> str:
-    """JSON with sorted keys and no spaces: equal values give equal text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-
-
-def short_hash(value: Any, length: int = 10) -> str:
-    """The first ``length`` hex digits of the SHA-256 of ``value``'s canonical JSON."""
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()[:length]
 
 
 def slugify(text: str, max_length: int = 60) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.core.process_group import (
+from kubefacts.process_group import (
     die_with_parent,
     group_alive,
     signal_group,

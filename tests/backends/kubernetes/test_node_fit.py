@@ -6,9 +6,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from kubefacts.quantity import parse as parse_quantity
 from testbed.backends.kubernetes.node_fit import infeasible_reason
 from testbed.config.deployments import ServerDeployment, deployment_model, gpu_count
-from testbed.core.kube.quantity import parse as parse_quantity
 
 
 def node(name: str, labels: dict[str, str] | None = None, **allocatable: str) -> dict[str, Any]:

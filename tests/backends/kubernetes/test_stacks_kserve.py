@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from kubemu.standins.kserve import crd
 from testbed.clients.kube import Kube
-from testbed.emulator.standins.kserve import crd
 from tests.backends.kubernetes.conftest import REAL_KUBECONFIG, SRC, kube_of, leftovers, run_cli
 from tests.fixtures.cluster import emulated_cluster
 from tests.verdicts import assert_passed

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from testbed.core.kube.limits import MAX_REQUEST_BODY_BYTES
-from testbed.emulator.apiserver import (
+from kubefacts.limits import MAX_REQUEST_BODY_BYTES
+from kubemu.apiserver import (
     discovery,
     escalation,
     openapi,
@@ -24,9 +24,9 @@ from testbed.emulator.apiserver import (
     tables,
     views,
 )
-from testbed.emulator.apiserver.authn import Authenticator, UserInfo
-from testbed.emulator.apiserver.rbac import Attributes, Authorizer, verb_of
-from testbed.emulator.apiserver.request_input import (
+from kubemu.apiserver.authn import Authenticator, UserInfo
+from kubemu.apiserver.rbac import Attributes, Authorizer, verb_of
+from kubemu.apiserver.request_input import (
     applied_body,
     check_kind,
     delete_options,
@@ -37,22 +37,22 @@ from testbed.emulator.apiserver.request_input import (
     optional_object,
     page,
 )
-from testbed.emulator.apiserver.reviews import REVIEW_PATHS, review
-from testbed.emulator.apiserver.routes import Target, parse
-from testbed.emulator.apiserver.streaming import stream_error, stream_events
-from testbed.emulator.machinery.handlers import SubresourceHandler, query_flag
-from testbed.emulator.storage.errors import (
+from kubemu.apiserver.reviews import REVIEW_PATHS, review
+from kubemu.apiserver.routes import Target, parse
+from kubemu.apiserver.streaming import stream_error, stream_events
+from kubemu.machinery.handlers import SubresourceHandler, query_flag
+from kubemu.storage.errors import (
     ApiError,
     bad_request,
     entity_too_large,
     invalid,
     method_not_allowed,
 )
-from testbed.emulator.storage.managed import APPLY, apply_config
-from testbed.emulator.storage.patch import apply_patch
-from testbed.emulator.storage.resources import ResourceType
-from testbed.emulator.storage.store import Store
-from testbed.emulator.storage.watchers import Event
+from kubemu.storage.managed import APPLY, apply_config
+from kubemu.storage.patch import apply_patch
+from kubemu.storage.resources import ResourceType
+from kubemu.storage.store import Store
+from kubemu.storage.watchers import Event
 
 Obj = dict[str, Any]
 _NOT_FOUND = ApiError(404, "NotFound", "the server could not find the requested resource")

@@ -21,8 +21,8 @@ from typing import Any
 
 import orjson
 
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.store import Store
+from kubemu.storage.errors import ApiError
+from kubemu.storage.store import Store
 
 Obj = dict[str, Any]
 ISSUER = "https://kubernetes.default.svc.cluster.local"

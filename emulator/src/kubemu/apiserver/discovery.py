@@ -11,7 +11,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from testbed.emulator.storage.resources import VERBS, Registry, ResourceType
+from kubemu.storage.resources import VERBS, Registry, ResourceType
 
 #: The Kubernetes version the emulator answers as (kubectl 1.32 on this machine).
 KUBE_VERSION = (1, 32, 0)

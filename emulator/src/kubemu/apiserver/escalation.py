@@ -17,9 +17,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from testbed.emulator.apiserver.authn import UserInfo
-from testbed.emulator.apiserver.rbac import RBAC, Attributes, Authorizer
-from testbed.emulator.storage.errors import ApiError
+from kubemu.apiserver.authn import UserInfo
+from kubemu.apiserver.rbac import RBAC, Attributes, Authorizer
+from kubemu.storage.errors import ApiError
 
 Obj = dict[str, Any]
 ROLE_KINDS = frozenset({"roles", "clusterroles"})

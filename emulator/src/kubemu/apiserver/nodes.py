@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from testbed.core.kube.gpu import (
+from kubefacts.gpu import (
     GPU,
     GPU_COUNT_LABEL,
     GPU_PRESENT_LABEL,
@@ -20,8 +20,8 @@ from testbed.core.kube.gpu import (
     PLUGIN_MIG,
     mig_resource,
 )
-from testbed.emulator.apiserver.discovery import KUBE_VERSION
-from testbed.emulator.storage import meta as _meta
+from kubemu.apiserver.discovery import KUBE_VERSION
+from kubemu.storage import meta as _meta
 
 
 class ClusterShape(BaseModel):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from testbed.emulator.storage.resources import Registry, ResourceType
+from kubemu.storage.resources import Registry, ResourceType
 
 
 def _gv_path(group: str, version: str) -> str:

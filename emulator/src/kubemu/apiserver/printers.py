@@ -3,7 +3,7 @@
 pods: NAME READY STATUS RESTARTS AGE, with IP and NODE for ``-o wide``; deployments,
 replicasets, daemonsets, jobs, services, nodes, events, and the small kinds, as kubectl shows
 them from a cluster. Ages are kubectl's ``HumanDuration``
-(:func:`~testbed.core.kube.times.human_age`). :mod:`.tables` answers with them.
+(:func:`~kubefacts.times.human_age`). :mod:`.tables` answers with them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from testbed.core.kube.times import human_age, parse_time
+from kubefacts.times import human_age, parse_time
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int]  # name, type, priority (1: only with -o wide)

@@ -17,8 +17,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from testbed.core.kube.times import MICROS, SECONDS, format_time
-from testbed.emulator.storage.errors import ApiError, bad_request, unsupported_media
+from kubefacts.times import MICROS, SECONDS, format_time
+from kubemu.storage.errors import ApiError, bad_request, unsupported_media
 
 MEDIA_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"
@@ -29,9 +29,7 @@ Field = list[str]
 
 @cache
 def _schema() -> dict[str, Any]:
-    text = (
-        resources.files("testbed.emulator.apiserver").joinpath("protobuf_schema.json").read_text()
-    )
+    text = resources.files("kubemu.apiserver").joinpath("protobuf_schema.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
     return loaded
 

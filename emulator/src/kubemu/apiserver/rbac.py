@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.emulator.apiserver.authn import UserInfo
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.store import Store
+from kubemu.apiserver.authn import UserInfo
+from kubemu.storage.errors import ApiError
+from kubemu.storage.store import Store
 
 Obj = dict[str, Any]
 RBAC = "rbac.authorization.k8s.io"

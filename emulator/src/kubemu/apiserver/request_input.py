@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator.apiserver import protobuf
-from testbed.emulator.machinery.handlers import query_flag
-from testbed.emulator.storage.errors import bad_request, unsupported_media
-from testbed.emulator.storage.resources import ResourceType
+from kubemu.apiserver import protobuf
+from kubemu.machinery.handlers import query_flag
+from kubemu.storage.errors import bad_request, unsupported_media
+from kubemu.storage.resources import ResourceType
 
 Obj = dict[str, Any]
 

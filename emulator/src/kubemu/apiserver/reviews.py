@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.emulator.apiserver.authn import UserInfo
-from testbed.emulator.apiserver.rbac import Attributes, Authorizer
-from testbed.emulator.storage.errors import bad_request
+from kubemu.apiserver.authn import UserInfo
+from kubemu.apiserver.rbac import Attributes, Authorizer
+from kubemu.storage.errors import bad_request
 
 Obj = dict[str, Any]
 ACCESS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"

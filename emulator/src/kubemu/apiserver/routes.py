@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from testbed.emulator.storage.resources import Registry, ResourceType
+from kubemu.storage.resources import Registry, ResourceType
 
 
 @dataclass(frozen=True, slots=True)

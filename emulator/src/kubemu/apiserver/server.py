@@ -18,11 +18,11 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from testbed.core.kube.limits import MAX_REQUEST_BODY_BYTES
-from testbed.emulator.apiserver.api import Api
-from testbed.emulator.apiserver.nodes import ClusterShape, node_lease, node_manifest
-from testbed.emulator.machinery.handlers import SubresourceHandler
-from testbed.emulator.storage.store import Store
+from kubefacts.limits import MAX_REQUEST_BODY_BYTES
+from kubemu.apiserver.api import Api
+from kubemu.apiserver.nodes import ClusterShape, node_lease, node_manifest
+from kubemu.machinery.handlers import SubresourceHandler
+from kubemu.storage.store import Store
 
 ShutdownHook = Callable[[], Awaitable[None]]
 
@@ -75,7 +75,7 @@ class Emulator:
         app.router.add_route("*", "/{tail:.*}", self.api.handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
-        from testbed.emulator.apiserver.tls import self_signed, server_context
+        from kubemu.apiserver.tls import self_signed, server_context
 
         self.ca_pem, key_pem = self_signed([self.host, "127.0.0.1", "localhost"])
         self.api.ca_pem = self.ca_pem  # the token controller puts it in token Secrets

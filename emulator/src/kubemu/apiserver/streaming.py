@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator.storage.watchers import BOOKMARK, Event, Watch
+from kubemu.storage.watchers import BOOKMARK, Event, Watch
 
 #: Seconds between bookmarks on an idle stream, and between checks that the client is there.
 IDLE_TICK_S = 5.0

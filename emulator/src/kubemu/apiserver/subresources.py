@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import web
 
-from testbed.emulator.apiserver.routes import Target
-from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage.errors import (
+from kubemu.apiserver.routes import Target
+from kubemu.storage import meta as _meta
+from kubemu.storage.errors import (
     ApiError,
     bad_request,
     conflict,
     invalid,
     method_not_allowed,
 )
-from testbed.emulator.storage.patch import apply_patch
+from kubemu.storage.patch import apply_patch
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 Obj = dict[str, Any]
 

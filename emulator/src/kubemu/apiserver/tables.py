@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.core.kube.times import human_age
-from testbed.emulator.apiserver.printers import PRINTERS, Obj, Printer, name_and_age
-from testbed.emulator.storage.resources import ResourceType
-from testbed.emulator.storage.selectors import field_value
+from kubefacts.times import human_age
+from kubemu.apiserver.printers import PRINTERS, Obj, Printer, name_and_age
+from kubemu.storage.resources import ResourceType
+from kubemu.storage.selectors import field_value
 
 
 def wants_table(accept: str) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.emulator.storage.resources import ResourceType
+from kubemu.storage.resources import ResourceType
 
 Obj = dict[str, Any]
 

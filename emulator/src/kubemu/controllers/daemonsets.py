@@ -1,7 +1,7 @@
 """The DaemonSet controller: one pod of the template on every node that should run it.
 
 A node should run the daemon when the template's ``nodeSelector``, required node affinity
-and tolerations let it (the filters of :mod:`testbed.core.kube.fit`, with the tolerations
+and tolerations let it (the filters of :mod:`kubefacts.fit`, with the tolerations
 the real controller adds to every daemon pod: not-ready, unreachable, the pressure taints,
 unschedulable — a cordoned node keeps its daemon). Pods are created bound to their node
 (``spec.nodeName``; the real controller pins them with a ``matchFields`` affinity the
@@ -25,19 +25,19 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.kube.fit import HOSTNAME, NodeFacts, PodFacts, static_reason, with_hostname
-from testbed.emulator.controllers.deployments import template_hash
-from testbed.emulator.controllers.replicasets import (
+from kubefacts.fit import HOSTNAME, NodeFacts, PodFacts, static_reason, with_hostname
+from kubemu.controllers.deployments import template_hash
+from kubemu.controllers.replicasets import (
     active_pods,
     create_pod,
     delete_pod,
     is_ready,
     pod_from_template,
 )
-from testbed.emulator.machinery.loop import ControllerLoop, Key, itself, owner_of
+from kubemu.machinery.loop import ControllerLoop, Key, itself, owner_of
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 COMPONENT = "daemonset-controller"
 KEY = "daemonsets.apps"

@@ -16,16 +16,16 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.ids import short_hash
-from testbed.core.kube.times import seconds_since
-from testbed.emulator.controllers.replicasets import active_pods
-from testbed.emulator.machinery import events
-from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by, owner_of
-from testbed.emulator.storage.meta import now
-from testbed.emulator.storage.objects import clone
+from kubefacts.ids import short_hash
+from kubefacts.times import seconds_since
+from kubemu.controllers.replicasets import active_pods
+from kubemu.machinery import events
+from kubemu.machinery.loop import ControllerLoop, itself, owned_by, owner_of
+from kubemu.storage.meta import now
+from kubemu.storage.objects import clone
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 COMPONENT = "deployment-controller"
 HASH = "pod-template-hash"

@@ -14,19 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.kube.times import seconds_since
-from testbed.emulator.controllers.replicasets import (
+from kubefacts.times import seconds_since
+from kubemu.controllers.replicasets import (
     create_pod,
     delete_pod,
     is_ready,
     pod_from_template,
 )
-from testbed.emulator.machinery import events
-from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by, owner_of
-from testbed.emulator.storage.meta import now
+from kubemu.machinery import events
+from kubemu.machinery.loop import ControllerLoop, itself, owned_by, owner_of
+from kubemu.storage.meta import now
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 COMPONENT = "job-controller"
 

@@ -30,14 +30,14 @@ import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.kube.times import now
-from testbed.emulator.controllers.deployments import template_hash
-from testbed.emulator.controllers.replicasets import is_ready
-from testbed.emulator.controllers.statefulsets import KEY as STS
-from testbed.emulator.machinery.loop import ControllerLoop, Key, itself
+from kubefacts.times import now
+from kubemu.controllers.deployments import template_hash
+from kubemu.controllers.replicasets import is_ready
+from kubemu.controllers.statefulsets import KEY as STS
+from kubemu.machinery.loop import ControllerLoop, Key, itself
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 GROUP = "leaderworkerset.x-k8s.io"
 KEY = f"leaderworkersets.{GROUP}"

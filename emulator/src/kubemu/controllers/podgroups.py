@@ -1,6 +1,6 @@
 """The PodGroup controller of scheduler-plugins: keeps each PodGroup's status.
 
-Its phases and counts are :func:`~testbed.emulator.machinery.podgroups.status_for`'s;
+Its phases and counts are :func:`~kubemu.machinery.podgroups.status_for`'s;
 ``occupiedBy`` is set to the controller owner's uid of the first member pod that has one
 (a Job's, say), as the real controller records which workload took the group.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.machinery import podgroups
-from testbed.emulator.machinery.loop import ControllerLoop, Key, itself
+from kubemu.machinery import podgroups
+from kubemu.machinery.loop import ControllerLoop, Key, itself
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 
 def _group(pod: Mapping[str, Any]) -> list[Key]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.machinery import events
-from testbed.emulator.machinery.loop import ControllerLoop, itself, owner_of
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.objects import Obj
+from kubemu.machinery import events
+from kubemu.machinery.loop import ControllerLoop, itself, owner_of
+from kubemu.storage.errors import ApiError
+from kubemu.storage.objects import Obj
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 COMPONENT = "replicaset-controller"
 

@@ -31,14 +31,14 @@ import copy
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.controllers.deployments import template_hash
-from testbed.emulator.controllers.replicasets import is_ready
-from testbed.emulator.machinery import events
-from testbed.emulator.machinery.loop import ControllerLoop, itself, owner_of
-from testbed.emulator.storage.errors import ApiError
+from kubemu.controllers.deployments import template_hash
+from kubemu.controllers.replicasets import is_ready
+from kubemu.machinery import events
+from kubemu.machinery.loop import ControllerLoop, itself, owner_of
+from kubemu.storage.errors import ApiError
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 COMPONENT = "statefulset-controller"
 KEY = "statefulsets.apps"

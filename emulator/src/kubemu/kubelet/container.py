@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.core.kube.quantity import amount
-from testbed.core.process_group import group_rss_bytes
-from testbed.emulator.kubelet import process as proc
-from testbed.emulator.kubelet.logs import LogBook, RunLog
-from testbed.emulator.kubelet.probing import supervise
-from testbed.emulator.kubelet.status import ContainerRecord
-from testbed.emulator.machinery.faults import Fault
-from testbed.emulator.storage.meta import now
+from kubefacts.process_group import group_rss_bytes
+from kubefacts.quantity import amount
+from kubemu.kubelet import process as proc
+from kubemu.kubelet.logs import LogBook, RunLog
+from kubemu.kubelet.probing import supervise
+from kubemu.kubelet.status import ContainerRecord
+from kubemu.machinery.faults import Fault
+from kubemu.storage.meta import now
 
 
 @dataclass(frozen=True)

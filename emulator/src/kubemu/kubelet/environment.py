@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from testbed.core.kube.quantity import amount
+from kubefacts.quantity import amount
 
 #: ``lookup(kind, namespace, name)``: the object, or None when it does not exist.
 Lookup = Callable[[str, str, str], Mapping[str, Any] | None]

@@ -31,15 +31,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from aiohttp import WSMsgType, web
 
-from testbed.core.process_group import die_with_parent, signal_group
-from testbed.emulator.kubelet.process import exit_code, on_path, under_shim
-from testbed.emulator.machinery.handlers import query_flag
-from testbed.emulator.storage.errors import bad_request
+from kubefacts.process_group import die_with_parent, signal_group
+from kubemu.kubelet.process import exit_code, on_path, under_shim
+from kubemu.machinery.handlers import query_flag
+from kubemu.storage.errors import bad_request
 
 if TYPE_CHECKING:
-    from testbed.emulator.kubelet.container import ContainerRunner
-    from testbed.emulator.kubelet.kubelet import Kubelet
-    from testbed.emulator.kubelet.pod import PodRuntime
+    from kubemu.kubelet.container import ContainerRunner
+    from kubemu.kubelet.kubelet import Kubelet
+    from kubemu.kubelet.pod import PodRuntime
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from testbed.core.errors import TestbedError
+from kubefacts.errors import Error
 
 VLLM_ENTRY = ("-m", "vllm.entrypoints.openai.api_server")
 
@@ -87,7 +87,7 @@ class ImageRules:
     #: None: they are unknown.
     tgi_stand_in: StandIn | None = None
     #: The vLLM interpreter lookup, handed in (the vLLM adapter's): the interpreter, or a
-    #: TestbedError saying why there is none. None: vLLM images cannot start here.
+    #: Error saying why there is none. None: vLLM images cannot start here.
     vllm_python: Callable[[], Path] | None = None
     #: What plays vLLM images matching ``sim_pattern`` instead of vLLM (``standins.vllm_sim``,
     #: handed in for ``--vllm-stand-in``); None: they run vLLM.
@@ -161,7 +161,7 @@ def _vllm_argv(command: Sequence[str], args: Sequence[str], rules: ImageRules) -
         raise NotRunnable("no vLLM interpreter: the emulator was given no way to find one")
     try:
         python = rules.vllm_python()
-    except TestbedError as exc:
+    except Error as exc:
         raise NotRunnable(f"no vLLM interpreter: {exc}") from exc
     entry = list(command)
     if not entry:

@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.kubelet.pod import Host, PodRuntime
-from testbed.emulator.kubelet.services import service_env
-from testbed.emulator.machinery import events
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.watchers import DELETED
+from kubemu.kubelet.pod import Host, PodRuntime
+from kubemu.kubelet.services import service_env
+from kubemu.machinery import events
+from kubemu.storage.errors import ApiError
+from kubemu.storage.watchers import DELETED
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 _log = logging.getLogger(__name__)
 _LOOKUP_KEYS = {

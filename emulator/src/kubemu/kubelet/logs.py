@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from testbed.core.kube.times import NANOS, now
+from kubefacts.times import NANOS, now
 
 
 def _stamp() -> str:

@@ -20,21 +20,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.core.errors import InputError
-from testbed.emulator.kubelet.container import ContainerRunner, KubeletSettings
-from testbed.emulator.kubelet.environment import ConfigError, Lookup
-from testbed.emulator.kubelet.images import ImageRules
-from testbed.emulator.kubelet.logs import LogBook
-from testbed.emulator.kubelet.sandbox import (
+from kubefacts.errors import InputError
+from kubemu.kubelet.container import ContainerRunner, KubeletSettings
+from kubemu.kubelet.environment import ConfigError, Lookup
+from kubemu.kubelet.images import ImageRules
+from kubemu.kubelet.logs import LogBook
+from kubemu.kubelet.sandbox import (
     MountError,
     Sandbox,
     VolumeDriver,
     launch_for,
     make_sandbox,
 )
-from testbed.emulator.kubelet.status import ContainerRecord, phase, pod_status
-from testbed.emulator.machinery.faults import Fault, FaultRule, fault_of, run_seconds
-from testbed.emulator.storage.meta import now
+from kubemu.kubelet.status import ContainerRecord, phase, pod_status
+from kubemu.machinery.faults import Fault, FaultRule, fault_of, run_seconds
+from kubemu.storage.meta import now
 
 MOUNT_RETRY_S = 5.0
 Emit = Callable[[str, str, str, str], None]  # (type, reason, note, fieldPath)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.core.process_group import signal_child
+from kubefacts.process_group import signal_child
 
 
 @dataclass(frozen=True)

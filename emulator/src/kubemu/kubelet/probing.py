@@ -14,9 +14,9 @@ import contextlib
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Protocol
 
-from testbed.emulator.kubelet.probes import Timing, check
-from testbed.emulator.kubelet.process import HostProcess
-from testbed.emulator.kubelet.status import ContainerRecord
+from kubemu.kubelet.probes import Timing, check
+from kubemu.kubelet.process import HostProcess
+from kubemu.kubelet.status import ContainerRecord
 
 
 class _Launched(Protocol):

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.core.process_group import die_with_parent, group_alive, signal_group, wait_group
-from testbed.emulator.kubelet.logs import RunLog
+from kubefacts.process_group import die_with_parent, group_alive, signal_group, wait_group
+from kubemu.kubelet.logs import RunLog
 
 SHIM = Path(__file__).with_name("shim.py")
 #: Longest output line kept whole (a container's JSON lines can be long).

@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.emulator.kubelet.container import Launch
-from testbed.emulator.kubelet.environment import (
+from kubemu.kubelet.container import Launch
+from kubemu.kubelet.environment import (
     ConfigError,
     Lookup,
     expand,
     relocate,
     resolve_env,
 )
-from testbed.emulator.kubelet.images import ImageRules, NotRunnable, host_argv
+from kubemu.kubelet.images import ImageRules, NotRunnable, host_argv
 
 #: A volume driver plugged into the kubelet (Datashim's is ``standins.datashim_mounts.fill``):
 #: ``fill(pod, volumes, lookup)`` fills the host directories of the pod's volumes it serves

@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from testbed.emulator.kubelet import tunnel
-from testbed.emulator.kubelet.exec_session import serve_exec
-from testbed.emulator.kubelet.logs import follow, render
-from testbed.emulator.machinery.handlers import SubresourceHost
-from testbed.emulator.storage.errors import ApiError, bad_request
+from kubemu.kubelet import tunnel
+from kubemu.kubelet.exec_session import serve_exec
+from kubemu.kubelet.logs import follow, render
+from kubemu.machinery.handlers import SubresourceHost
+from kubemu.storage.errors import ApiError, bad_request
 
 if TYPE_CHECKING:
-    from testbed.emulator.kubelet.kubelet import Kubelet
-    from testbed.emulator.kubelet.pod import PodRuntime
+    from kubemu.kubelet.kubelet import Kubelet
+    from kubemu.kubelet.pod import PodRuntime
 
 PROTOCOLS = ("v4.channel.k8s.io",)
 

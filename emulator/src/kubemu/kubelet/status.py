@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from testbed.emulator.storage.meta import now
+from kubemu.storage.meta import now
 
 
 def image_id(image: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from aiohttp import WSMsgType, web
 
-from testbed.emulator.kubelet.spdy import (
+from kubemu.kubelet.spdy import (
     GOAWAY,
     MAX_DATA,
     PING,

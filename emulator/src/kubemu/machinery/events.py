@@ -14,10 +14,10 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.storage.meta import now, now_micro
+from kubemu.storage.meta import now, now_micro
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 _serial = itertools.count()
 
@@ -64,7 +64,7 @@ def record(
         "reportingComponent": component,
         "reportingInstance": host or component,
     }
-    from testbed.emulator.storage.errors import ApiError
+    from kubemu.storage.errors import ApiError
 
     try:
         store.create("events", event, namespace)

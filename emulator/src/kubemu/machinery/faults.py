@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from testbed.core.errors import InputError
+from kubefacts.errors import InputError
 
 PREFIX = "emulator.testbed.io/"
 FAULT = PREFIX + "fault"

@@ -15,10 +15,10 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.storage.errors import ApiError
+from kubemu.storage.errors import ApiError
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 _log = logging.getLogger(__name__)
 Key = tuple[str, str]

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.storage.meta import now
+from kubemu.storage.meta import now
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 GROUP = "scheduling.x-k8s.io"
 KEY = f"podgroups.{GROUP}"

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from testbed.core.kube.fit import (
+from kubefacts.fit import (
     NO_VICTIMS,
     NOT_HELPFUL,
     NodeFacts,

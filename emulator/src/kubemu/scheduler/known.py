@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.emulator.machinery import podgroups
-from testbed.emulator.machinery.podgroups import GroupKey
-from testbed.emulator.scheduler import preemption
-from testbed.emulator.scheduler.capacity import CapacityIndex
+from kubemu.machinery import podgroups
+from kubemu.machinery.podgroups import GroupKey
+from kubemu.scheduler import preemption
+from kubemu.scheduler.capacity import CapacityIndex
 
 Requests = tuple[tuple[str, int], ...]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from testbed.core.kube.fit import PodFacts, resource_reasons, static_reason, with_hostname
-from testbed.emulator.scheduler.capacity import CapacityIndex
+from kubefacts.fit import PodFacts, resource_reasons, static_reason, with_hostname
+from kubemu.scheduler.capacity import CapacityIndex
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ parked until capacity changes (a node added or changed, a pod deleted or finishe
 every parked pod is tried again. A burst of events wakes one pass, and a pass costs
 O(pods × kinds of node), not O(pods × nodes).
 
-Gangs (:mod:`~testbed.emulator.machinery.podgroups`): the pods of a PodGroup are placed
+Gangs (:mod:`~kubemu.machinery.podgroups`): the pods of a PodGroup are placed
 together — once ``minMember`` of them exist and that many fit at once, they are bound in one
 resourceVersion; otherwise none is, and each waits with coscheduling's message.
 Preemption (:mod:`.preemption`): a pod (or a whole gang) that fits nowhere evicts pods of
@@ -22,22 +22,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from time import perf_counter_ns as monotonic_ns
 from typing import TYPE_CHECKING, Any
 
-from testbed.core.clock import monotonic_ns
-from testbed.core.errors import InputError
-from testbed.core.kube.fit import HOSTNAME, NodeFacts, PodFacts
-from testbed.emulator.machinery import podgroups
-from testbed.emulator.machinery.faults import FaultRule, fault_of
-from testbed.emulator.machinery.podgroups import GroupKey
-from testbed.emulator.scheduler import preemption, writes
-from testbed.emulator.scheduler.capacity import CapacityIndex
-from testbed.emulator.scheduler.known import KnownPods
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.watchers import DELETED
+from kubefacts.errors import InputError
+from kubefacts.fit import HOSTNAME, NodeFacts, PodFacts
+from kubemu.machinery import podgroups
+from kubemu.machinery.faults import FaultRule, fault_of
+from kubemu.machinery.podgroups import GroupKey
+from kubemu.scheduler import preemption, writes
+from kubemu.scheduler.capacity import CapacityIndex
+from kubemu.scheduler.known import KnownPods
+from kubemu.storage.errors import ApiError
+from kubemu.storage.watchers import DELETED
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 SCHEDULER = writes.SCHEDULER
 _TERMINAL = ("Succeeded", "Failed")

@@ -12,12 +12,12 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.machinery import events
-from testbed.emulator.storage.errors import ApiError
-from testbed.emulator.storage.meta import now
+from kubemu.machinery import events
+from kubemu.storage.errors import ApiError
+from kubemu.storage.meta import now
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 SCHEDULER = "default-scheduler"
 

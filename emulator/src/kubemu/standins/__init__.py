@@ -4,5 +4,5 @@
 :mod:`.datashim` is Datashim's dataset operator and admission webhook (``--datashim``), and
 :mod:`.datashim_mounts` its CSI driver's part (the bucket copied into the claim);
 :mod:`.kserve` is KServe's controller for InferenceServices (``--kserve-stand-in``). The
-control plane (:mod:`testbed.emulator.plane`) wires them in when asked.
+control plane (:mod:`kubemu.plane`) wires them in when asked.
 """

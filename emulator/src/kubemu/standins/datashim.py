@@ -24,11 +24,11 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.machinery.loop import ControllerLoop, itself
-from testbed.emulator.storage.errors import ApiError, forbidden
+from kubemu.machinery.loop import ControllerLoop, itself
+from kubemu.storage.errors import ApiError, forbidden
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 GROUP = "datashim.io"
 KEY = f"datasets.{GROUP}"

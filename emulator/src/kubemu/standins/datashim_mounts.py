@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.core.errors import InfrastructureError, InputError, MissingDependency
-from testbed.emulator.kubelet.environment import Lookup
-from testbed.emulator.kubelet.sandbox import MountError
-from testbed.emulator.standins.datashim import KEY, SOURCE
-from testbed.results.s3 import copy_bucket
+from kubefacts.buckets import copy_bucket
+from kubefacts.errors import InfrastructureError, InputError, MissingDependency
+from kubemu.kubelet.environment import Lookup
+from kubemu.kubelet.sandbox import MountError
+from kubemu.standins.datashim import KEY, SOURCE
 
 #: The kinds :func:`fill` looks up besides the kubelet's own (kind → store key).
 LOOKUP_KINDS = {"Dataset": KEY}

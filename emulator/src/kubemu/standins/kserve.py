@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from testbed.emulator.machinery import events
-from testbed.emulator.machinery.loop import ControllerLoop, itself, owned_by
-from testbed.emulator.standins import kserve_storage
-from testbed.emulator.standins.kserve_runtime import (
+from kubemu.machinery import events
+from kubemu.machinery.loop import ControllerLoop, itself, owned_by
+from kubemu.standins import kserve_storage
+from kubemu.standins.kserve_runtime import (
     CLUSTER_RUNTIMES,
     CONTAINER,
     GROUP,
@@ -53,11 +53,11 @@ from testbed.emulator.standins.kserve_runtime import (
     merged_container,
     select_runtime,
 )
-from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage.errors import forbidden
+from kubemu.storage import meta as _meta
+from kubemu.storage.errors import forbidden
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 KEY = f"inferenceservices.{GROUP}"
 CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"

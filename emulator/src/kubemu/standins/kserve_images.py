@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from testbed.emulator.standins.tgi import flag_pairs
-from testbed.emulator.standins.vllm_sim import ENV
+from kubemu.standins.tgi import flag_pairs
+from kubemu.standins.vllm_sim import ENV
 
 SERVER = re.compile(r"(^|/)kserve/huggingfaceserver([:@]|$)")
 INITIALIZER = re.compile(r"(^|/)kserve/storage-initializer([:@]|$)")
@@ -84,7 +84,7 @@ class KServeImages:
     ) -> tuple[list[str], str]:
         """``(host argv, the note for the container's log)``."""
         if INITIALIZER.search(image):
-            argv = [python, "-m", "testbed.emulator.standins.kserve_storage", *args]
+            argv = [python, "-m", "kubemu.standins.kserve_storage", *args]
             note = (
                 f"testbed cluster emulate --kserve-stand-in: {image} is played by testbed's"
                 " storage initializer (hf:// from this machine's Hugging Face cache, s3://)"

@@ -9,7 +9,7 @@ annotation ``internal.serving.kserve.io/storage-initializer-sourceuri`` the cont
   runs with the arguments ``URI /mnt/models`` into an emptyDir ``kserve-provision-location``,
   which the ``kserve-container`` mounts read-only at ``/mnt/models``.
 
-Run as ``python -m testbed.emulator.standins.kserve_storage URI DEST`` it is the storage
+Run as ``python -m kubemu.standins.kserve_storage URI DEST`` it is the storage
 initializer's stand-in (the emulator's kubelet plays the image with it):
 
 - ``hf://OWNER/MODEL[:REVISION]`` is checked as KServe's ``Storage._download_hf`` checks it
@@ -109,7 +109,7 @@ def _from_hf(uri: str, dest: Path) -> str:
 
 
 def _from_s3(uri: str, dest: Path, env: Mapping[str, str]) -> str:
-    from testbed.results.s3 import copy_bucket
+    from kubefacts.buckets import copy_bucket
 
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
     endpoint = env.get("AWS_ENDPOINT_URL", "")

@@ -3,7 +3,7 @@
 A routing experiment needs several model servers whose state (queue, KV cache, prefix cache)
 differs between them; four real vLLM processes do not fit on a laptop. With the flag, the
 process-kubelet runs ``testbed serve sim`` for a vLLM image (llm-d's included). The container's
-command line is read as vLLM reads it (:mod:`testbed.config.vllm_argv`: its aliases, both
+command line is read as vLLM reads it (:mod:`kubefacts.vllm_argv`: its aliases, both
 ``--flag=value`` and ``--flag value``, and *its defaults*), and what vLLM would run with is
 played:
 
@@ -46,7 +46,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from testbed.config.vllm_argv import (
+from kubefacts.vllm_argv import (
     Platform,
     VllmArgs,
     VllmArgvError,

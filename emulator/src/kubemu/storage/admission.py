@@ -9,18 +9,18 @@ priority comes from its PriorityClass (:mod:`priority`).
 
 from __future__ import annotations
 
-from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage import priority
-from testbed.emulator.storage.defaults import prepare_create
-from testbed.emulator.storage.errors import (
+from kubemu.storage import meta as _meta
+from kubemu.storage import priority
+from kubemu.storage.defaults import prepare_create
+from kubemu.storage.errors import (
     already_exists,
     bad_request,
     forbidden,
     invalid,
     not_found,
 )
-from testbed.emulator.storage.objects import Obj, Reader
-from testbed.emulator.storage.resources import ResourceType
+from kubemu.storage.objects import Obj, Reader
+from kubemu.storage.resources import ResourceType
 
 #: Kinds whose status a create keeps (the real server keeps node status and resets others').
 _STATUS_ON_CREATE = frozenset({"nodes"})

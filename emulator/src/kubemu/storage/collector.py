@@ -21,10 +21,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
-from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage.errors import forbidden
-from testbed.emulator.storage.objects import Obj, clone
-from testbed.emulator.storage.resources import ResourceType
+from kubemu.storage import meta as _meta
+from kubemu.storage.errors import forbidden
+from kubemu.storage.objects import Obj, clone
+from kubemu.storage.resources import ResourceType
 
 Ref = tuple[str, str, str]  # store key, namespace, name
 _PROTECTED_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})

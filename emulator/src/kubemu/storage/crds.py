@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage.resources import BUILTIN_GROUPS, Registry, ResourceType
-from testbed.emulator.storage.watchers import Event
+from kubemu.storage import meta as _meta
+from kubemu.storage.resources import BUILTIN_GROUPS, Registry, ResourceType
+from kubemu.storage.watchers import Event
 
 KEY = "customresourcedefinitions.apiextensions.k8s.io"
 Errors = list[tuple[str, str]]

@@ -5,7 +5,7 @@ Defaulting follows the fields controllers and kubectl read (a pod's ``restartPol
 cluster IP; a PVC bound at once). Validation covers the mistakes a manifest generator can
 make and the server answers with 422: no containers, a selector that does not select its
 template, a missing image, a ConfigMap or Secret over 1 MiB of data
-(:mod:`testbed.core.kube.limits`).
+(:mod:`kubefacts.limits`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from testbed.core.kube.limits import MAX_DATA_BYTES, too_long
-from testbed.emulator.storage import crds
-from testbed.emulator.storage.meta import normalized_time
+from kubefacts.limits import MAX_DATA_BYTES, too_long
+from kubemu.storage import crds
+from kubemu.storage.meta import normalized_time
 
 Errors = list[tuple[str, str]]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.core.errors import TestbedError
+from kubefacts.errors import Error
 
 
-class ApiError(TestbedError):
+class ApiError(Error):
     """A request the emulated API server refuses; :meth:`status` is the body it answers."""
 
     def __init__(

@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from testbed.emulator.storage.errors import ApiError, bad_request
-from testbed.emulator.storage.meta import now
-from testbed.emulator.storage.objects import Obj, clone
-from testbed.emulator.storage.patch import MERGE_KEYS, SET_LISTS
-from testbed.emulator.storage.resources import ResourceType
+from kubemu.storage.errors import ApiError, bad_request
+from kubemu.storage.meta import now
+from kubemu.storage.objects import Obj, clone
+from kubemu.storage.patch import MERGE_KEYS, SET_LISTS
+from kubemu.storage.resources import ResourceType
 
 Path = tuple[str, ...]
 APPLY = "application/apply-patch+yaml"

@@ -10,8 +10,8 @@ import time
 import uuid
 from typing import Any
 
-from testbed.core.kube.limits import TOTAL_ANNOTATION_BYTES, annotations_size, too_long
-from testbed.core.kube.times import MICROS, SECONDS, format_time, from_epoch, parse_time
+from kubefacts.limits import TOTAL_ANNOTATION_BYTES, annotations_size, too_long
+from kubefacts.times import MICROS, SECONDS, format_time, from_epoch, parse_time
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from testbed.emulator.storage.errors import ApiError, bad_request, unsupported_media
+from kubemu.storage.errors import ApiError, bad_request, unsupported_media
 
 #: Field name → merge key of the list it holds (from the Kubernetes API's patchMergeKey).
 MERGE_KEYS = {

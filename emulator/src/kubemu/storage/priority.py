@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.emulator.storage.errors import forbidden, invalid
-from testbed.emulator.storage.objects import Obj, Reader
+from kubemu.storage.errors import forbidden, invalid
+from kubemu.storage.objects import Obj, Reader
 
 KEY = "priorityclasses.scheduling.k8s.io"
 GROUP = "scheduling.k8s.io"

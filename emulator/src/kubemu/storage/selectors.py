@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from testbed.emulator.storage.errors import bad_request
+from kubemu.storage.errors import bad_request
 
 Matcher = Callable[[dict[str, Any]], bool]
 

@@ -5,7 +5,7 @@ awaits), so each call is atomic with respect to the others and to watch registra
 Stored dicts are immutable snapshots: a write stores a new dict, never edits one that was
 handed out, so readers may keep what ``get``/``list`` return but must not modify it
 (change objects with :meth:`Store.mutate`, :meth:`Store.replace` or :meth:`Store.patch`).
-Deletion, owner references and namespaces live in :mod:`testbed.emulator.storage.collector`.
+Deletion, owner references and namespaces live in :mod:`kubemu.storage.collector`.
 """
 
 from __future__ import annotations
@@ -15,26 +15,26 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from testbed.emulator.storage import crds, priority
-from testbed.emulator.storage.admission import admit_new
-from testbed.emulator.storage.collector import Collector
-from testbed.emulator.storage.errors import (
+from kubemu.storage import crds, priority
+from kubemu.storage.admission import admit_new
+from kubemu.storage.collector import Collector
+from kubemu.storage.errors import (
     ApiError,
     bad_request,
     conflict,
     not_found,
 )
-from testbed.emulator.storage.managed import (
+from kubemu.storage.managed import (
     apply_config,
     check_applied,
     record_update,
 )
-from testbed.emulator.storage.objects import Obj, clone
-from testbed.emulator.storage.patch import apply_patch
-from testbed.emulator.storage.resources import Registry, ResourceType
-from testbed.emulator.storage.selectors import both, field_matcher, label_matcher
-from testbed.emulator.storage.updates import prepare_update
-from testbed.emulator.storage.watchers import ADDED, DELETED, MODIFIED, Event, EventLog, Watch
+from kubemu.storage.objects import Obj, clone
+from kubemu.storage.patch import apply_patch
+from kubemu.storage.resources import Registry, ResourceType
+from kubemu.storage.selectors import both, field_matcher, label_matcher
+from kubemu.storage.updates import prepare_update
+from kubemu.storage.watchers import ADDED, DELETED, MODIFIED, Event, EventLog, Watch
 
 
 class Bucket:

@@ -10,12 +10,12 @@ metadata and the kind's update rules (:mod:`.defaults`) are validated (422).
 
 from __future__ import annotations
 
-from testbed.emulator.storage import meta as _meta
-from testbed.emulator.storage.defaults import validate_update
-from testbed.emulator.storage.errors import bad_request, conflict, invalid
-from testbed.emulator.storage.managed import owners_after_update
-from testbed.emulator.storage.objects import Obj, clone
-from testbed.emulator.storage.resources import ResourceType
+from kubemu.storage import meta as _meta
+from kubemu.storage.defaults import validate_update
+from kubemu.storage.errors import bad_request, conflict, invalid
+from kubemu.storage.managed import owners_after_update
+from kubemu.storage.objects import Obj, clone
+from kubemu.storage.resources import ResourceType
 
 
 def prepare_update(

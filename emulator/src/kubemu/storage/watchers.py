@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from testbed.emulator.storage.selectors import Matcher
+from kubemu.storage.selectors import Matcher
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"

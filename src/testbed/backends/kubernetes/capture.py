@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from kubefacts import times
 from testbed.clients.kube import Kube
 from testbed.core.errors import ClusterAccessDenied, ClusterError, ClusterNotFound
-from testbed.core.kube import times
 
 #: Kinds dumped, in ``kubectl get all``'s spirit plus what a stack adds.
 KINDS = (

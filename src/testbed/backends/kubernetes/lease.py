@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kubefacts import times
 from testbed.clients.kube import Kube
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import (
@@ -31,7 +32,6 @@ from testbed.core.errors import (
     ClusterError,
     InfrastructureError,
 )
-from testbed.core.kube import times
 
 #: Seconds between two looks at a held Lease while waiting (client-go's retry period).
 RETRY_S = 1.0

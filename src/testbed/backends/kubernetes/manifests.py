@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubefacts.gpu import GPU, mig_profile, mig_resource
+from kubefacts.quantity import cpu_quantity, memory_quantity
 from testbed.backends.kubernetes.names import (
     run_labels,
     server_image,
@@ -29,8 +31,6 @@ from testbed.config.deployments import (
     ServerDeployment,
     Toleration,
 )
-from testbed.core.kube.gpu import GPU, mig_profile, mig_resource
-from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.servers.adapters import adapter_for
 
 DATASET_API = "datashim.io/v1alpha1"

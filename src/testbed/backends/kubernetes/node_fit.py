@@ -3,7 +3,7 @@
 The plan's capacity check (``plan.capacity``) trusts the resources a campaign declares; on a
 cluster the nodes say what exists. A worker fits when one schedulable node's *allocatable*
 CPU, memory, ``nvidia.com/gpu`` and MIG slices (``nvidia.com/mig-1g.10gb`` …) cover its pod's
-requests — summed and compared as the scheduler does (``core.kube.fit``) — and, where the
+requests — summed and compared as the scheduler does (``kubefacts.fit``) — and, where the
 node publishes its GPU memory (the ``nvidia.com/gpu.memory`` label of NVIDIA's feature
 discovery, MiB), the model's estimated memory fits in the GPUs it asks for. Treatments of a
 worker that fits nowhere are skipped with these numbers.
@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubefacts.fit import NodeFacts, PodFacts, shortfall
+from kubefacts.gpu import GPU_MEMORY_LABEL
+from kubefacts.quantity import PODS, format_amount
 from testbed.backends.kubernetes.manifests import resources
 from testbed.config.deployments import ServerDeployment
-from testbed.core.kube.fit import NodeFacts, PodFacts, shortfall
-from testbed.core.kube.gpu import GPU_MEMORY_LABEL
-from testbed.core.kube.quantity import PODS, format_amount
 from testbed.plan.capacity import estimate
 
 

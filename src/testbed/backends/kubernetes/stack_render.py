@@ -25,11 +25,11 @@ from typing import Any
 
 import yaml
 
+from kubefacts.labels import labelled
 from testbed.backends.kubernetes import kustomize
 from testbed.config.stacks import StackDeployment
 from testbed.core import templates
 from testbed.core.errors import InputError
-from testbed.core.kube.labels import labelled
 
 YAML_SUFFIXES = (".yaml", ".yml")
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from testbed.core.process_group import group_alive, group_members
+from kubefacts.process_group import group_alive, group_members
 
 LOG_BYTES = 256 * 1024
 _HEADER = ("WORKER", "PID", "PPID", "STAT", "RSS(KiB)", "ELAPSED(s)", "COMMAND")

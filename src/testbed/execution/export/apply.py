@@ -3,7 +3,7 @@ and docs/export.md shows — one list, so what is printed is what the tests run.
 
 The support objects are applied server-side (``kubectl apply --server-side``). A client-side
 ``kubectl apply`` copies the whole object into its ``last-applied-configuration``
-annotation, and annotations may hold 256 KiB in all (:mod:`testbed.core.kube.limits`): a
+annotation, and annotations may hold 256 KiB in all (:mod:`kubefacts.limits`): a
 campaign ConfigMap that ships a stack's CRDs (~700 KB for llm-d's inference scheduling)
 would be refused by a real API server, and the Secret's values would sit in plain text in
 an annotation ``kubectl describe`` prints. The pipeline run itself is created (its name is

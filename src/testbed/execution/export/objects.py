@@ -13,13 +13,13 @@ from typing import Any
 
 import yaml
 
+from kubefacts.limits import MAX_DATA_BYTES
 from testbed.backends import backend_class
 from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
 from testbed.core.ids import slugify
-from testbed.core.kube.limits import MAX_DATA_BYTES
 from testbed.core.secrets import names
 from testbed.plan.model import Plan
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kubefacts.gpu import GPU
+from kubefacts.quantity import cpu_quantity, memory_quantity
 from testbed.config.stacks import StackDeployment
-from testbed.core.kube.gpu import GPU
-from testbed.core.kube.quantity import cpu_quantity, memory_quantity
 from testbed.execution.export.objects import (
     CAMPAIGN_MOUNT,
     LABELS,

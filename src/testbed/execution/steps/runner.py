@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubefacts.process_group import die_with_parent, start_time
 from testbed.config.templating import PlannedStep
 from testbed.core.clock import monotonic_ns, wall_label
 from testbed.core.errors import TestbedError
-from testbed.core.process_group import die_with_parent, start_time
 from testbed.core.processes import ServerProcess, stop
 from testbed.core.secrets import mask, redact, resolve, values
 from testbed.execution.events import Observer

@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from kubefacts.process_group import signal_child
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
-from testbed.core.process_group import signal_child
 from testbed.probes.load.runner import StageRun
 from testbed.results import metrics
 from testbed.results.files import read_records

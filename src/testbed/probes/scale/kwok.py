@@ -15,9 +15,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from kubefacts.gpu import GPU, GPU_PRESENT_LABEL
 from testbed.clients.kube.rest import Kube
 from testbed.core.errors import ClusterConflict, TestbedError
-from testbed.core.kube.gpu import GPU, GPU_PRESENT_LABEL
 
 NODE_LABEL = "testbed.io/scale-node"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.core.kube import times
+from kubefacts import times
 
 PRECEDENCE: tuple[str, ...] = ("event", "field", "watch", "ack", "event_s", "field_s")
 #: Sources in whole seconds: the API floors them, so the true time is up to 1 s later.

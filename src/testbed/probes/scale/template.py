@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kubefacts.labels import labelled
 from testbed.config.yamlsource import safe_load_all
 from testbed.core import templates
 from testbed.core.errors import InputError
-from testbed.core.kube.labels import labelled
 
 RUN_LABEL = "testbed.io/scale-run"
 WORKLOAD_LABEL = "testbed.io/scale-workload"

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kubefacts.times import MILLIS, format_time
 from testbed.config.scale import STAGES
-from testbed.core.kube.times import MILLIS, format_time
 from testbed.probes.scale import stages
 from testbed.probes.scale.sampled import Facts
 from testbed.probes.scale.submitted import Submission, Submitted

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from testbed.config import vllm_argv
+from kubefacts import vllm_argv
 from testbed.config.deployments import VllmParams
 from testbed.core.errors import ServerStartError
 

@@ -6,7 +6,7 @@ llm-d configures them; :mod:`.scrape` reads the pool's metrics; :mod:`.objects` 
 and statuses it reads and writes.
 """
 
-from testbed.emulator.standins.gateway.controller import GatewayStandIn
-from testbed.emulator.standins.gateway.objects import CONTROLLER_NAME
+from kubemu.standins.gateway.controller import GatewayStandIn
+from kubemu.standins.gateway.objects import CONTROLLER_NAME
 
 __all__ = ["CONTROLLER_NAME", "GatewayStandIn"]

@@ -30,20 +30,20 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-from testbed.emulator.standins.gateway import objects as ob
-from testbed.emulator.standins.gateway.pools import (
+from kubemu.standins.gateway import objects as ob
+from kubemu.standins.gateway.pools import (
     PoolBackend,
     Ports,
     ServiceBackend,
     sync_endpoints,
     sync_picker,
 )
-from testbed.emulator.standins.gateway.proxy import Backend, GatewayProxy, Rule
-from testbed.emulator.standins.gateway.scrape import scrape_forever
-from testbed.emulator.storage.errors import ApiError
+from kubemu.standins.gateway.proxy import Backend, GatewayProxy, Rule
+from kubemu.standins.gateway.scrape import scrape_forever
+from kubemu.storage.errors import ApiError
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 _log = logging.getLogger(__name__)
 _WATCHED = (*ob.KEYS.values(), "pods", "services", "configmaps")

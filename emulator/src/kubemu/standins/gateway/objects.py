@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from testbed.emulator.storage.meta import now
+from kubemu.storage.meta import now
 
 CONTROLLER_NAME = "testbed.io/gateway-stand-in"
 #: The GatewayClass the stand-in installs once the Gateway API CRDs are served, as a

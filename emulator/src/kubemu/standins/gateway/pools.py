@@ -13,18 +13,18 @@ import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from testbed.emulator.standins.gateway import objects as ob
-from testbed.emulator.standins.gateway.epp import (
+from kubemu.standins.gateway import objects as ob
+from kubemu.standins.gateway.epp import (
     DEFAULT_CONFIG,
     Endpoint,
     EppConfigError,
     Picker,
     parse_config,
 )
-from testbed.emulator.standins.gateway.scrape import DEFAULT_INTERVAL_S, interval_from_args
+from kubemu.standins.gateway.scrape import DEFAULT_INTERVAL_S, interval_from_args
 
 if TYPE_CHECKING:
-    from testbed.emulator.storage.store import Store
+    from kubemu.storage.store import Store
 
 #: ``ports(namespace, pod)``: the pod's container port → host port map (the kubelet's).
 Ports = Callable[[str, str], Mapping[int, int]]

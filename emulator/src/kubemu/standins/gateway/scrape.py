@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import aiohttp
 
-from testbed.emulator.standins.gateway.epp import Endpoint
+from kubemu.standins.gateway.epp import Endpoint
 
 DEFAULT_INTERVAL_S = 0.05
 _FIELDS = {
