@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from testbed.backends.kubernetes.podstate import restarts, verdict_of
+from testbed.backends.kubernetes.podstate import PodState, restarts, same_again, verdict_of
 
 
 def pod(
@@ -85,3 +85,26 @@ def test_failed_init_container_and_evicted_pod() -> None:
     evicted = pod("Failed", [SCHEDULED])
     evicted["status"]["reason"] = "Evicted"
     assert verdict_of(evicted).reason == "Evicted"
+
+
+@pytest.mark.parametrize(
+    ("reason", "restarted", "why"),
+    [
+        ("ErrImagePull", 0, "a fresh start pulls the same image"),
+        ("ImagePullBackOff", 0, "a fresh start pulls the same image"),
+        ("InvalidImageName", 0, "a fresh start pulls the same image"),
+        ("CreateContainerConfigError", 0, "a fresh start makes the container from the same"),
+        ("CrashLoopBackOff", 2, "a fresh start runs the same image with the same arguments"),
+        ("OOMKilled", 3, "a fresh start runs the same image with the same arguments"),
+        ("CrashLoopBackOff", 1, None),  # one crash may be a race with a dependency
+        ("OOMKilled", 0, None),
+        ("Unschedulable", 0, None),  # capacity may free up
+        ("Evicted", 0, None),  # another node may hold it
+    ],
+)
+def test_what_a_fresh_start_meets_again(reason: str, restarted: int, why: str | None) -> None:
+    said = same_again(PodState("failed", reason, container="server"), restarted)
+    if why is None:
+        assert said is None
+    else:
+        assert str(said).startswith(why), said

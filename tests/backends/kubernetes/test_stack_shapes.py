@@ -1,7 +1,8 @@
 """The shapes charts really use, on a cluster (the emulator, or ``$KUBECONFIG``'s): a
 StatefulSet stack and a LeaderWorkerSet stack ready by what their kinds publish (no
 condition named), and a crash-looping stack that fails well inside its one ready timeout
-with the pod's reason and log lines, its pods' logs kept in the run folder."""
+with the pod's reason and log lines, its pods' logs kept in the run folder — and is not
+started again, since a fresh start loops the same way."""
 
 from __future__ import annotations
 
@@ -98,11 +99,23 @@ def _stack(folder: Path, text: str) -> Path:
     return stack
 
 
-def _run(tmp_path: Path, kubeconfig: Path, name: str, text: str, ready: list[Any]) -> Any:
+def _run(
+    tmp_path: Path,
+    kubeconfig: Path,
+    name: str,
+    text: str,
+    ready: list[Any],
+    retries: int | None = 0,
+) -> Any:
+    """``testbed run`` of a stack of ``text``; ``retries`` None: execution's default."""
     campaign = stack_campaign(tmp_path, manifests=_stack(tmp_path, text), ready=ready,
                               values={}, metrics=None)  # fmt: skip
     data = yaml.safe_load(campaign.read_text())
     data["deployments"][0].pop("metrics")
+    if retries is None:
+        data.pop("execution")
+    else:
+        data["execution"] = {"retries": retries}
     campaign.write_text(yaml.safe_dump(data))
     run_dir = tmp_path / name
     started = time.monotonic()
@@ -158,3 +171,25 @@ def test_a_crash_looping_stack_fails_fast_with_the_pods_reason_and_log(
     kept = list(run_dir.rglob("pods/sim-server-*.server*.log"))
     assert any("no_such_setting" in p.read_text() for p in kept), json.dumps([str(p) for p in kept])
     assert stack_left(kube, "stack-crash") == []
+
+
+def test_a_crash_loop_is_not_retried(tmp_path: Path, kubeconfig: Path, kube: Kube) -> None:
+    """With the default execution.retries (1): a fresh start runs the same image with the
+    same arguments and loops the same way, so the treatment ERRORs after ONE wait, and the
+    reason says why there was no retry (issue 32)."""
+    ready = [{"kind": "Deployment", "name": "sim-server", "timeout_s": 300}]
+    result, run_dir, took = _run(tmp_path, kubeconfig, "stack-loop", CRASHING, ready, retries=None)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (summary,) = summaries(run_dir)
+    reason = summary["verdict"]["reason"]
+    assert summary["verdict"]["status"] == "ERROR"
+    assert "CrashLoopBackOff" in reason, reason
+    said = "(container server restarted 2 times) — not retried: a fresh start runs the same image"
+    assert said in reason, reason
+    assert "the first attempt ended" not in reason, reason
+    assert "retrying" not in result.stdout, result.stdout
+    # one start made one pod (a retry makes another Deployment, another pod name)
+    pods = {p.name.split(".")[0] for p in run_dir.rglob("pods/sim-server-*.log")}
+    assert len(pods) == 1, pods
+    assert took < 120, f"took {took:.0f} s"
+    assert stack_left(kube, "stack-loop") == []

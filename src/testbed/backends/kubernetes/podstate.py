@@ -3,7 +3,8 @@
 :func:`verdict_of` turns one observed pod into ``ready``, ``waiting`` or a failure with the
 cluster's own reason: ``Unschedulable`` (the scheduler's message), ``ErrImagePull`` /
 ``ImagePullBackOff``, ``CrashLoopBackOff``, ``OOMKilled``, a failed init container, or a
-failed/evicted pod. The backend decides what to do with it (an ERROR, exit 3).
+failed/evicted pod. The backend decides what to do with it (an ERROR, exit 3), and
+:func:`same_again` whether a fresh start could end otherwise (else the ERROR is not retried).
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from typing import Any, Literal
 
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+#: Restarts after which a crash is a loop (the kubelet backs off 10 s, 20 s, …): one crash
+#: may be a race with a dependency, a loop is not.
+CRASH_RESTARTS = 2
+#: The reasons of a container that ran and ended (a crash, an init container's exit).
+LOOPING = frozenset({"CrashLoopBackOff", "OOMKilled", "Error"})
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,20 @@ def verdict_of(pod: Mapping[str, Any]) -> PodState:
     if status.get("phase") == "Running" and _condition(pod, "Ready").get("status") == "True":
         return PodState("ready", scheduled=True)
     return PodState("waiting", scheduled=is_scheduled)
+
+
+def same_again(state: PodState, restarts: int) -> str | None:
+    """Why a fresh start would fail as the pod in ``state`` did, after its container
+    restarted ``restarts`` times (None when it may not: an evicted or unschedulable pod, a
+    first crash). A retry makes the same pod: the same image from the same registry, the
+    same configuration, the same arguments."""
+    if state.reason in PULL_FAILURES:
+        return "a fresh start pulls the same image"
+    if state.reason in CONFIG_FAILURES:
+        return "a fresh start makes the container from the same configuration"
+    if state.reason in LOOPING and restarts >= CRASH_RESTARTS:
+        return "a fresh start runs the same image with the same arguments"
+    return None
 
 
 def restarts(pod: Mapping[str, Any]) -> int:

@@ -8,7 +8,9 @@ by uid): a retry re-applies the worker's objects while the previous attempt's po
 same labels, is still Terminating and reporting its own failure. Failures become a
 :class:`ServerStartError` whose message is the cluster's reason, its message and, for
 crashes, the last lines of the container's log (or that it printed nothing); a timeout
-carries the pod's last Warning events (``FailedMount`` …).
+carries the pod's last Warning events (``FailedMount`` …). A cause a fresh start meets again
+(:func:`~testbed.backends.kubernetes.podstate.same_again`: an image that cannot be pulled, a
+crash loop) is a :class:`ServerCannotStart`, not retried, and its message says why.
 :func:`watch_death` resolves ``Handle.died`` when the serving pod restarts, fails or
 disappears, with the same evidence.
 """
@@ -21,11 +23,17 @@ from typing import Any
 
 from testbed.backends.base import Handle
 from testbed.backends.kubernetes.names import worker_selector
-from testbed.backends.kubernetes.podstate import PodState, requested, restarts, verdict_of
+from testbed.backends.kubernetes.podstate import (
+    PodState,
+    requested,
+    restarts,
+    same_again,
+    verdict_of,
+)
 from testbed.clients.kube import Changes, Kube
 from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import ServerDeployment
-from testbed.core.errors import ServerStartError
+from testbed.core.errors import ServerCannotStart, ServerStartError
 from testbed.servers.startup_log import root_cause
 
 LOG_LINES = 30
@@ -112,8 +120,10 @@ async def follow_until_ready(
             if state.state == "ready":
                 return pod
             if state.state == "failed":
-                text = await asyncio.to_thread(explain, kube, namespace, pod, state, manifest)
-                raise ServerStartError(f"{name}: {text}")
+                failed_pod = (pod.get("status") or {}).get("phase") == "Failed"
+                why = None if failed_pod else same_again(state, restarts(pod))
+                text = await asyncio.to_thread(explain, kube, namespace, pod, state, manifest, why)
+                raise (ServerStartError if why is None else ServerCannotStart)(f"{name}: {text}")
     finally:
         changes.close()
 
@@ -124,9 +134,10 @@ def explain(
     pod: Mapping[str, Any],
     state: PodState,
     manifest: Mapping[str, Any],
+    why: str | None = None,
 ) -> str:
     """The cluster's reason with its evidence: the scheduler's message and the requests, or
-    the last lines of the failing container's log."""
+    the last lines of the failing container's log; ``why``: why it is not retried."""
     text = f"{state.reason}: {state.message}".rstrip(": ")
     containers = manifest["spec"]["template"]["spec"]["containers"]
     if state.reason == "Unschedulable":
@@ -134,6 +145,8 @@ def explain(
     if state.reason == "OOMKilled":
         limit = (containers[0].get("resources") or {}).get("limits", {}).get("memory")
         text += f" (limit {limit})"
+    if why is not None:  # before the log lines: a truncated reason still says it
+        text += f" — not retried: {why}"
     if state.reason in ("CrashLoopBackOff", "OOMKilled", "Error") or state.container:
         text += log_evidence(kube, namespace, pod, state.container or "server")
     return text

@@ -13,6 +13,9 @@ pod's own reason as soon as a pod will not start without someone's help:
 - a pod that Failed (a pod that is not restarted).
 
 The ERROR says the pod, the reason, the container's message and the last lines of its log.
+A cause a fresh start meets again (a pull or configuration failure, a crash loop:
+:func:`~testbed.backends.kubernetes.podstate.same_again`) is a :class:`ServerCannotStart`,
+which the run does not retry — the ERROR says why; a Failed (evicted) pod may be retried.
 Unschedulable is not an ending: a stack may wait for capacity; it is evidence for a
 timeout (:func:`describe_pods`). :func:`keep_logs` writes every pod's log (and its previous
 instance's) into the worker's folder before the stack is removed.
@@ -26,17 +29,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.backends.kubernetes.podstate import PodState, verdict_of
+from testbed.backends.kubernetes.podstate import (
+    CRASH_RESTARTS,
+    LOOPING,
+    PodState,
+    same_again,
+    verdict_of,
+)
 from testbed.backends.kubernetes.readiness import log_evidence
 from testbed.clients.kube import Changes, Kube
-from testbed.core.errors import ServerStartError
+from testbed.core.errors import ServerCannotStart, ServerStartError
 
-#: Restarts after which a crash loop ends the wait (kubelet backs off 10 s, 20 s, …).
-CRASH_RESTARTS = 2
 #: Lines of each container's log kept in the run folder.
 KEPT_LINES = 2000
 PODS_DIR = "pods"
-_LOOPING = frozenset({"CrashLoopBackOff", "OOMKilled", "Error"})
 
 
 def _restarts(pod: Mapping[str, Any], container: str) -> int:
@@ -52,7 +58,7 @@ def ending(pod: Mapping[str, Any]) -> PodState | None:
     if state.state != "failed" or state.reason == "Unschedulable":
         return None
     failed_pod = (pod.get("status") or {}).get("phase") == "Failed"
-    looping = state.reason in _LOOPING and not failed_pod
+    looping = state.reason in LOOPING and not failed_pod
     if looping and _restarts(pod, state.container) < CRASH_RESTARTS:
         return None  # one crash: the kubelet restarts it, and it may well come up
     return state
@@ -67,23 +73,30 @@ async def fail_fast(kube: Kube, namespace: str, selector: str) -> None:
             if kind == "DELETED" or pod["metadata"].get("deletionTimestamp"):
                 continue
             state = ending(pod)
-            if state is not None:
-                raise ServerStartError(
-                    await asyncio.to_thread(_explain, kube, namespace, pod, state)
-                )
+            if state is None:
+                continue
+            failed_pod = (pod.get("status") or {}).get("phase") == "Failed"
+            why = None if failed_pod else same_again(state, _restarts(pod, state.container))
+            text = await asyncio.to_thread(_explain, kube, namespace, pod, state, why)
+            raise (ServerStartError if why is None else ServerCannotStart)(text)
     finally:
         changes.close()
 
 
-def _explain(kube: Kube, namespace: str, pod: Mapping[str, Any], state: PodState) -> str:
+def _explain(
+    kube: Kube, namespace: str, pod: Mapping[str, Any], state: PodState, why: str | None
+) -> str:
+    """The pod, its reason and message, why it is not retried (``why``), its log lines."""
     name = pod["metadata"]["name"]
     text = f"pod {name}: {state.reason}"
     if state.message:
         text += f": {state.message}"
+    restarts = _restarts(pod, state.container) if state.container else 0
+    if restarts:
+        text += f" (container {state.container} restarted {restarts} times)"
+    if why is not None:  # before the log lines: a truncated reason still says it
+        text += f" — not retried: {why}"
     if state.container:
-        restarts = _restarts(pod, state.container)
-        if restarts:
-            text += f" (container {state.container} restarted {restarts} times)"
         text += log_evidence(kube, namespace, pod, state.container)
     return text
 
