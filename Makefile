@@ -64,10 +64,12 @@ $(VLLM_STAMP):
 	touch $@
 
 lint: setup
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench emulator kubefacts
+	$(BIN)/ruff format --check src tests bench emulator kubefacts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/lint-imports emulator/pyproject.toml
+	$(BIN)/lint-imports kubefacts/pyproject.toml
 	$(BIN)/python scripts/import_circles.py src/testbed
 
 unit: setup

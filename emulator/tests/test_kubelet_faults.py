@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.emulator.plane_harness import Harness, running_plane, wait_for
 
 from kubemu import FaultRule
+from plane_harness import Harness, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 

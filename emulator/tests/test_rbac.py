@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from tests.emulator.test_emulator_inprocess import Client, _session
 
 from kubemu import ClusterShape, Emulator
+from test_emulator_inprocess import Client, _session
 
 pytestmark = pytest.mark.kubernetes
 RBAC = "rbac.authorization.k8s.io"

@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.emulator.plane_harness import running_plane, wait_for
-from tests.emulator.test_kubelet_exec import exec_stream, running
 
 from kubefacts.process_group import signal_child, signal_group
 from kubemu.kubelet.process import exit_code, under_shim
+from plane_harness import running_plane, wait_for
+from test_kubelet_exec import exec_stream, running
 
 pytestmark = [pytest.mark.kubernetes]
 

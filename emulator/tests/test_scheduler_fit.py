@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
+from kubefacts.errors import InputError
 from kubefacts.fit import NodeFacts, PodFacts, fit_message, static_reason
 from kubefacts.quantity import amount, pod_requests
 from kubemu.scheduler.capacity import CapacityIndex
-from testbed.core.errors import InputError
 
 
 def node(name: str, gpus: int = 8, cpu: str = "32", memory: str = "256Gi", **spec: object) -> dict:

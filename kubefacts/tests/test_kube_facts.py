@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from kubefacts import gpu, times
+from kubefacts.errors import InputError
 from kubefacts.quantity import (
     amount,
     cpu_quantity,
@@ -16,7 +17,6 @@ from kubefacts.quantity import (
     memory_quantity,
     parse,
 )
-from testbed.core.errors import InputError
 
 
 def test_the_full_grammar_parses() -> None:

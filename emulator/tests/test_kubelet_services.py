@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.emulator.plane_harness import running_plane, wait_for, wait_ready
 
 from kubemu.kubelet.environment import resolve_env
 from kubemu.kubelet.services import service_env
+from plane_harness import running_plane, wait_for, wait_ready
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import orjson
 import pytest
-from tests.emulator.test_emulator_inprocess import Client, _session
-from tests.emulator.test_rbac import RBAC, SA_USER, _token, cluster
 
 from kubemu import Emulator
+from test_emulator_inprocess import Client, _session
+from test_rbac import RBAC, SA_USER, _token, cluster
 
 pytestmark = pytest.mark.kubernetes
 GROUPS = '(groups=["system:serviceaccounts" "system:serviceaccounts:team" "system:authenticated"])'

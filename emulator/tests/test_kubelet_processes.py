@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from tests.emulator.plane_harness import Harness, alive, running_plane, wait_for
+
+from plane_harness import Harness, alive, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 from kubernetes.stream import stream
-from tests.emulator.plane_harness import Harness, alive, running_plane, wait_for
+
+from plane_harness import Harness, alive, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 
