@@ -1,46 +1,37 @@
 """The one exception tree of testbed.
 
 Every error a user can cause or meet is a :class:`TestbedError`; foreign exceptions are
-translated at the boundary (``raise … from exc``). Each class carries the exit code the
+translated at the boundary (``raise … from exc``). The base and its first kinds are
+kubefacts' (:mod:`kubefacts.errors`, shared with the emulator, kubemu), so an error either
+raises is a testbed error. Each class carries the exit code the
 command line returns for it (DESIGN.md: 0 ok · 1 verdict failed · 2 bad input ·
 3 infrastructure error · 5 nothing was tested · 130 interrupted).
 """
 
 from __future__ import annotations
 
+from kubefacts import errors as shared
+
 EXIT_OK = 0
 EXIT_FAILED = 1
-EXIT_INPUT = 2
-EXIT_INFRA = 3
+EXIT_INPUT = shared.EXIT_INPUT
+EXIT_INFRA = shared.EXIT_INFRA
 #: The command tested nothing: every treatment (every case, every request) was skipped —
 #: pytest's "no tests collected" (its 5, which CI systems already read as "not green").
 EXIT_NOTHING_TESTED = 5
 EXIT_INTERRUPTED = 130
 
 
-class TestbedError(Exception):
-    """Base of every testbed error. ``str(err)`` is the message a user reads."""
-
-    __test__ = False  # not a pytest test class, despite the name
-    exit_code = EXIT_INFRA
-
-
-class InputError(TestbedError):
-    """The user's input is wrong: a campaign file, an option, a case file."""
-
-    exit_code = EXIT_INPUT
+#: The base of every testbed error (kubefacts' own): ``str(err)`` is the message a user reads.
+TestbedError = shared.Error
+#: The user's input is wrong: a campaign file, an option, a case file (exit 2).
+InputError = shared.InputError
+#: Something testbed depends on failed: a server did not start, a pod was evicted (exit 3).
+InfrastructureError = shared.InfrastructureError
 
 
 class CampaignError(InputError):
     """A campaign file is malformed or invalid; the message names file, line, field and fix."""
-
-
-class InfrastructureError(TestbedError):
-    """Something testbed depends on failed: a server did not start, a pod was evicted."""
-
-    exit_code = EXIT_INFRA
-    #: Whether trying again (``execution.retries``, fresh workers) may end otherwise.
-    retryable = True
 
 
 class ServerStartError(InfrastructureError):
@@ -92,14 +83,11 @@ class ClusterConflict(ClusterError):
     """409: the object already exists, or changed since it was read."""
 
 
-class MissingDependency(InfrastructureError):
+class MissingDependency(shared.MissingDependency):
     """An optional stack (torch, vLLM, kubernetes, boto3) is not installed; says how to install."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(
-            f"{package} is not installed; install it with: pip install 'testbed[{extra}]'"
-            " (or run `make setup`)"
-        )
+        super().__init__(package, f"pip install 'testbed[{extra}]' (or run `make setup`)")
 
 
 class Interrupted(TestbedError):
