@@ -15,6 +15,9 @@ Figures (all lower-is-better, CPU time: steadier than wall-clock rates on a shar
   cpu_ms_per_request``: process time over the stage / completed requests, every token's
   timestamp kept) streaming 64 tokens at concurrency 32 from the simulator with TTFT
   20 ms, ITL 5 ms — a chunk per token, as a real server sends them;
+- ``sessions_cpu_ms_per_request``: the streamed figure's load as multi-turn sessions (4
+  turns of 128 new tokens and 64 out, 32 sessions in flight, the history sent with every
+  turn): each turn encoded when it is sent, its prompt grown by the answers before it;
 - ``instant_cpu_ms_per_request``: the same at zero server latency (chunks coalesce);
 - ``sim_cpu_ms_per_request``: the simulator's CPU per request in that run;
 - ``tgis_stream_cpu_ms_per_request``: the streamed figure's request over TGIS gRPC (TTFT 20 ms,
@@ -39,7 +42,7 @@ then wait for one wake-up (1.1–1.3 ms at load average 5–10 against 1.6–1.8
 before believing it, and record references on an idle machine.
 
     PYTHONPATH=src .venv/bin/python bench/load_cost.py [--requests 1000] [--repeat 5]
-        [--record] [--only parse,floor,stream,instant,tgis,grpc]
+        [--record] [--only parse,floor,stream,sessions,instant,tgis,grpc]
 """
 
 from __future__ import annotations
@@ -118,7 +121,16 @@ class Sim:
         self.child.wait(timeout=10)
 
 
-def load(sim: Sim, api: str, concurrency: int, requests: int) -> dict[str, Any]:
+#: The plain figures' prompts: 128 tokens in, 64 out.
+PLAIN = {"input_tokens": 128, "output_tokens": 64}
+#: The multi-turn figure's: sessions of 4 turns, each 128 new tokens and 64 out, the history
+#: sent again with every turn (completions: the prompt grows by each answer).
+SESSIONS = {"kind": "sessions", "sessions": 500, "turns": 4, **PLAIN}
+
+
+def load(
+    sim: Sim, api: str, concurrency: int, requests: int, dataset: dict[str, Any] = PLAIN
+) -> dict[str, Any]:
     """One closed-loop stage of ``requests`` 64-token streamed requests; the stage summary."""
     config = LoadProbe.model_validate(
         {
@@ -126,7 +138,7 @@ def load(sim: Sim, api: str, concurrency: int, requests: int) -> dict[str, Any]:
             "concurrency": concurrency,
             "requests": requests,
             "duration_s": 3600,
-            "dataset": {"input_tokens": 128, "output_tokens": 64},
+            "dataset": dataset,
             "plots": False,
             "server_metrics": {"enabled": False},
         }
@@ -328,7 +340,7 @@ def measure_all(args: argparse.Namespace) -> dict[str, float]:
     only = (
         set(args.only.split(","))
         if args.only
-        else {"parse", "floor", "stream", "instant", "tgis", "grpc"}
+        else {"parse", "floor", "stream", "sessions", "instant", "tgis", "grpc"}
     )
     sim = Sim(20.0, 5.0)
     try:
@@ -353,6 +365,13 @@ def measure_all(args: argparse.Namespace) -> dict[str, float]:
                 return {"stream_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"]}
 
             figures |= best(args.repeat, stream)
+        if "sessions" in only:
+
+            def sessions() -> dict[str, float]:
+                stage = load(sim, "completions", 32, args.requests, SESSIONS)
+                return {"sessions_cpu_ms_per_request": stage["harness"]["cpu_ms_per_request"]}
+
+            figures |= best(args.repeat, sessions)
         if "tgis" in only:
 
             def tgis_stream() -> dict[str, float]:
@@ -433,7 +452,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
-        "--only", default="", help="parse,floor,stream,instant,tgis,grpc (default: all)"
+        "--only",
+        default="",
+        help="parse,floor,stream,sessions,instant,tgis,grpc (default: all)",
     )
     parser.add_argument("--record", action="store_true", help="append this run as the reference")
     args = parser.parse_args()
