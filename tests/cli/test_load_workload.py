@@ -54,3 +54,14 @@ def test_a_trace_from_flags_is_replayed_at_its_offsets(sim: str, tmp_path: Path)
 )
 def test_flags_that_need_each_other(sim: str, tmp_path: Path, flags: list[str]) -> None:
     assert main(["load", sim, *flags, "--out", str(tmp_path / "out")]) == 2
+
+
+def test_the_html_report_shows_ttft_by_turn(sim: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    flags = ["--sessions", "2", "--turns", "3", "--input-tokens", "5", "--output-tokens", "2"]
+    assert main(["load", sim, *flags, "--requests", "6", "--no-plots", "--out", str(out)]) == 0
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert "TTFT by turn" in page
+    assert "<td>2</td><td>2/2</td><td>19</td>" in page  # turn 2: history of 5 + 2 + 5 + 2 + 5
+    assert "2 sessions, 3.0 turns each on average, 0 ended by an error" in page

@@ -6,7 +6,8 @@
   differ only in their load level (a ``load.concurrency`` or ``load.rate`` matrix);
 - per treatment, requests in flight, completions per second and TTFT over time, after a
   flag for each stage that ran fewer requests than it asked for;
-- a load over several models or adapters: each one's figures and its TTFT as a bar.
+- a load over several models or adapters: each one's figures and its TTFT as a bar;
+- a multi-turn load: its figures per turn index and TTFT by turn (:mod:`.turns_view`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from testbed.probes.load import model_plots, plots
 from testbed.report.captures_view import prometheus_block
 from testbed.report.plots import to_svg
 from testbed.report.server_metrics_view import section as server_section
+from testbed.report.turns_view import turns_block
 from testbed.results import metrics
 from testbed.results.files import read_records
 from testbed.results.metrics import Record
@@ -158,6 +160,9 @@ def _treatment(number: int, item: LoadTreatment) -> str:
     models = item.summary.get("models")
     if isinstance(models, Mapping) and models:
         parts.append(_models_block(number, item.summary, models))
+    by_turn = item.summary.get("by_turn")
+    if isinstance(by_turn, list) and by_turn:  # a multi-turn load
+        parts.append(turns_block(f"turns{number}", item.summary, by_turn))
     if item.records:
         window = item.summary.get("window") or {}
         shade = None
