@@ -19,12 +19,13 @@ INCONCLUSIVE when it straddles the threshold or fewer than ``min_samples`` obser
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from testbed.config.deployments import Strict
 from testbed.config.server_metrics import ServerMetrics
+from testbed.config.shaping import check_extra_body, check_headers
 
 
 class AbCriteria(Strict):
@@ -121,6 +122,16 @@ class AbProbe(Strict):
         "completions", description="protocol: OpenAI, TGI over HTTP, TGIS over gRPC"
     )
     timeout_s: float = Field(60.0, gt=0, description="seconds one request may take")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="HTTP headers sent to both sides with every request (tgis: metadata); a"
+        " secret's as ${env:NAME} (the rules of load.headers, docs/load.md)",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="fields merged into every request body on both sides (top_p, stop, seed"
+        " …; temperature has its own field)",
+    )
     seed: int | None = Field(
         None, description="seeds the order, the split and the synthetic prompts (default: run's)"
     )
@@ -142,6 +153,18 @@ class AbProbe(Strict):
     server_metrics: ServerMetrics = Field(
         default_factory=ServerMetrics, description="Scrape the server's Prometheus metrics."
     )
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_headers(value)
+
+    @field_validator("extra_body")
+    @classmethod
+    def _extra_body(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "temperature" in value:
+            raise ValueError("extra_body.temperature: ab has its own `temperature` — set it")
+        return check_extra_body(value)
 
     @model_validator(mode="after")
     def _distinct(self) -> AbProbe:

@@ -31,12 +31,12 @@ import random
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from testbed.clients import openai, tgis
+from testbed.clients import openai
 from testbed.clients.endpoint import Endpoint
-from testbed.clients.http import HttpClientError, pool_for
+from testbed.clients.http import HttpClientError
 from testbed.config.ab import AbProbe
 from testbed.core.errors import InfrastructureError, InputError
-from testbed.probes import server_metrics
+from testbed.probes import server_metrics, shaping
 from testbed.probes.ab import compare, prompts, traffic
 from testbed.probes.ab.traffic import SIDES, AbRequest, Side, Target
 from testbed.probes.ab.verdict import judge
@@ -67,10 +67,11 @@ async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) ->
     connections = 1024 if config.rate is not None else config.concurrency + 4
     model = endpoint.model
     if config.api == "tgis":  # TGIS ignores the model id: nothing to discover
-        channel = tgis.pool_for(endpoint)
+        channel = shaping.grpc_pool(endpoint, config.headers)
         return Target(side, name, channel, model, config.api, config.max_tokens,
-                      config.temperature, config.timeout_s)  # fmt: skip
-    pool = pool_for(endpoint, max_connections=connections)
+                      config.temperature, config.timeout_s,
+                      extra_body=config.extra_body)  # fmt: skip
+    pool = shaping.http_pool(endpoint, config.headers, max_connections=connections)
     if not model and config.api != "tgi":
         try:
             model = await openai.find_model(pool, config.timeout_s, "name its model (model:)")
@@ -91,6 +92,7 @@ async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) ->
         config.max_tokens,
         config.temperature,
         config.timeout_s,
+        extra_body=config.extra_body,
     )
 
 

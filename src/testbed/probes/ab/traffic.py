@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from testbed.clients import openai, tgi, tgis
@@ -39,6 +39,7 @@ from testbed.clients.response import Response
 from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
 from testbed.probes.ab.prompts import Prompt
+from testbed.probes.shaping import merge_body
 
 Side = Literal["stable", "canary"]
 SIDES: tuple[Side, Side] = ("stable", "canary")
@@ -101,9 +102,14 @@ class Target:
     max_tokens: int
     temperature: float
     timeout_s: float
+    extra_body: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
 
     def body(self, prompt: Prompt) -> dict[str, Any]:
-        """The protocol body for ``prompt`` (greedy unless a temperature is set)."""
+        """The protocol body for ``prompt`` (greedy unless a temperature is set), with the
+        probe's ``extra_body`` merged in."""
+        return merge_body(self._body(prompt), self.api, self.extra_body)
+
+    def _body(self, prompt: Prompt) -> dict[str, Any]:
         tokens = prompt.max_tokens or self.max_tokens
         if self.api == "tgis":
             params: dict[str, Any] = {"stopping": {"max_new_tokens": tokens}}
