@@ -135,3 +135,39 @@ def test_secrets_are_reachable_only_by_name(tmp_path: Path) -> None:
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "update", "delete"],
          "resourceNames": ["testbed-hf-token"]},
     ]  # fmt: skip
+
+
+def test_datashim_patches_only_its_own_namespace(tmp_path: Path) -> None:
+    """Datashim's label goes on the namespace the workers run in: ``patch`` on that one
+    namespace by name (RBAC's resourceNames), never on every namespace of the cluster."""
+    campaign = tmp_path / "c.yaml"
+    campaign.write_text(
+        yaml.safe_dump(
+            {
+                "name": "ds",
+                "backend": {"kind": "kubernetes", "datashim": True, "namespace": "bench"},
+                "deployments": [
+                    {
+                        "name": "ref",
+                        "server": "hf",
+                        "model": "s3://models/smollm2-135m",
+                        "s3_endpoint_url": "http://minio:9000",
+                    }
+                ],
+                "load": {
+                    "profile": "concurrency",
+                    "concurrency": 1,
+                    "requests": 1,
+                    "dataset": {"kind": "synthetic", "input_tokens": 4, "output_tokens": 2},
+                },
+            }
+        )
+    )
+    out = tmp_path / "export"
+    assert main(["export", "tekton", str(campaign), "--upload", "s3://r/x", "--out", str(out)]) == 0
+    role = list(yaml.safe_load_all((out / "rbac.yaml").read_text()))[1]
+    namespaces = [r for r in role["rules"] if "namespaces" in r["resources"]]
+    assert namespaces == [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["patch"],
+         "resourceNames": ["bench"]},
+    ]  # fmt: skip
