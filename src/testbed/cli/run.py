@@ -40,6 +40,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--image-tag", metavar="TAG", help="Kubernetes: tag of the servers under test"
     )
     parser.add_argument("--context", metavar="NAME", help="Kubernetes: the kubeconfig context")
+    parser.add_argument(
+        "--label", metavar="TEXT", help="what this run is, recorded with it (testbed history)"
+    )
+    parser.add_argument(
+        "--commit",
+        metavar="SHA",
+        help="the commit under test (default: $GIT_COMMIT, $GITHUB_SHA, $CI_COMMIT_SHA, else"
+        " git's HEAD in the campaign's folder)",
+    )
     parser.set_defaults(handler=handle)
 
 
@@ -101,6 +110,8 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError(
                 "--resume reuses the run's own resolved campaign; drop --preset/--set/--image"
             )
+        if args.label or args.commit:
+            raise InputError("--resume keeps the run's own --label and commit; drop them")
         loaded, run_dir, plan = open_resume(Path(args.resume))
     else:
         if not args.file:
@@ -109,7 +120,10 @@ def handle(args: argparse.Namespace) -> int:
         backend = loaded.campaign.backend
         if args.no_wait and not (isinstance(backend, KubernetesSettings) and backend.lease):
             raise InputError("--no-wait applies to a shared cluster's turn: set backend.lease")
-        run_dir, plan = open_new(loaded, RunOptions(out=Path(args.out) if args.out else None))
+        opening = RunOptions(
+            out=Path(args.out) if args.out else None, label=args.label, commit=args.commit
+        )
+        run_dir, plan = open_new(loaded, opening)
     console.print(f"run directory: [bold]{run_dir.path}[/bold]")
     from testbed.execution.case_counts import case_counts
     from testbed.report.plan_table import render_plan

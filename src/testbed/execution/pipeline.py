@@ -36,6 +36,7 @@ from testbed.plan.expand import expand
 from testbed.plan.model import Plan, Treatment
 from testbed.results.ledger import Ledger
 from testbed.results.machine import machine_info
+from testbed.results.provenance import provenance, source_folder
 from testbed.results.rundir import LEDGER, RESOLVED, RunDir
 from testbed.results.verdict import Status, Verdict
 
@@ -57,6 +58,8 @@ class RunOptions:
     #: the run directory was made for this run (not --resume): removed again should the run
     #: be refused its turn before anything ran — no folder of a run that never started
     fresh_dir: bool = False
+    label: str | None = None  # --label: what this run is (recorded, shown by testbed history)
+    commit: str | None = None  # --commit: the commit under test (else CI's variable, else git)
 
 
 class NotStarted(InfrastructureError):
@@ -126,6 +129,8 @@ def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]
         "testbed_version": __version__,
         "machine": machine_info(),
         "only": sorted(options.only) if options.only is not None else None,
+        # the label and the commit under test: testbed history names them at a change point
+        **provenance(source_folder(loaded.file, loaded.base_dir), options.label, options.commit),
     }
     run_dir.write_metadata(meta, loaded.document, plan.to_json())
     return run_dir, plan

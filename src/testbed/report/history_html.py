@@ -4,8 +4,8 @@ order along x, change points marked with the runs around them.
 Self-contained (inline SVG, no script, no request): it opens from a CI artefact as it is.
 A change point is a dashed line before its first run, red when it is a regression beyond
 the threshold that the newest run still carries, amber for another worse change, green for a
-better one; the table under the plot names the runs on either side (id, start, testbed and
-server versions), the segments' means and the p-value.
+better one; the table under the plot names the runs on either side (id, ``--label``, the
+commit they tested, start, testbed and server versions), the segments' means and the p-value.
 """
 
 from __future__ import annotations
@@ -41,6 +41,20 @@ def render(series: Sequence[Series], threshold: float, source: str) -> str:
         f"<p>index {e(source)} · {len(series)} series · threshold {threshold:.1%} ·"
         f" generated {e(wall_label())}</p>{status}{''.join(sections)}</body></html>\n"
     )
+
+
+def run_section(series: Sequence[Series], threshold: float) -> str:
+    """report.html's History: this run's configurations that have change points, each
+    with its plot and the runs around each change (:mod:`testbed.report.run_history`)."""
+    if not series:
+        return ""
+    intro = (
+        f"<p>change points (Apache Otava, e-divisive) in the results index's runs of this"
+        f" run's configurations, this run the last point; a regression beyond"
+        f" {threshold:.0%} that this run carries is red. <code>testbed history</code> draws"
+        " every series.</p>"
+    )
+    return intro + "".join(_section(s, threshold) for s in series)
 
 
 def _section(series: Series, threshold: float) -> str:
@@ -124,4 +138,6 @@ def _changes(series: Series, regression: ChangePoint | None) -> str:
 
 def _run(point: RunPoint) -> str:
     versions = " · ".join(v for v in (point.testbed_version, point.servers) if v)
-    return f"<code>{e(point.run_id)}</code><br>{e(point.started)}<br>{e(versions)}"
+    said = f"<br>{e(point.label)}" if point.label else ""
+    commit = f"<br>commit <code>{e(point.commit)}</code>" if point.commit else ""
+    return f"<code>{e(point.run_id)}</code>{said}{commit}<br>{e(point.started)}<br>{e(versions)}"

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from testbed.results.history import Series
+from testbed.results.history import RunPoint, Series
 
 SCHEMA_VERSION = 1
 
@@ -61,9 +61,7 @@ def document(series: Sequence[Series], threshold: float) -> dict[str, Any]:
                 "config": s.config,
                 "treatment": s.label,
                 "metric": s.metric,
-                "runs": [
-                    {"run_id": p.run_id, "started": p.started, "value": p.value} for p in s.points
-                ],
+                "runs": [_run(p) for p in s.points],
                 "change_points": [
                     {
                         "run": cp.index + 1,
@@ -81,3 +79,8 @@ def document(series: Sequence[Series], threshold: float) -> dict[str, Any]:
             for s in series
         ],
     }
+
+
+def _run(point: RunPoint) -> dict[str, Any]:
+    out: dict[str, Any] = {"run_id": point.run_id, "started": point.started, "value": point.value}
+    return out | {k: v for k, v in (("label", point.label), ("commit", point.commit)) if v}

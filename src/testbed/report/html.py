@@ -1,7 +1,8 @@
 """The HTML report: one self-contained file (inline CSS, inline SVG plots, no script, nothing
 fetched), readable offline and attachable to a CI job.
 
-Sections: the verdicts with their evidence, correctness diffs (the first divergence
+Sections: the headline load figures, the verdicts with their evidence, the change points of
+the run's configurations in the results index (History), correctness diffs (the first divergence
 highlighted), load plots, A/B results, every treatment's summary (known parts as tables,
 parts added by newer probes as JSON), the plan, the resolved campaign, the run's metadata.
 Every text shown goes through :func:`testbed.core.secrets.redact` and HTML escaping.
@@ -20,7 +21,9 @@ from testbed.report import (
     correctness_html,
     criteria_view,
     headline,
+    history_html,
     load_view,
+    run_history,
     scale_view,
     steps_view,
 )
@@ -28,6 +31,7 @@ from testbed.report.badges import badge, skipped_note
 from testbed.report.html_blocks import e, kv, params, pre_json, tree
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
+from testbed.results.history import Series
 from testbed.results.rundir import PLAN, RECORDS, RESOLVED, read_summary
 
 _LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -40,10 +44,12 @@ def render(
     run_path: Path,
     document: Mapping[str, Any],
     summaries: Mapping[str, Mapping[str, Any]] | None = None,
+    history: Sequence[Series] = (),
 ) -> str:
     """The whole report of the run in ``run_path`` (``document`` is its run summary; the
     treatments' summaries are read from their folders unless given, as another harness's
-    results give them: :mod:`testbed.report.foreign_run`)."""
+    results give them: :mod:`testbed.report.foreign_run`; ``history``: the series of this
+    run's configurations with change points, :mod:`testbed.report.run_history`)."""
     rows = document["treatments"]
     if summaries is None:
         summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
@@ -51,6 +57,7 @@ def render(
         # the figures a load test is read for first (issue 36), then every verdict
         ("headline", "Load at a glance", headline.section(rows, summaries)),
         ("verdicts", "Verdicts", _verdicts(rows)),
+        ("history", "History", history_html.run_section(history, run_history.THRESHOLD)),
         ("steps", "Steps", steps_view.section(document.get("steps") or [])),
         ("correctness", "Correctness", correctness_html.section(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),

@@ -29,12 +29,14 @@ from testbed import __version__
 from testbed.core.clock import wall_label
 from testbed.core.errors import EXIT_NOTHING_TESTED, EXIT_OK, TestbedError
 from testbed.core.secrets import redact
+from testbed.report import history_view, run_history
 from testbed.report.console import print_summary
 from testbed.report.details import print_details
 from testbed.report.load_run import is_load_folder, load_document
 from testbed.results.files import write_atomic, write_json
 from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
+from testbed.results.provenance import PROVENANCE
 from testbed.results.rundir import (
     PLAN,
     RESOLVED,
@@ -91,13 +93,24 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     from testbed.report.junit import render as render_junit
 
     document = document_of(path)  # a run directory, or a `testbed load --out` folder
+    settings = campaign_results(path)
+    changed = (  # this run against the index's earlier runs of its configurations
+        run_history.changes(
+            document, run_history.index_url(path, options.index_url, settings.get("index")),
+            console,
+        )
+        if options.use_index
+        else []
+    )  # fmt: skip
+    if changed:
+        document["history"] = history_view.document(changed, run_history.THRESHOLD)
     if not is_load_folder(path):  # whose summary.json is the load's own: kept
         write_json(path / SUMMARY, document)
     write_atomic(path / JUNIT, render_junit(document, path))
     write_tables(path, document["treatments"])  # records.csv, summary.csv beside the JSON
     html_path = options.html_path or path / HTML
     try:
-        write_atomic(html_path, render_html(path, document))
+        write_atomic(html_path, render_html(path, document, history=changed))
     except Exception as exc:  # a report that cannot be drawn must not hide the verdicts
         console.print(f"[yellow]warning:[/yellow] report.html not written: {exc!r}")
     summaries = {row["dir"]: read_summary(path / row["dir"]) for row in document["treatments"]}
@@ -106,8 +119,8 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
         console,
         details=lambda: print_details(path, document["treatments"], summaries, console),
     )
+    run_history.print_changes(changed, str(document["run"]["run_id"]), console)
     console.print(f"report: {html_path}  ·  junit: {path / JUNIT}")
-    settings = campaign_results(path)
     if options.use_index:
         _record(path, document, options.index_url or settings.get("index"), console)
     code = outcome_code(document, options.fail_on)
@@ -312,7 +325,7 @@ def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
 
 def index_entry(document: dict[str, Any]) -> RunEntry:
     """What the results index keeps of a run document."""
-    machine = document.get("machine") or {}
+    machine, run = document.get("machine") or {}, document["run"]
     return RunEntry(
         run_id=document["run"]["run_id"],
         campaign=str(document.get("campaign") or ""),
@@ -321,7 +334,12 @@ def index_entry(document: dict[str, Any]) -> RunEntry:
         status=document["status"],
         testbed_version=str(document.get("testbed_version") or ""),
         hostname=str(machine.get("hostname") or ""),
-        meta={"machine": machine, "servers": document.get("servers", [])},
+        meta={
+            "machine": machine,
+            "servers": document.get("servers", []),
+            # what testbed history names at a change point: the run's label and commit
+            **{k: run[k] for k in PROVENANCE if run.get(k) is not None},
+        },
         treatments=[
             TreatmentEntry(
                 id=row["id"],

@@ -40,6 +40,8 @@ class RunPoint:
     value: float
     testbed_version: str = ""
     servers: str = ""  # the server kinds and versions of the run, "vllm 0.6.3, …"
+    label: str = ""  # the run's --label
+    commit: str = ""  # the commit it tested (results/provenance.py), "+dirty" when not exactly
 
 
 @dataclass(frozen=True)
@@ -122,9 +124,20 @@ def gather(
             continue
         series = found.setdefault((name, key, metric), Series(name, key, folder, metric, points=[]))
         series.label = folder
-        point = RunPoint(run_id, started, float(value), version or "", _servers(meta))
+        point = RunPoint(run_id, started, float(value), version or "", _servers(meta),
+                         *provenance_of(meta))  # fmt: skip
         series.points.append(point)
     return list(found.values())
+
+
+def provenance_of(meta: Any) -> tuple[str, str]:
+    """The label and the commit a run's metadata records (empty when it does not)."""
+    if not isinstance(meta, dict):
+        return "", ""
+    commit = str(meta.get("commit") or "")
+    if commit and meta.get("dirty"):
+        commit += "+dirty"
+    return str(meta.get("label") or ""), commit
 
 
 def _servers(meta: Any) -> str:
