@@ -268,7 +268,7 @@ def handle_plot(args: argparse.Namespace) -> int:
     from testbed.config.scale import StageThreshold
     from testbed.core.errors import InputError
     from testbed.probes.scale.analysis import analyze, lines
-    from testbed.results.verdict import exit_code
+    from testbed.results.verdict import Status, exit_code
 
     try:
         thresholds = [StageThreshold.model_validate(t) for t in args.threshold]
@@ -291,7 +291,13 @@ def handle_plot(args: argparse.Namespace) -> int:
         return 0
     assert result.verdict is not None
     print(f"{result.verdict.status.value}: {result.verdict.reason}")
-    return exit_code(result.verdict.status)
+    # a threshold no workload reached the start of measured nothing: when none measured
+    # anything, the thresholds tested nothing (exit 5; FAIL on errors and ERROR keep theirs)
+    checks = result.verdict.evidence.get("thresholds") or []
+    tested = any(c["reached"] + c["waiting"] for c in checks)
+    if not tested and result.verdict.status not in (Status.ERROR, Status.FAIL):
+        print("nothing was tested: no workload reached the start of any threshold (exit 5)")
+    return exit_code(result.verdict.status, tested=tested)
 
 
 def handle_nodes(args: argparse.Namespace) -> int:

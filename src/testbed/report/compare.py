@@ -34,8 +34,11 @@ inference-perf result converted to one (:mod:`testbed.report.foreign_run`): metr
 records, judged *unverified*; the comparison says which metrics both sides have and the
 caveats of the other tool's numbers.
 
-The exit code follows the status: FAIL (1) on any regression, else ERROR (3) when a
-candidate treatment has no result to compare, else PASS (0).
+A pair whose treatment was SKIPPED on a side is listed (``skipped``), not compared. The exit
+code follows the status: FAIL (1) on any regression, else ERROR (3) when a candidate
+treatment has no result to compare, else SKIPPED (5, nothing was tested) when nothing was
+compared at all — no treatment paired, every pair skipped on a side, or no metric both sides
+have — with the reason (:attr:`Comparison.nothing_compared`), else PASS (0).
 """
 
 from __future__ import annotations
@@ -95,6 +98,27 @@ class Comparison:
     unresolved: list[str] = field(default_factory=list)  # candidate dirs with no result
     #: what could be compared with another harness's results, and what not
     notes: list[str] = field(default_factory=list)
+    pairs: int = 0  # treatment pairs found
+    #: pairs not compared because a side was SKIPPED, each with the skip's reason
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def nothing_compared(self) -> str | None:
+        """Why nothing at all was compared (None when something was): a comparison that
+        judged no metric and no verdict must not read as "no regression"."""
+        if self.results or self.verdict_changes:
+            return None
+        if not self.pairs:
+            return "nothing was compared: no treatment of the candidate pairs with the base's"
+        if len(self.skipped) == self.pairs:
+            return (
+                f"nothing was compared: every pair ({self.pairs}) was skipped on a side;"
+                f" first: {self.skipped[0]}"
+            )
+        return (
+            "nothing was compared: no metric both sides have (with a direction, and matching"
+            " --metric when given)"
+        )
 
     @property
     def failed(self) -> bool:
@@ -107,7 +131,9 @@ class Comparison:
         """The comparison's status (see the module docstring's last paragraph)."""
         if self.failed:
             return Status.FAIL
-        return Status.ERROR if self.unresolved else Status.PASS
+        if self.unresolved:
+            return Status.ERROR
+        return Status.SKIPPED if self.nothing_compared else Status.PASS
 
 
 def setup_differences(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
@@ -216,6 +242,9 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
     thresholds = {**_campaign_thresholds(cand_root), **options.thresholds}
     history = _History(cand_root, cand_doc, no_history)
     _verdict_change(comparison, base_row, cand_row)
+    comparison.pairs = 1
+    if _skipped(comparison, base_row, cand_row):
+        return comparison
     comparison.results = _compare_pair(
         base_root, cand_root, base_row, cand_row, thresholds, no_history, history
     )
@@ -246,6 +275,7 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
         )
     comparison = Comparison(base, candidate, differences)
     pairs, comparison.warnings = pair(base_doc["treatments"], cand_doc["treatments"])
+    comparison.pairs = len(pairs)
     thresholds = {**_campaign_thresholds(candidate), **options.thresholds}
     history = _History(candidate, cand_doc, options)
     try:
@@ -258,12 +288,29 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
                     f"{cand_row['dir']}: not compared (a side has no result)"
                 )
                 continue
+            if _skipped(comparison, base_row, cand_row):
+                continue
             comparison.results += _compare_pair(
                 base, candidate, base_row, cand_row, thresholds, options, history
             )
     finally:
         history.close()
     return comparison
+
+
+def _skipped(
+    comparison: Comparison, base_row: Mapping[str, Any], cand_row: Mapping[str, Any]
+) -> bool:
+    """Whether a side of the pair was SKIPPED (then it is listed, with why, not compared)."""
+    sides = [(n, r) for n, r in (("base", base_row), ("candidate", cand_row))
+             if r["status"] == Status.SKIPPED.value]  # fmt: skip
+    if not sides:
+        return False
+    said = "; ".join(
+        f"SKIPPED in the {n}: {r.get('reason') or 'no reason given'}" for n, r in sides
+    )
+    comparison.skipped.append(f"{cand_row['dir']}: {said}")
+    return True
 
 
 def _verdict_change(

@@ -83,6 +83,8 @@ def render(comparison: Comparison, console: Console, show_all: bool = False) -> 
         console.print(f"[yellow]setup differs (--force):[/yellow] {line}")
     for line in comparison.warnings:
         console.print(f"[yellow]warning:[/yellow] {line}")
+    for line in comparison.skipped:  # a pair that tested less than its partner: shown
+        console.print(f"[yellow]not compared:[/yellow] {line}")
     for line in comparison.notes:  # what another harness's results let us compare
         console.print(line)
     for change in comparison.verdict_changes:
@@ -99,10 +101,18 @@ def render(comparison: Comparison, console: Console, show_all: bool = False) -> 
     summary = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
     if comparison.treatments:
         console.print(which_is_better(comparison))
+    if comparison.skipped:
+        summary += f"{', ' if summary else ''}{len(comparison.skipped)} pair(s) skipped"
+    nothing = comparison.nothing_compared
     if comparison.failed:
         console.print(f"[bold red]REGRESSION[/bold red] · {summary}")
+    elif comparison.unresolved:
+        missing = ", ".join(comparison.unresolved)
+        console.print(f"[bold red]ERROR[/bold red] · no result to compare: {missing} · {summary}")
+    elif nothing is not None:  # never "no regression": nothing at all was looked at
+        console.print(f"[bold red]{nothing}[/bold red] (exit 5)")
     else:
-        console.print(f"[bold green]no regression[/bold green] · {summary or 'nothing compared'}")
+        console.print(f"[bold green]no regression[/bold green] · {summary}")
 
 
 def which_is_better(comparison: Comparison) -> str:
@@ -127,6 +137,9 @@ def document(comparison: Comparison) -> dict[str, Any]:
         "base": str(comparison.base),
         "candidate": str(comparison.candidate),
         "failed": comparison.failed,
+        "status": comparison.status.value,
+        "nothing_compared": comparison.nothing_compared,
+        "skipped": comparison.skipped,
         "setup_differences": comparison.setup_differences,
         "warnings": comparison.warnings,
         "notes": comparison.notes,
