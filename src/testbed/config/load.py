@@ -28,6 +28,7 @@ from testbed.config.shaping import (
     check_headers,
     models_shorthand,
 )
+from testbed.config.stages import RateStage, check_stages, stages_shorthand
 from testbed.config.workload import SessionDataset, TraceDataset, check_workload
 
 #: How long a stage runs when neither ``duration_s`` nor ``requests`` bounds it (s).
@@ -161,6 +162,13 @@ class LoadProbe(_Strict):
     )
     concurrency: int = Field(1, ge=1, description="Requests in flight (closed loop).")
     rate: float | None = Field(None, gt=0, description="Mean arrival rate (requests/s).")
+    stages: list[RateStage] | None = Field(
+        None,
+        min_length=1,
+        description="Several rate stages in a row, each its own window and figures:"
+        " [{rate, duration_s, requests, name}] (profile rate, implied; `rate` unset);"
+        " a stage's unset duration_s/requests are the load's.",
+    )
     arrival: Literal["constant", "poisson", "gamma"] = Field(
         "poisson", description="Open-loop inter-arrival distribution."
     )
@@ -230,6 +238,19 @@ class LoadProbe(_Strict):
         default_factory=ServerMetrics, description="Scrape the server's Prometheus metrics."
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stages_imply_rate(cls, data: Any) -> Any:
+        """``stages:`` alone means profile rate, as a trace means profile trace."""
+        if isinstance(data, dict) and data.get("stages") is not None and "profile" not in data:
+            return {**data, "profile": "rate"}
+        return data
+
+    @field_validator("stages", mode="before")
+    @classmethod
+    def _stages_shorthand(cls, value: Any) -> Any:
+        return stages_shorthand(value)
+
     @field_validator("dataset", mode="before")
     @classmethod
     def _synthetic_by_default(cls, value: Any) -> Any:
@@ -263,10 +284,26 @@ class LoadProbe(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> LoadProbe:
+        margins = self.warmup_s + self.cooldown_s
+        if self.stages is not None:  # first: a trace's own rule would name the wrong fix
+            check_stages(
+                self.stages,
+                self.profile,
+                self.rate,
+                self.dataset.kind,
+                (self.duration_s, self.requests, DEFAULT_DURATION_S),
+                margins,
+            )
         check_workload(self.dataset, self.profile, self.duration_s, self.requests)
         check_endpoint(self.api, self.embeddings, self.dataset.kind, self.slo)
+        if self.stages is not None:  # each stage's own bounds were checked, not the load's
+            self._mix_consistent()
+            return self
         if self.profile == "rate" and self.rate is None:
-            raise ValueError("profile 'rate' needs `rate` (requests/s), e.g. rate: 50")
+            raise ValueError(
+                "profile 'rate' needs `rate` (requests/s), e.g. rate: 50, or `stages`"
+                " (several rates in a row)"
+            )
         if self.profile == "ramp" and self.stage_duration_s is None:
             raise ValueError(
                 "profile 'ramp' rises over `duration_s`, which a request count cannot set:"
@@ -274,10 +311,9 @@ class LoadProbe(_Strict):
             )
         self._mix_consistent()
         duration = self.stage_duration_s
-        if duration is not None and self.warmup_s + self.cooldown_s >= duration:
+        if duration is not None and margins >= duration:
             raise ValueError(
-                f"warmup_s + cooldown_s ({self.warmup_s + self.cooldown_s}) must be shorter"
-                f" than duration_s ({duration:g})"
+                f"warmup_s + cooldown_s ({margins}) must be shorter than duration_s ({duration:g})"
             )
         return self
 

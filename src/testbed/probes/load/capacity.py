@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import resource
 
-from testbed.config.load import FixedLength, Length, LoadProbe, NormalLength, UniformLength
+from testbed.config.lengths import FixedLength, Length, NormalLength, UniformLength
+from testbed.config.load import DEFAULT_DURATION_S, LoadProbe
 from testbed.config.workload import TraceDataset
 from testbed.probes.limits import Excess, Limits, memory_excess
 
@@ -141,6 +142,8 @@ def _memory(config: LoadProbe, limits: Limits) -> Excess | None:
 
 def _records(config: LoadProbe) -> tuple[int, float | None, str]:
     """Stages, records per stage (None: unknown before the run) and the field bounding them."""
+    if config.stages is not None:
+        return _listed_records(config)
     stages = 2 + config.sweep.rates if config.profile == "sweep" else 1
     open_loop: float | None = None
     if config.profile in ("rate", "ramp") and config.stage_duration_s is not None:
@@ -153,3 +156,15 @@ def _records(config: LoadProbe) -> tuple[int, float | None, str]:
     if open_loop is not None:
         return stages, open_loop, "ramp.end_rate" if config.profile == "ramp" else "rate"
     return stages, None, "requests"
+
+
+def _listed_records(config: LoadProbe) -> tuple[int, float | None, str]:
+    """A stage list's: its length, and its largest stage's records (its count, or at most
+    its rate times its duration)."""
+    assert config.stages is not None
+    largest = 0.0
+    for stage in config.stages:
+        duration, requests = stage.bounds(config.duration_s, config.requests, DEFAULT_DURATION_S)
+        bounds = [b for b in (requests, None if duration is None else stage.rate * duration) if b]
+        largest = max(largest, min(bounds))
+    return len(config.stages), largest, "stages"

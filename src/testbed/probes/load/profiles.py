@@ -1,4 +1,5 @@
-"""Profiles as lists of stages: synchronous, concurrency, rate, ramp and the adaptive sweep.
+"""Profiles as lists of stages: synchronous, concurrency, rate (one rate, or ``load.stages``:
+several in a row), ramp and the adaptive sweep.
 
 A sweep is planned in two steps (as guidellm does): a synchronous stage (one request at a
 time) and a saturation stage (``sweep.max_concurrency`` in flight) measure the lowest and
@@ -8,7 +9,7 @@ strictly between them.
 
 from __future__ import annotations
 
-from testbed.config.load import LoadProbe
+from testbed.config.load import DEFAULT_DURATION_S, LoadProbe
 from testbed.probes.load.runner import Stage
 from testbed.probes.load.schedule import Arrivals
 
@@ -35,6 +36,8 @@ def first_stages(config: LoadProbe) -> list[Stage]:
         return [_stage(config, "synchronous", concurrency=1)]
     if config.profile == "concurrency":
         return [_stage(config, f"concurrency-{config.concurrency}", concurrency=config.concurrency)]
+    if config.profile == "rate" and config.stages is not None:
+        return listed_stages(config)
     if config.profile == "rate":
         assert config.rate is not None
         return [_stage(config, f"rate-{config.rate:g}", arrivals=_arrivals(config, config.rate))]
@@ -51,6 +54,25 @@ def first_stages(config: LoadProbe) -> list[Stage]:
         _stage(config, "synchronous", concurrency=1),
         _stage(config, "saturation", concurrency=config.sweep.max_concurrency),
     ]
+
+
+def listed_stages(config: LoadProbe) -> list[Stage]:
+    """``load.stages``: each its rate, its bounds (its own, else the load's), its name."""
+    assert config.stages is not None
+    out = []
+    for listed in config.stages:
+        duration, requests = listed.bounds(config.duration_s, config.requests, DEFAULT_DURATION_S)
+        out.append(
+            Stage(
+                name=listed.label,
+                arrivals=_arrivals(config, listed.rate),
+                duration_s=duration,
+                max_requests=requests,
+                warmup_s=config.warmup_s,
+                cooldown_s=config.cooldown_s,
+            )
+        )
+    return out
 
 
 def sweep_rates(synchronous_rate: float, saturation_rate: float, count: int) -> list[float]:

@@ -24,8 +24,11 @@ from testbed.probes.load.runner import Stage
 
 
 def stage_count(config: LoadProbe) -> int:
-    """How many stages the profile runs (a sweep: synchronous, saturation, its rates)."""
-    return 2 + config.sweep.rates if config.profile == "sweep" else 1
+    """How many stages the profile runs (a sweep: synchronous, saturation, its rates; a
+    stage list: its length)."""
+    if config.profile == "sweep":
+        return 2 + config.sweep.rates
+    return len(config.stages) if config.stages is not None else 1
 
 
 @dataclass
