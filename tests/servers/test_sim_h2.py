@@ -16,10 +16,10 @@ from hpack import Decoder
 
 from testbed.clients import tgis
 from testbed.config.sim import SimParams
-from testbed.core import h2_wire as w
 from testbed.proto.fmaas import generation_pb2 as pb
 from testbed.proto.fmaas import generation_pb2_grpc as pbg
 from testbed.servers.sim.server import SimServer
+from testbed.wire import h2 as w
 
 
 def _request(n: int, text: str = "a b c d", **stopping: Any) -> pb.SingleGenerationRequest:

@@ -11,7 +11,7 @@ their gRPC port in the clear, and testbed's servers do). It opens a connection o
 shares it between all calls, and opens a new one when the server sends GOAWAY or the
 connection closes; a call the server never processed (above a GOAWAY's last stream id, or
 refused) is retried once on the new connection. Request headers are built once per method
-and deadline (:func:`~testbed.core.h2_wire.request_block`). The I/O seam is the
+and deadline (:func:`~testbed.wire.h2.request_block`). The I/O seam is the
 :data:`~testbed.clients.http.Connector`, as for the HTTP pool.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from testbed.clients.grpc_h2 import GrpcConnection
 from testbed.clients.grpc_stream import GrpcError, OnMessage
 from testbed.clients.http import Connector
-from testbed.core import h2_wire
+from testbed.wire import h2
 
 __all__ = ["GrpcChannel", "GrpcError", "split_target"]
 
@@ -81,12 +81,12 @@ class GrpcChannel:
         ``request_id`` goes as ``x-request-id`` metadata (the server's log names it)."""
         block = self._blocks.get((path, timeout_s))
         if block is None:
-            block = h2_wire.request_block(path, self.target, self._metadata)
+            block = h2.request_block(path, self.target, self._metadata)
             if timeout_s is not None:
-                block += h2_wire.timeout_field(timeout_s)
+                block += h2.timeout_field(timeout_s)
             self._blocks[(path, timeout_s)] = block
         if request_id is not None:
-            block += h2_wire.literal("x-request-id", request_id)
+            block += h2.literal("x-request-id", request_id)
         async with asyncio.timeout(timeout_s):
             for attempt in (0, 1):
                 conn = await self.connection()

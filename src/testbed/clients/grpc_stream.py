@@ -53,8 +53,8 @@ class Stream:
         "on_message",
         "parts",
         "pending",
-        "send_window",
         "unacked",
+        "window",
     )
 
     def __init__(self, stream_id: int, on_message: OnMessage, done: asyncio.Future[None]) -> None:
@@ -67,7 +67,7 @@ class Stream:
         self.got_head = False  # the response headers came (the next block is trailers)
         self.messages = 0
         self.unacked = 0  # bytes received, not yet given back by a WINDOW_UPDATE
-        self.send_window = 0
+        self.window = 0  # what the server lets this call send
         self.pending = b""  # request DATA waiting for the server's window
 
     def feed(self, data: bytes, t_ns: int) -> None:

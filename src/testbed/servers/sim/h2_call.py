@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol
 
-from testbed.core import h2_wire as w
+from testbed.wire import h2 as w
 
 _CODES = {name: number for number, name in enumerate(w.GRPC_CODES)}
 

@@ -30,11 +30,11 @@ import json
 from typing import TYPE_CHECKING, Any, cast
 
 from testbed.config.sim import SimParams
-from testbed.core import h2_wire as w
 from testbed.core.errors import MissingDependency, ServerStartError
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest
 from testbed.servers.sim.http import Connection, Request
 from testbed.servers.sim.text import LOGPROBS, Generation, count_tokens
+from testbed.wire import h2 as w
 
 if TYPE_CHECKING:
     from testbed.servers.sim.app import SimApp
