@@ -32,6 +32,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--profile", choices=PROFILES, help="default concurrency (--trace: trace)")
     p.add_argument("--concurrency", type=int, help="requests in flight (closed loop)")
     p.add_argument("--rate", type=float, help="arrival rate, requests/s (open loop)")
+    p.add_argument(
+        "--stages",
+        metavar="RATE:SECONDS,...",
+        help="several rates in a row, each its own stage and figures, e.g. 2:50,5:50"
+        " (RATE:Nr runs N requests; RATE alone: --duration/--requests)",
+    )
     p.add_argument("--arrival", choices=("constant", "poisson", "gamma"))
     p.add_argument("--gamma-shape", type=float, help="shape of gamma inter-arrivals")
     p.add_argument(
@@ -107,6 +113,7 @@ _FLAT = {
     "profile": "profile",
     "concurrency": "concurrency",
     "rate": "rate",
+    "stages": "stages",  # the model reads the RATE:SECONDS,... string
     "arrival": "arrival",
     "gamma_shape": "gamma_shape",
     "duration": "duration_s",

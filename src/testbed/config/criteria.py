@@ -32,9 +32,10 @@ class Criterion(BaseModel):
 
     name: str = Field(min_length=1, description="what the criterion checks, in words")
     metric: str = Field(
-        pattern=r"^[a-z_]+(\.[a-z0-9_.]+)+$",
+        # a stage's name (stages.rate-8.ttft_ms.p50) may hold capitals, - and +
+        pattern=r"^[a-z_]+(\.[A-Za-z0-9_.+-]+)+$",
         description="a load metric of the treatment summaries, e.g. ttft_ms.p90, e2e_ms.mean,"
-        " throughput.output_tokens_per_s",
+        " throughput.output_tokens_per_s, stages.rate-8.ttft_ms.p50 (one stage's)",
     )
     baseline: dict[str, Any] = Field(
         min_length=1, description="matrix factor values that choose the baseline treatment"

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from testbed.config.embeddings import EmbeddingsLoad, check_endpoint
 from testbed.config.lengths import (  # the others re-exported: they were defined here
@@ -162,13 +169,6 @@ class LoadProbe(_Strict):
     )
     concurrency: int = Field(1, ge=1, description="Requests in flight (closed loop).")
     rate: float | None = Field(None, gt=0, description="Mean arrival rate (requests/s).")
-    stages: list[RateStage] | None = Field(
-        None,
-        min_length=1,
-        description="Several rate stages in a row, each its own window and figures:"
-        " [{rate, duration_s, requests, name}] (profile rate, implied; `rate` unset);"
-        " a stage's unset duration_s/requests are the load's.",
-    )
     arrival: Literal["constant", "poisson", "gamma"] = Field(
         "poisson", description="Open-loop inter-arrival distribution."
     )
@@ -210,6 +210,14 @@ class LoadProbe(_Strict):
         True, description="Ask the server to ignore EOS so outputs have the requested length."
     )
     dataset: Dataset = Field(default_factory=SyntheticDataset)
+    # after the fields its rules read (validated in order: see _stages_checked)
+    stages: list[RateStage] | None = Field(
+        None,
+        min_length=1,
+        description="Several rate stages in a row, each its own window and figures:"
+        " [{rate, duration_s, requests, name}] (profile rate, implied; `rate` unset);"
+        " a stage's unset duration_s/requests are the load's.",
+    )
     slo: Slo | None = Field(None, description="Objectives; None means no SLO verdict.")
     selfcheck: SelfCheck = Field(default_factory=SelfCheck)
     processes: int = Field(1, ge=1, description="Load processes, each with its own event loop.")
@@ -251,6 +259,27 @@ class LoadProbe(_Strict):
     def _stages_shorthand(cls, value: Any) -> Any:
         return stages_shorthand(value)
 
+    @field_validator("stages")
+    @classmethod
+    def _stages_checked(
+        cls, value: list[RateStage] | None, info: ValidationInfo
+    ) -> list[RateStage] | None:
+        """A stage list's rules, here so that an error points at ``stages:`` itself (the
+        fields they read come first; one that failed is reported on its own)."""
+        data = info.data
+        needed = ("profile", "rate", "dataset", "duration_s", "requests", "warmup_s", "cooldown_s")
+        if value is None or any(k not in data for k in needed):
+            return value
+        check_stages(
+            value,
+            data["profile"],
+            data["rate"],
+            data["dataset"].kind,
+            (data["duration_s"], data["requests"], DEFAULT_DURATION_S),
+            data["warmup_s"] + data["cooldown_s"],
+        )
+        return value
+
     @field_validator("dataset", mode="before")
     @classmethod
     def _synthetic_by_default(cls, value: Any) -> Any:
@@ -285,15 +314,6 @@ class LoadProbe(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> LoadProbe:
         margins = self.warmup_s + self.cooldown_s
-        if self.stages is not None:  # first: a trace's own rule would name the wrong fix
-            check_stages(
-                self.stages,
-                self.profile,
-                self.rate,
-                self.dataset.kind,
-                (self.duration_s, self.requests, DEFAULT_DURATION_S),
-                margins,
-            )
         check_workload(self.dataset, self.profile, self.duration_s, self.requests)
         check_endpoint(self.api, self.embeddings, self.dataset.kind, self.slo)
         if self.stages is not None:  # each stage's own bounds were checked, not the load's

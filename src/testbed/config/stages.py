@@ -50,8 +50,10 @@ class RateStage(BaseModel):
 
     @property
     def label(self) -> str:
-        """The stage's name: given, or ``rate-<rate>`` as the rate profile names its stage."""
-        return self.name or f"rate-{self.rate:g}"
+        """The stage's name: given, or ``rate-<rate>`` as the rate profile names its stage,
+        a fraction's dot as ``_`` (``rate-2_5``): the name is one part of dotted metric
+        names (``stages.rate-2_5.ttft_ms.p50``)."""
+        return self.name or f"rate-{self.rate:g}".replace(".", "_")
 
 
 def stages_shorthand(value: Any) -> Any:
@@ -100,7 +102,7 @@ def check_stages(
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(
-            f"stages: {', '.join(twice)} named twice (summary.json keys stages by name):"
+            f"{', '.join(twice)} named twice (summary.json keys stages by name):"
             " give the repeated stages a `name` each"
         )
     for number, stage in enumerate(stages):
