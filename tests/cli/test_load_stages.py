@@ -92,3 +92,15 @@ def test_a_fraction_rate_names_its_stage_without_a_dot(tmp_path: Path) -> None:
     (section, *_) = (c for key, c in plan.probe_configs.items() if key.startswith("load:"))
     stages = profiles.first_stages(LoadProbe.model_validate(section))
     assert [s.name for s in stages] == ["rate-2", "rate-2_5"]
+
+
+def test_the_html_report_has_a_row_per_stage(sim: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    flags = ["--stages", "20:0.5,40:0.5", "--arrival", "constant", "--input-tokens", "4"]
+    assert main(["load", sim, *flags, "--output-tokens", "2", "--no-plots", "--out", str(out)]) == 0
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text()
+    assert "<th>rate achieved</th>" in page
+    assert "<tr><td>rate-20</td><td>20.00</td>" in page
+    assert "<tr><td>rate-40</td><td>40.00</td>" in page
+    assert "Stages: latency vs rate" in page

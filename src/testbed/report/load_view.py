@@ -2,7 +2,9 @@
 ``probes.load.plots`` (the figures the probe writes as PNGs) and inlined as SVG.
 
 - latency CDFs of every load treatment overlaid (the steady-state population);
-- TTFT/ITL against throughput: across the stages of a sweep, and across treatments that
+- a treatment of several stages (a sweep, a ``load.stages`` list): a row per stage and
+  TTFT/ITL against the achieved rate (:mod:`.stages_view`);
+- TTFT/ITL against throughput across treatments that
   differ only in their load level (a ``load.concurrency`` or ``load.rate`` matrix);
 - per treatment, requests in flight, completions per second and TTFT over time, after a
   flag for each stage that ran fewer requests than it asked for;
@@ -22,6 +24,7 @@ from testbed.probes.load import model_plots, plots
 from testbed.report.captures_view import prometheus_block
 from testbed.report.plots import to_svg
 from testbed.report.server_metrics_view import section as server_section
+from testbed.report.stages_view import stages_block
 from testbed.report.turns_view import turns_block
 from testbed.results import metrics
 from testbed.results.files import read_records
@@ -154,9 +157,7 @@ def _treatment(number: int, item: LoadTreatment) -> str:
     parts.append(_cut_short(item.summary))
     stages = item.summary.get("stages")
     if isinstance(stages, list) and len(stages) >= 2:
-        points = [s for s in stages if isinstance(s, Mapping)]
-        sweep = plots.latency_vs_throughput({"sweep": points}, "Sweep")
-        parts.append(to_svg(sweep, f"sweep{number}", "Sweep"))
+        parts.append(stages_block(number, item.summary, stages))
     models = item.summary.get("models")
     if isinstance(models, Mapping) and models:
         parts.append(_models_block(number, item.summary, models))
