@@ -6,7 +6,9 @@ gRPC-only TGIS were each SKIPPED, and the run was green), so validation refuses 
 exit 2, at the probe's field, with the fix — for the campaign as written
 (``Campaign._protocol_problem``) and for every treatment a matrix makes
 (``plan.expand``). Case files may still name a protocol per case (``protocol: both``); a
-case whose protocol its server lacks is a visible partial skip, not a refusal.
+case whose protocol its server lacks is a visible partial skip, not a refusal. An
+embeddings case (``api: embeddings``) is the exception: a server without ``/v1/embeddings``
+(hf, tgi) cannot run it at all, so it is refused (:func:`api_missing`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,20 @@ def unreachable(probe: str, section: Mapping[str, Any], deployment: Any) -> str 
         f"{value} needs {' and '.join(missing)}, but deployment '{deployment.name}'"
         f" ({deployment.server}) serves only {', '.join(offered)} — {fix}"
     )
+
+
+def api_missing(api: str, deployment: Any) -> str | None:
+    """Why ``deployment``'s server cannot answer OpenAI's ``/v1/{api}`` (``embeddings``,
+    ``responses``) — it speaks no OpenAI, or not that endpoint — in words naming the
+    deployment and what it serves; None when it can. For what one case asks (an embeddings
+    case of the correctness probe), where a probe's field does not say it."""
+    offered = served(deployment)
+    named = f"deployment '{deployment.name}' ({deployment.server})"
+    if "openai" not in offered:
+        return f"{named} serves only {', '.join(offered)}, not OpenAI's /v1/{api}"
+    if api in ENDPOINTS and api not in kind_of(deployment).endpoints:
+        return f"{named} serves /v1/completions and /v1/chat/completions only, not /v1/{api}"
+    return None
 
 
 def _endpoint_missing(probe: str, field: str | None, value: str, deployment: Any) -> str | None:

@@ -4,7 +4,8 @@ screen of tgis-tester shows it per configuration), known before anything starts.
 A case runs once per protocol it is sent over; it is skipped by its own rules (the
 deployment's dtype, shards, server …), when the deployment does not speak the protocol, when
 a chat case would go over TGI or TGIS, and when it has no expected answer for the protocol —
-the same decisions the probe makes (``probes.correctness.runner.plan_items``).
+the same decisions the probe makes (``probes.correctness.runner.plan_items``; an embeddings
+case runs once, over OpenAI: ``embedding_runner.plan_embedding_items``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 from testbed.plan.model import Plan
 from testbed.probes.correctness.cases import CaseFile, load_case_files
+from testbed.probes.correctness.embedding_runner import plan_embedding_items
 from testbed.probes.correctness.runner import plan_items
 from testbed.servers.adapters import adapter_for
 
@@ -41,6 +43,9 @@ def case_counts(loaded: LoadedCampaign, plan: Plan) -> dict[str, tuple[int, int]
             files[names] = load_case_files([loaded.base_dir / name for name in names])
         worker = plan.workers[treatment.workers[0]]
         config = CorrectnessProbe.model_validate(section)
-        items, skipped = plan_items(files[names], config, worker.document, served(worker.config))
-        counts[treatment.id] = (len(items), len(items) + len(skipped))
+        offered = served(worker.config)
+        items, skipped = plan_items(files[names], config, worker.document, offered)
+        vectors, unrun = plan_embedding_items(files[names], worker.document, offered)
+        runs = len(items) + len(vectors)
+        counts[treatment.id] = (runs, runs + len(skipped) + len(unrun))
     return counts

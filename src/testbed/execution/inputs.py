@@ -4,9 +4,10 @@ Case files, A/B prompt files, load dataset files and TLS CA bundles are relative
 campaign file's folder.
 A file that is missing is a :class:`CampaignError` (exit 2) placed at the line that names
 it, never an ERROR found halfway through a run. Case files are parsed too (their own errors
-carry their own file and line). On the local backend, the model of a server that runs here
-(hf, vllm) must be one this machine can load: a bundled name of the catalogue, an existing
-folder, or s3:// — not a hub id (testbed runs offline).
+carry their own file and line), and an embeddings case is refused where its deployment's
+server has no ``/v1/embeddings`` (hf, tgi). On the local backend, the model of a server
+that runs here (hf, vllm) must be one this machine can load: a bundled name of the
+catalogue, an existing folder, or s3:// — not a hub id (testbed runs offline).
 """
 
 from __future__ import annotations
@@ -41,14 +42,27 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
             path = config["dataset"]["path"]
             _exists(loaded, loaded.base_dir, path, ("load", "dataset", "path"))
     if loaded.campaign.correctness is not None:
-        from testbed.config.correctness import CorrectnessProbe
-        from testbed.probes.correctness.cases import load_case_files
-        from testbed.probes.correctness.tgis_fields import refuse_openai_only_fields
+        _check_case_files(loaded, plan)
 
-        for probe, config in _probe_configs(plan):
-            if probe == "correctness":
-                files = load_case_files([loaded.base_dir / path for path in config["cases"]])
-                refuse_openai_only_fields(files, CorrectnessProbe.model_validate(config))
+
+def _check_case_files(loaded: LoadedCampaign, plan: Plan) -> None:
+    """Each correctness section's case files parse, say nothing TGIS's request cannot
+    carry, and send embeddings cases only to servers that answer ``/v1/embeddings``."""
+    from testbed.config.correctness import CorrectnessProbe
+    from testbed.probes.correctness.cases import load_case_files
+    from testbed.probes.correctness.embedding_runner import unserved
+    from testbed.probes.correctness.tgis_fields import refuse_openai_only_fields
+
+    treatments = [t for t in plan.treatments if t.probe == "correctness"]
+    for key in dict.fromkeys(t.probe_key for t in treatments):
+        config = plan.probe_configs[key]
+        files = load_case_files([loaded.base_dir / path for path in config["cases"]])
+        refuse_openai_only_fields(files, CorrectnessProbe.model_validate(config))
+        workers = {w for t in treatments if t.probe_key == key for w in t.workers}
+        for worker in sorted(workers):
+            problems = unserved(files, plan.workers[worker].config)
+            if problems:
+                raise CampaignError("\n".join(problems))
 
 
 def check_api_keys(loaded: LoadedCampaign) -> None:

@@ -1,9 +1,10 @@
 """The correctness probe: golden cases against one deployment, and the cross-config diff.
 
 ``run(ctx)`` loads the case files, applies the skip rules to the treatment's deployment,
-runs every case (unary, then its streaming twin) concurrently in a shuffled order with a
-recorded seed, writes one record per result as it arrives, and returns the summary and
-verdict: FAIL if any case failed, else ERROR if any case got no answer, else PASS.
+runs every case (unary, then its streaming twin; an embeddings case once, unary:
+:mod:`.embedding_runner`) concurrently in a shuffled order with a recorded seed, writes one
+record per result as it arrives, and returns the summary and verdict: FAIL if any case
+failed, else ERROR if any case got no answer, else PASS.
 
 Public API::
 
@@ -27,6 +28,7 @@ from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness.cases import CaseFile, load_case_files
 from testbed.probes.correctness.differential import Divergence, differential
 from testbed.probes.correctness.embedding import Embedder
+from testbed.probes.correctness.embedding_runner import EmbeddingRunner, plan_embedding_items
 from testbed.probes.correctness.evaluators import Settings
 from testbed.probes.correctness.runner import UNCHECKED, Result, Runner, plan_items
 from testbed.results.verdict import Status, Verdict
@@ -57,6 +59,8 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         p for p in endpoint.protocols if p != "tgis" or endpoint.grpc_target is not None
     ]
     items, skipped = plan_items(files, config, ctx.deployment, served)
+    vector_items, vector_skipped = plan_embedding_items(files, ctx.deployment, served)
+    skipped += vector_skipped
     results: list[Result] = []
 
     def emit(result: Result) -> None:
@@ -67,7 +71,12 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         ctx.progress(f"{done} results, {bad} not passed")
 
     ctx.records.write(
-        {"kind": "plan", "seed": seed, "cases": [f"{i.case.name}/{i.protocol}" for i in items]}
+        {
+            "kind": "plan",
+            "seed": seed,
+            "cases": [f"{i.case.name}/{i.protocol}" for i in items]
+            + [f"{i.case.name}/openai" for i in vector_items],
+        }
     )
     for result in skipped:
         emit(result)
@@ -84,6 +93,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         extra = config.differential_logprobs if config.reference is not None else 0
         runner = Runner(config, pool, model, settings, emit, extra or None, grpc)
         await runner.run(items, seed)
+        await EmbeddingRunner(config, pool, model, emit).run(vector_items, seed)
     finally:
         await pool.aclose()
         if grpc is not None:

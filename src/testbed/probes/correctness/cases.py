@@ -12,7 +12,9 @@ A case file is a list (or a mapping with ``cases:``) of::
 ``expected`` may also be a mapping by protocol (``{openai: …, tgi: …, tgis: …}``) where the
 protocols answer differently (stop sequences, finish reason names). ``error`` instead of
 ``expected`` says the server must refuse the request (``status``, ``message`` contained).
-Mistakes are reported with file:line like the campaign loader does.
+A case with ``api: embeddings`` is an embeddings case (:mod:`.embedding_cases`): its
+request is ``input:``, its golden a vector. Mistakes are reported with file:line like the
+campaign loader does.
 """
 
 from __future__ import annotations
@@ -22,12 +24,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
 
 from testbed.config.deployments import Strict
 from testbed.config.diagnostics import describe_errors
 from testbed.config.yamlsource import load_yaml
 from testbed.core.errors import CampaignError
+from testbed.probes.correctness.case_rules import (
+    ExpectedError,
+    ShardRule,
+    SkipRule,
+    UnlessRule,
+    WhenRule,
+    evaluators_shorthand,
+    skip_shorthand,
+)
+from testbed.probes.correctness.embedding_cases import CASE_NAME, EmbeddingCase, load_golden
+
+__all__ = [  # the skip rules and ExpectedError are read from here too
+    "PROTOCOLS",
+    "AnyCase",
+    "ApproxEval",
+    "ByProtocol",
+    "Case",
+    "CaseFile",
+    "ContainsEval",
+    "EmbeddingCase",
+    "Evaluator",
+    "ExactEval",
+    "Expected",
+    "ExpectedError",
+    "JsonEval",
+    "ProtocolName",
+    "RegexEval",
+    "RequestSpec",
+    "ShardRule",
+    "SimilarityEval",
+    "SkipRule",
+    "UnlessRule",
+    "WhenRule",
+    "load_case_file",
+    "load_case_files",
+]
 
 ProtocolName = Literal["openai", "tgi", "tgis"]
 PROTOCOLS: tuple[ProtocolName, ...] = ("openai", "tgi", "tgis")
@@ -103,14 +141,6 @@ class ByProtocol(Strict):
     tgis: Expected | None = None
 
 
-class ExpectedError(Strict):
-    """The server must refuse the request."""
-
-    status: int | None = Field(None, ge=100, le=599, description="HTTP status")
-    message: str | None = Field(None, description="contained in the error message (any case)")
-    match: str | None = Field(None, description="regular expression searched in the message")
-
-
 # -- evaluators ------------------------------------------------------------------------------
 class ExactEval(Strict):
     kind: Literal["exact"]
@@ -159,47 +189,10 @@ Evaluator = Annotated[
 _SHORT_FIELD = {"regex": "pattern", "contains": "text", "similarity": "threshold", "json": "equals"}
 
 
-def _evaluator_shorthand(value: Any) -> Any:
-    """``approx`` → {kind: approx}; ``{contains: Paris}`` → {kind: contains, text: Paris}."""
-    if isinstance(value, str):
-        return {"kind": value}
-    if isinstance(value, dict) and len(value) == 1 and "kind" not in value:
-        ((kind, options),) = value.items()
-        if isinstance(options, dict):
-            return {"kind": kind, **options}
-        if options is None or options is True:
-            return {"kind": kind}
-        return {"kind": kind, _SHORT_FIELD.get(str(kind), "value"): options}
-    return value
-
-
-# -- skip rules ------------------------------------------------------------------------------
-class ShardRule(Strict):
-    rule: Literal["single_shard_only", "multi_shard_only"]
-
-
-class WhenRule(Strict):
-    """Skip when every key matches the deployment (a list of values matches any of them).
-    Keys are deployment params (``dtype``), top-level fields (``server``) or dotted paths."""
-
-    when: dict[str, Any] = Field(min_length=1)
-    reason: str = ""
-
-
-class UnlessRule(Strict):
-    """Skip unless every key matches the deployment."""
-
-    unless: dict[str, Any] = Field(min_length=1)
-    reason: str = ""
-
-
-SkipRule = ShardRule | WhenRule | UnlessRule
-
-
 class Case(Strict):
     """One golden case."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+    name: str = Field(pattern=CASE_NAME)
     description: str = ""
     protocol: Literal["openai", "tgi", "tgis", "both"] | None = Field(
         None, description="protocols this case runs on (default: the probe's)"
@@ -215,18 +208,12 @@ class Case(Strict):
     @field_validator("evaluate", mode="before")
     @classmethod
     def _evaluators(cls, value: Any) -> Any:
-        if isinstance(value, str | dict):
-            value = [value]
-        return [_evaluator_shorthand(v) for v in value] if isinstance(value, list) else value
+        return evaluators_shorthand(value, _SHORT_FIELD)
 
     @field_validator("skip", mode="before")
     @classmethod
     def _rules(cls, value: Any) -> Any:
-        if isinstance(value, str | dict):
-            value = [value]
-        if isinstance(value, list):
-            return [{"rule": v} if isinstance(v, str) else v for v in value]
-        return value
+        return skip_shorthand(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> Case:
@@ -268,22 +255,44 @@ class Case(Strict):
         )
 
 
+def _case_kind(value: Any) -> str:
+    """The tag of a case mapping: ``embeddings`` for ``api: embeddings``, else generation
+    (another ``api`` value is then refused as a field generation cases do not have)."""
+    api = value.get("api") if isinstance(value, dict) else getattr(value, "api", None)
+    return "embeddings" if api == "embeddings" else "generate"
+
+
+AnyCase = Annotated[
+    Annotated[Case, Tag("generate")] | Annotated[EmbeddingCase, Tag("embeddings")],
+    Discriminator(_case_kind),
+]
+
+
 class CaseFileModel(Strict):
-    cases: list[Case] = Field(min_length=1)
+    cases: list[AnyCase] = Field(min_length=1)
 
 
 @dataclass
 class CaseFile:
-    """A loaded case file."""
+    """A loaded case file: its generation cases, its embeddings cases (each with its golden
+    vectors, read from their files), and where each case is written."""
 
     path: Path
     cases: list[Case]
     #: (case name, key of its request's ``extra``) → "file:line", for messages about it
     extra_places: dict[tuple[str, str], str] = field(default_factory=dict)
+    embedding_cases: list[EmbeddingCase] = field(default_factory=list)
+    #: an embeddings case's name → its golden vectors, one per input (when it has some)
+    goldens: dict[str, list[list[float]]] = field(default_factory=dict)
+    #: a case's name → "file:line" of the case
+    places: dict[str, str] = field(default_factory=dict)
 
 
-def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
-    """Read and validate one case file; a CampaignError (exit 2) names file:line and fix."""
+def load_case_file(
+    path: Path, *, require_expected: bool = False, read_goldens: bool = True
+) -> CaseFile:
+    """Read and validate one case file; a CampaignError (exit 2) names file:line and fix.
+    ``read_goldens=False`` leaves golden files unread (``testbed record`` writes them)."""
     data, prov = load_yaml(path)
     if isinstance(data, list):
         prov.copy_tree((), ("cases",))
@@ -294,18 +303,25 @@ def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
         model = CaseFileModel.model_validate(data)
     except ValidationError as exc:
         raise CampaignError(describe_errors(exc, data, prov, CaseFileModel, str(path))) from None
+    loaded = CaseFile(path, [c for c in model.cases if isinstance(c, Case)])
     problems = []
-    seen: set[str] = set()
-    places: dict[tuple[str, str], str] = {}
     for index, case in enumerate(model.cases):
         origin = prov.nearest(("cases", index))
         where = origin.place() if origin else str(path)
+        if case.name in loaded.places:
+            problems.append(f"{where}: case name '{case.name}' is repeated — names must be unique")
+        loaded.places[case.name] = where
+        if isinstance(case, EmbeddingCase):
+            problems += _embedding_case(loaded, case, where, read_goldens=read_goldens)
+            if require_expected and case.needs_expected() and case.expected is None:
+                problems.append(
+                    f"{where}: case '{case.name}' has no expected: embedding — record one with"
+                    " `testbed record`, or evaluate it with ranking only"
+                )
+            continue
         for key in case.request.extra:
             at = prov.nearest(("cases", index, "request", "extra", key), key=True)
-            places[(case.name, key)] = at.place() if at else where
-        if case.name in seen:
-            problems.append(f"{where}: case name '{case.name}' is repeated — names must be unique")
-        seen.add(case.name)
+            loaded.extra_places[(case.name, key)] = at.place() if at else where
         if require_expected and case.needs_expected() and case.expected is None:
             problems.append(
                 f"{where}: case '{case.name}' has no expected: answer — record one with"
@@ -313,7 +329,23 @@ def load_case_file(path: Path, *, require_expected: bool = False) -> CaseFile:
             )
     if problems:
         raise CampaignError("\n".join(problems))
-    return CaseFile(path, model.cases, places)
+    return loaded
+
+
+def _embedding_case(
+    loaded: CaseFile, case: EmbeddingCase, where: str, *, read_goldens: bool
+) -> list[str]:
+    """Add ``case`` to ``loaded`` with its golden; the problems found (file:line first)."""
+    loaded.embedding_cases.append(case)
+    if not read_goldens:
+        return []
+    try:
+        golden = load_golden(case, loaded.path.parent)
+    except ValueError as exc:
+        return [f"{where}: case '{case.name}': {exc}"]
+    if golden is not None:
+        loaded.goldens[case.name] = golden
+    return []
 
 
 def load_case_files(paths: Iterable[Path], *, require_expected: bool = False) -> list[CaseFile]:
@@ -321,11 +353,10 @@ def load_case_files(paths: Iterable[Path], *, require_expected: bool = False) ->
     files = [load_case_file(p, require_expected=require_expected) for p in paths]
     owner: dict[str, Path] = {}
     for case_file in files:
-        for case in case_file.cases:
-            if case.name in owner and owner[case.name] != case_file.path:
+        for name in case_file.places:
+            if name in owner and owner[name] != case_file.path:
                 raise CampaignError(
-                    f"{case_file.path}: case '{case.name}' is also in {owner[case.name]}"
-                    " — rename one of them"
+                    f"{case_file.path}: case '{name}' is also in {owner[name]} — rename one of them"
                 )
-            owner[case.name] = case_file.path
+            owner[name] = case_file.path
     return files

@@ -6,7 +6,8 @@ by protocol keeps those of the protocols not recorded this time. Everything else
 request, evaluators, skip rules, ``skip_check`` — is written back as the user wrote it, and
 so is the file's leading comment block. A hand-written ``error.message`` that the new
 message still contains is kept (it may be deliberately loose, to hold on other servers).
-Token texts and logprobs are recorded only for cases that ask for logprobs.
+Token texts and logprobs are recorded only for cases that ask for logprobs. An embeddings
+case's golden vectors are recorded where it keeps them (:mod:`.embedding_record`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from testbed.config.correctness import CorrectnessProbe
 from testbed.config.yamlsource import safe_load
 from testbed.core.clock import wall_label
 from testbed.core.errors import CampaignError, InfrastructureError
+from testbed.probes.correctness import embedding_record
 from testbed.probes.correctness.cases import (
     PROTOCOLS,
     Case,
     CaseFile,
+    EmbeddingCase,
     ProtocolName,
     load_case_file,
 )
@@ -40,7 +43,7 @@ from testbed.results.files import write_atomic
 
 HEADER = "# Recorded by testbed record"
 DECIMALS = 6
-KEY_ORDER = ("name", "description", "protocol", "request", "expected", "error")
+KEY_ORDER = ("name", "description", "api", "protocol", "request", "expected", "error")
 
 
 @dataclass
@@ -51,6 +54,8 @@ class Recorded:
     document: list[dict[str, Any]]  # the cases as written, expectations replaced
     notes: list[str] = field(default_factory=list)  # what changed or was left alone
     header: list[str] = field(default_factory=list)  # the file's leading comment lines
+    #: golden files of embeddings cases, written beside the case file with it
+    goldens: list[embedding_record.Golden] = field(default_factory=list)
 
 
 def expected_from(output: Output, case: Case) -> dict[str, Any]:
@@ -70,7 +75,7 @@ def expected_from(output: Output, case: Case) -> dict[str, Any]:
     return out
 
 
-def error_from(output: Output, case: Case) -> dict[str, Any]:
+def error_from(output: Output, case: Case | EmbeddingCase) -> dict[str, Any]:
     assert output.error is not None
     old = case.error
     message: str | None = output.error.message
@@ -144,11 +149,18 @@ async def record_file(
     progress: Callable[[str], None] = lambda _m: None,
 ) -> Recorded:
     """New expectations for every case of ``path`` from ``endpoint``."""
-    case_file: CaseFile = load_case_file(path, require_expected=False)
-    raw_cases = _raw_cases(path)
+    case_file: CaseFile = load_case_file(path, require_expected=False, read_goldens=False)
+    typed: dict[str, Case | EmbeddingCase] = {c.name: c for c in case_file.cases}
+    typed |= {c.name: c for c in case_file.embedding_cases}
     recorded = Recorded(path, [], header=_header(path))
     served = set(endpoint.protocols)
-    for raw, case in zip(raw_cases, case_file.cases, strict=True):
+    for raw in _raw_cases(path):
+        case = typed[raw["name"]]
+        if isinstance(case, EmbeddingCase):
+            await _record_embedding(raw, case, endpoint, config, deployment, recorded)
+            progress(recorded.notes[-1])
+            recorded.document.append(_ordered(raw))
+            continue
         reason = skip_reason(case, deployment)
         protocols = [p for p in protocols_of(case, config) if p in served]
         protocols = [p for p in protocols if not (p in ("tgi", "tgis") and case.request.chat)]
@@ -161,6 +173,37 @@ async def record_file(
             progress(recorded.notes[-1])
         recorded.document.append(_ordered(raw))
     return recorded
+
+
+async def _record_embedding(
+    raw: dict[str, Any],
+    case: EmbeddingCase,
+    endpoint: Endpoint,
+    config: CorrectnessProbe,
+    deployment: Mapping[str, Any],
+    recorded: Recorded,
+) -> None:
+    """Record one embeddings case's golden (or refusal) into ``raw`` and ``recorded``."""
+    reason = skip_reason(case, deployment)
+    if reason is None and "openai" not in endpoint.protocols:
+        reason = "no openai protocol served"
+    if reason is None and not (case.needs_expected() or case.expected or case.error):
+        reason = "nothing compares with a golden: ranking only"
+    if case.skip_check or reason:
+        why = "skip_check" if case.skip_check else reason
+        recorded.notes.append(f"{case.name}: left as it was ({why})")
+        return
+    found = await embedding_record.answer(case, endpoint, config.timeout_s)
+    if isinstance(found, Output):
+        raw.pop("expected", None)
+        raw["error"] = error_from(found, case)
+        assert found.error is not None
+        recorded.notes.append(f"{case.name}: error {found.error.status}")
+        return
+    note, golden = embedding_record.apply(raw, case, found, recorded.path)
+    recorded.notes.append(note)
+    if golden is not None:
+        recorded.goldens.append(golden)
 
 
 def _raw_cases(path: Path) -> list[dict[str, Any]]:
@@ -211,6 +254,13 @@ def _dict(dumper: yaml.SafeDumper, value: dict[Any, Any]) -> yaml.MappingNode:
 _Dumper.add_representer(str, _str)
 _Dumper.add_representer(dict, _dict)
 _Dumper.add_representer(list, _list)
+# an inline golden vector: hundreds of numbers, in flow style (a few lines, not hundreds)
+_Dumper.add_representer(
+    embedding_record.Vector,
+    lambda dumper, value: dumper.represent_sequence(
+        "tag:yaml.org,2002:seq", value, flow_style=True
+    ),
+)
 
 
 def render(recorded: Recorded, source: str) -> str:
@@ -231,6 +281,8 @@ def render(recorded: Recorded, source: str) -> str:
 def write(recorded: Recorded, source: str, out: Path | None = None) -> Path:
     """Write the recorded file (in place unless ``out``), atomically; the path written."""
     target = out or recorded.path
+    for golden in recorded.goldens:  # first: the case file names them
+        embedding_record.write_golden(golden, target)
     write_atomic(target, render(recorded, source))
     return target
 

@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from testbed.probes.correctness.cases import Case, ShardRule, SkipRule, UnlessRule, WhenRule
+from testbed.probes.correctness.cases import (
+    Case,
+    EmbeddingCase,
+    ShardRule,
+    SkipRule,
+    UnlessRule,
+    WhenRule,
+)
 
 _MISSING = object()
 
@@ -74,7 +81,7 @@ def applies(rule: SkipRule, deployment: Mapping[str, Any]) -> bool:
     return not _matches(deployment, rule.unless)
 
 
-def skip_reason(case: Case, deployment: Mapping[str, Any]) -> str | None:
+def skip_reason(case: Case | EmbeddingCase, deployment: Mapping[str, Any]) -> str | None:
     """Why ``case`` is skipped on ``deployment`` (the first rule that applies), or None."""
     for rule in case.skip:
         if applies(rule, deployment):
