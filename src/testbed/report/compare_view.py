@@ -106,13 +106,13 @@ def render(comparison: Comparison, console: Console, show_all: bool = False) -> 
     nothing = comparison.nothing_compared
     if comparison.failed:
         console.print(f"[bold red]REGRESSION[/bold red] · {summary}")
-    elif comparison.unresolved:
-        missing = ", ".join(comparison.unresolved)
-        console.print(f"[bold red]ERROR[/bold red] · no result to compare: {missing} · {summary}")
-    elif nothing is not None:  # never "no regression": nothing at all was looked at
+    elif nothing is not None and not comparison.unresolved:  # never "no regression" then
         console.print(f"[bold red]{nothing}[/bold red] (exit 5)")
     else:
-        console.print(f"[bold green]no regression[/bold green] · {summary}")
+        console.print(f"[bold green]no regression[/bold green] · {summary or 'nothing compared'}")
+    if comparison.unresolved:  # why the exit is 3 whatever the line above says
+        missing = ", ".join(comparison.unresolved)
+        console.print(f"[bold red]ERROR[/bold red] · no result to compare: {missing}")
 
 
 def which_is_better(comparison: Comparison) -> str:
