@@ -71,12 +71,12 @@ def test_compare_a_guidellm_benchmark_with_a_testbed_run(
     found = json.loads(out.read_text())
     assert code == 0  # no records on one side: unverified, never failing
     compared = found["notes"][0]
-    assert compared.startswith("compared: ")
+    assert compared.startswith("comparable: ")
     assert "ttft_ms: mean, p50, p90, p95, p99" in compared
     assert "tpot_ms" in compared
     assert "throughput: output_tokens_per_s, requests_per_s" in compared
     # guidellm has no per-gap ITL: testbed's is named as not compared
-    alone = next(n for n in found["notes"] if n.startswith("only in the candidate"))
+    alone = next(n for n in found["notes"] if n.startswith("only in the candidate, not comparable"))
     assert "itl_ms" in alone
     assert NO_RECORDS in found["warnings"]
     assert GUIDELLM_ITL in found["warnings"]
@@ -87,7 +87,7 @@ def test_compare_a_guidellm_benchmark_with_a_testbed_run(
     assert {m["outcome"] for m in found["metrics"]} <= {"unverified", "no change"}
     assert any(m["outcome"] == "unverified" for m in found["metrics"])
     printed = capsys.readouterr().out
-    assert "compared: " in printed
+    assert "comparable: " in printed
     assert "own client" in printed
 
 

@@ -237,7 +237,7 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
     comparison = Comparison(base, candidate, differences, treatments=True)
     comparison.warnings += foreign_run.warnings((base, candidate))
     if any(doc["run"].get("kind") == foreign_run.KIND for doc in (base_doc, cand_doc)):
-        comparison.notes = foreign_run.compared_metrics(base_row, cand_row)
+        comparison.notes = foreign_run.comparable_metrics(base_row, cand_row)
     no_history = CompareOptions(**{**options.__dict__, "use_index": False})
     thresholds = {**_campaign_thresholds(cand_root), **options.thresholds}
     history = _History(cand_root, cand_doc, no_history)

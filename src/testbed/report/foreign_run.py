@@ -139,7 +139,7 @@ def warnings(paths: Sequence[Path]) -> list[str]:
     return out
 
 
-def compared_metrics(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+def comparable_metrics(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
     """Which of the figures a Benchmark Report can carry (latencies, rates, requests) the
     two sides share, and which only one side has: one line each, grouped by family
     (``ttft_ms: mean, p50, p99``). testbed's own observations (server metrics, a sweep's
@@ -149,11 +149,11 @@ def compared_metrics(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> l
         for side, row in (("base", base), ("candidate", candidate))
     }
     both = judged["base"] & judged["candidate"]
-    lines = [f"compared: {_families(both) or 'nothing (no metric on both sides)'}"]
+    lines = [f"comparable: {_families(both) or 'nothing (no metric on both sides)'}"]
     for side, other in (("base", "candidate"), ("candidate", "base")):
         alone = judged[side] - judged[other]
         if alone:
-            lines.append(f"only in the {side}, not compared: {_families(alone)}")
+            lines.append(f"only in the {side}, not comparable: {_families(alone)}")
     return lines
 
 
