@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes.stream import stream
 
-from plane_harness import Harness, alive, running_plane, wait_for
+from kubemu.testing import Harness, alive, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kubemu import FaultRule
-from plane_harness import Harness, running_plane, wait_for
+from kubemu.testing import Harness, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 

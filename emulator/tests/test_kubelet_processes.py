@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from plane_harness import Harness, alive, running_plane, wait_for
+from kubemu.testing import Harness, alive, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -24,7 +24,7 @@ import pytest
 
 from kubefacts.process_group import signal_child, signal_group
 from kubemu.kubelet.process import exit_code, under_shim
-from plane_harness import running_plane, wait_for
+from kubemu.testing import running_plane, wait_for
 from test_kubelet_exec import exec_stream, running
 
 pytestmark = [pytest.mark.kubernetes]

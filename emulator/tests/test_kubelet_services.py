@@ -12,7 +12,7 @@ import pytest
 
 from kubemu.kubelet.environment import resolve_env
 from kubemu.kubelet.services import service_env
-from plane_harness import running_plane, wait_for, wait_ready
+from kubemu.testing import running_plane, wait_for, wait_ready
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.emulator.plane_harness import Harness, running_plane, wait_for
 
 from kubemu import ClusterShape
+from kubemu.testing import Harness, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.emulator.plane_harness import Harness, running_plane, wait_for
 from tests.fixtures.s3 import moto_client
+
+from kubemu.testing import Harness, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -18,9 +18,9 @@ import yaml
 from jinja2 import StrictUndefined
 from jinja2.sandbox import SandboxedEnvironment
 from kubernetes import client, utils
-from tests.emulator.plane_harness import Harness, running_plane, wait_for
 
 from kubemu import ClusterShape, ImageRules, vllm_sim_stand_in
+from kubemu.testing import Harness, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 

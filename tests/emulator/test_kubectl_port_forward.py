@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from tests.emulator.plane_harness import running_plane, wait_ready
 
 from kubemu.kubelet.spdy import (
     DICTIONARY,
@@ -22,6 +21,7 @@ from kubemu.kubelet.spdy import (
     data_frame,
     take_frame,
 )
+from kubemu.testing import running_plane, wait_ready
 
 # Writes 3 MB of random bytes and their sha256, then serves its folder on the port in argv[1].
 SERVE_FILES = (

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from kubernetes.stream import portforward
-from tests.emulator.plane_harness import Harness, running_plane, wait_for
+
+from kubemu.testing import Harness, running_plane, wait_for
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 

@@ -1,4 +1,6 @@
-"""An emulated cluster with its control plane, in a background event loop, for sync tests.
+"""An emulated cluster with its control plane, in a background event loop, for sync tests
+(kubemu's and its users': the fake ships with the thing it fakes; needs the ``testing`` extra,
+the official ``kubernetes`` client).
 
 The official ``kubernetes`` client is synchronous, so the emulator runs in its own thread;
 tests talk to it over HTTP exactly as a user would, through the kubeconfig it writes.
@@ -60,13 +62,17 @@ class Harness:
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(10)
 
 
+_NO_STATUS = client.V1PodStatus(conditions=[])
+
+
 def wait_ready(h: Harness, pod: str, namespace: str = "default") -> None:
     """Wait until ``pod``'s Ready condition is True."""
     wait_for(
         f"pod {pod} to be ready",
         lambda: any(
             c.type == "Ready" and c.status == "True"
-            for c in h.core.read_namespaced_pod(pod, namespace).status.conditions or []
+            for c in (h.core.read_namespaced_pod(pod, namespace).status or _NO_STATUS).conditions
+            or []
         ),
     )
 
@@ -110,7 +116,8 @@ async def _abort_closing_tls() -> None:
     for obj in gc.get_objects():
         # type(), not isinstance(): isinstance reads __class__, which some objects (torch's)
         # answer with a deprecation warning
-        if issubclass(type(obj), selector_events._SelectorSocketTransport) and not obj.is_closing():
+        transport = selector_events._SelectorSocketTransport  # type: ignore[attr-defined]
+        if issubclass(type(obj), transport) and not obj.is_closing():
             state = getattr(getattr(obj, "_protocol", None), "_state", None)
             if str(state).endswith("SHUTDOWN"):
                 obj.abort()
@@ -147,7 +154,7 @@ def running_plane(
 
     plane = asyncio.run_coroutine_threadsafe(start(), loop).result(30)
     kubeconfig = emulator.write_kubeconfig(tmp_path / "kubeconfig")
-    api = config.new_client_from_config(str(kubeconfig))
+    api = config.new_client_from_config(str(kubeconfig))  # type: ignore[no-untyped-call]
     try:
         yield Harness(emulator, plane, api, loop, kubeconfig)
     finally:
