@@ -56,10 +56,14 @@ def test_load_over_grpc(grpc_sim: Endpoint, tmp_path: Path, processes: int) -> N
     assert all(len(r["chunks_ns"]) == 24 for r in written)  # one content message per token
     assert not any(r["token_mismatch"] for r in written)
     # paced at the server (token i due at 5 + 2·i ms after arrival, never earlier), so each
-    # stream lasts at least that long, and its tokens come in more than one message burst
+    # stream lasts at least that long, and its tokens come in more than one message burst: a
+    # server that buffered would send every stream whole. One stream read in one wake-up (its
+    # client process descheduled for its ~50 ms on a busy 2-core host) is the host, not that.
     e2e_ms = [(r["done_ns"] - r["sent_ns"]) / 1e6 for r in written]
     assert min(e2e_ms) >= 0.95 * (5.0 + 23 * 2.0)
-    assert all(len(set(r["chunks_ns"])) > 1 for r in written)
+    bursts = sorted(len(set(r["chunks_ns"])) for r in written)
+    assert sum(b > 1 for b in bursts) >= 0.9 * len(bursts), bursts
+    assert bursts[len(bursts) // 2] >= 4, bursts  # the median stream: several reads
     server = summary["server_metrics"]["deployments"]["sim"]
     assert server["generation_tokens"] == 24 * len(written)  # nothing lost between processes
     assert summary["setup"]["api"] == "tgis"
