@@ -24,41 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from testbed.results.files import write_atomic
+from testbed.results.records import LoadRecord, fields_of
 
-#: The load probe's record, one request: each field and its meaning (the published schema;
-#: times are monotonic nanoseconds of the load generator's clock, comparable within a run).
-LOAD_RECORD: dict[str, str] = {
-    "stage": "the stage the request belongs to (a sweep's stage name, or the profile's)",
-    "n": "the request's number in the run, over all load processes (0, 1, …)",
-    "request_id": "sent as the x-request-id header (gRPC metadata for TGIS): <run prefix>-<n>",
-    "proc": "the load process that sent it (0 with processes: 1)",
-    "item": "the dataset item (prompt) it sent; sessions: the conversation's index",
-    "session": "sessions: the session's number in the run (null otherwise)",
-    "turn": "sessions: the turn's index in its session, 0 for the first (null otherwise)",
-    "scheduled_ns": "when it was due (open loop: its arrival time; closed loop: its turn)",
-    "queued_ns": "how long it waited for a free slot under max_in_flight (0 when none)",
-    "connect_ns": "time spent opening a new connection for it (0 on a kept-alive one)",
-    "sent_ns": "when its request was written",
-    "first_byte_ns": "when the first byte of the answer arrived",
-    "chunks_ns": "when each content chunk arrived (TTFT is the first minus sent_ns)",
-    "done_ns": "when the answer ended, null when it failed",
-    "failed_ns": "when the client gave up or the answer proved wrong, null when done",
-    "status": "the HTTP status (TGIS: 200, or the gRPC error's HTTP equivalent)",
-    "error": "what went wrong, null when nothing did",
-    "error_by": "server (its answer was wrong) or client (timeout, connection); null",
-    "error_kind": "connect, timeout or protocol (no answer came), server (it was wrong); null",
-    "finish_reason": "the server's finish reason (stop, length …)",
-    "model": "the model its dataset row named (null: the load's model)",
-    "inputs": "embeddings: the inputs in the request's batch (null for generation apis)",
-    "input_tokens": "prompt tokens, counted by the client's tokenizer (embeddings: the batch's)",
-    "requested_output_tokens": "max_tokens asked",
-    "usage_input_tokens": "the server's usage.prompt_tokens, null when not given",
-    "usage_output_tokens": "the server's usage.completion_tokens, null when not given",
-    "client_output_tokens": "output tokens the client counted in the text that arrived",
-    "output_tokens": "the output tokens throughput and TPOT use (the client's count)",
-    "token_mismatch": "the server's count differs from the client's exact one",
-    "text": "the generated text (keep_text: true only)",
-}
+#: The load probe's record, one request: each field and its meaning (the published schema,
+#: generated from :class:`~testbed.results.records.LoadRecord`, in its order).
+LOAD_RECORD: dict[str, str] = fields_of(LoadRecord)
 
 #: Derived columns of records.csv (wall time from the run's clock anchor).
 DERIVED = {

@@ -60,7 +60,7 @@ def test_max_tokens_and_timeout_s_reach_every_request(tmp_path: Path) -> None:
     stable = [r for r in records if r["side"] == "stable"]
     canary = [r for r in records if r["side"] == "canary"]
     assert len(stable) == len(canary) == 4
-    assert all(r["error"] is None and r["output_tokens"] == 5 for r in stable)
+    assert all(r["error"] is None and r["usage_output_tokens"] == 5 for r in stable)
     assert all(r["error"] and "tim" in r["error"].lower() for r in canary), canary
 
 

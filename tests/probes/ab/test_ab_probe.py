@@ -124,7 +124,7 @@ def test_records_and_prompt_set_on_disk(tmp_path: Path) -> None:
             <= record["chunks_ns"][-1]
             <= record["done_ns"]
         )
-        assert record["output_tokens"] == 8
+        assert record["usage_output_tokens"] == 8
         assert record["text"]
     pairs = {(r["pair"], r["side"]) for r in records}
     assert len(pairs) == 40

@@ -1,6 +1,6 @@
 """A server's word is checked in the A/B probe too (issue 32): a canary whose counts cannot be
 true ("abc", −5, 800 for max_tokens 8, over OpenAI, TGI and TGIS) has each such answer as
-its request's error, in the client's words; ``output_tokens`` holds only counts the client
+its request's error, in the client's words; ``usage_output_tokens`` holds only counts the client
 accepted, so the side's token totals neither crash nor add up a lie.
 
 Two scripted servers (tests/fixtures/scripted.py): the stable one honest, the canary lying.
@@ -115,10 +115,10 @@ def test_a_lying_canarys_answers_are_its_errors(
     honest = [r for r in records if r["side"] == "stable"]
     lying = [r for r in records if r["side"] == "canary"]
     assert len(honest) == len(lying) == 12
-    assert all(r["error"] is None and r["output_tokens"] == 8 for r in honest), honest[0]
+    assert all(r["error"] is None and r["usage_output_tokens"] == 8 for r in honest), honest[0]
     for record in lying:
         assert str(record["error"]).startswith(words), record
-        assert record["output_tokens"] is None, record
+        assert record["usage_output_tokens"] is None, record
     errors = outcome.summary["ab"]["errors"]
     assert (errors["canary"]["errors"], errors["stable"]["errors"]) == (12, 0)
     assert outcome.verdict.status == Status.FAIL

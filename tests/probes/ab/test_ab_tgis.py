@@ -42,7 +42,7 @@ async def test_identical_sides_agree_over_grpc(tmp_path: Path) -> None:
     assert ab["n_pairs"] == 60
     assert ab["agreement"]["value"] == 1.0
     written = read_records(tmp_path / "records.jsonl")
-    assert {r["output_tokens"] for r in written} == {4}
+    assert {r["usage_output_tokens"] for r in written} == {4}
     assert all(len(r["chunks_ns"]) == 4 for r in written)
 
 

@@ -161,3 +161,30 @@ def test_record_of_an_empty_answer_and_of_an_http_error() -> None:
     assert empty["done_ns"] == 20
     assert failed["error"] == "HTTP 500: boom"
     assert failed["status"] == 500
+
+
+def test_a_request_never_sent_has_no_sent_time_and_the_servers_count_by_its_name() -> None:
+    """An A/B record's ``sent_ns`` means what a load record's does (null when the request was
+    never written; the attempt's start is ``started_ns``), and the server's token count is
+    ``usage_output_tokens``: ``output_tokens`` is the client's count in a load record."""
+
+    async def records() -> tuple[dict[str, object], dict[str, object]]:
+        target = traffic.Target(
+            "canary", "c", ConnectionPool("http://127.0.0.1:9"), "m", "completions", 8, 0.0, 5.0
+        )
+        request = AbRequest(0, 0, "canary", prompts.synthetic(1, 0)[0])
+        answered = Response(status=200, t_sent_ns=10, t_done_ns=20, usage={"completion_tokens": 3})
+        return (
+            dict(traffic.record_of(request, target, None, "connection refused", 5, "connect")),
+            dict(traffic.record_of(request, target, answered, None, 5)),
+        )
+
+    refused, answered = asyncio.run(records())
+    assert (refused["started_ns"], refused["sent_ns"], refused["error_kind"]) == (
+        5,
+        None,
+        "connect",
+    )
+    assert (answered["started_ns"], answered["sent_ns"]) == (5, 10)
+    assert answered["usage_output_tokens"] == 3
+    assert "output_tokens" not in answered

@@ -44,6 +44,7 @@ from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness.embedding import Embedder
 from testbed.probes.server_metrics.summary import ab_client_tokens
 from testbed.results.files import write_atomic
+from testbed.results.records import AbRecord
 
 __all__ = ["Scorer", "run"]
 
@@ -128,8 +129,8 @@ def _embedding_scorer(model_dir: str | None) -> Scorer:
 
 async def _send_all(
     ctx: ProbeContext, config: AbProbe, order: Sequence[AbRequest], targets: Mapping[Side, Target]
-) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
+) -> list[AbRecord]:
+    records: list[AbRecord] = []
 
     async def send(request: AbRequest) -> None:
         record = await traffic.send_one(request, targets[request.side])

@@ -11,16 +11,18 @@ paired (a dispatcher walks the order and waits for a free slot of the request's 
 pair structure survives), for the one stream when split. Open loop releases one pair (or one
 request when split) every ``1 / rate`` seconds, whatever is still in flight.
 
-A record is written the moment its request ends (never only held in memory): side,
-deployment, prompt id, pair and sequence numbers, raw ``monotonic_ns`` timestamps
-(``sent_ns``, ``chunks_ns``, ``done_ns`` — the names :mod:`testbed.results.metrics` reads),
-HTTP status, output text, server-reported output tokens, finish reason and error.
+A record (:class:`testbed.results.records.AbRecord`) is written the moment its request ends
+(never only held in memory): side, deployment, prompt id, pair and sequence numbers, raw
+``monotonic_ns`` timestamps (``started_ns``; ``sent_ns``, ``chunks_ns``, ``done_ns`` — the
+names and meanings :mod:`testbed.results.metrics` reads, as in a load record), HTTP status,
+output text, the server's output token count, finish reason and error.
 
 A server's counts are checked, not trusted (:mod:`testbed.clients.counts`): every protocol's
 sink gets the request's limits, so a count over ``max_tokens``, negative or not a number is
-that request's error (a server error, counted on its side), and ``output_tokens`` is only
-ever a count the client accepted — null when the answer failed, never ``"abc"`` or −5 for
-the token totals to add up.
+that request's error (a server error, counted on its side), and ``usage_output_tokens`` is
+only ever a count the client accepted — null when the answer failed, never ``"abc"`` or −5
+for the token totals to add up. (It is the server's count, so it is not named
+``output_tokens``: in a load record that is the client's.)
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
 from testbed.probes.ab.prompts import Prompt
 from testbed.probes.shaping import merge_body
+from testbed.results.records import AbRecord
 
 Side = Literal["stable", "canary"]
 SIDES: tuple[Side, Side] = ("stable", "canary")
@@ -157,7 +160,7 @@ def record_of(
     failure: str | None,
     t_start_ns: int,
     failure_kind: ErrorKind | None = None,
-) -> dict[str, Any]:
+) -> AbRecord:
     """The record of one finished (or failed) request; ``failure_kind``: the kind of the
     client's exception when no answer came (``error_kind``; ``server`` for its answer's)."""
     if response is None:
@@ -173,7 +176,8 @@ def record_of(
         "pair": request.pair,
         "seq": request.seq,
         "prompt_id": request.prompt.id,
-        "sent_ns": response.t_sent_ns or t_start_ns,
+        "started_ns": t_start_ns,
+        "sent_ns": response.t_sent_ns or None,
         "chunks_ns": [t for t, _ in response.chunks],
         "done_ns": response.t_done_ns or None,
         "failed_ns": monotonic_ns() if failure else None,
@@ -182,12 +186,14 @@ def record_of(
         "error_kind": None if error is None else failure_kind if failure else "server",
         "text": response.text if failure is None else "",
         # the server's count only when its answer stood: a refused count is the error's
-        "output_tokens": token_count(usage.get("completion_tokens")) if error is None else None,
+        "usage_output_tokens": token_count(usage.get("completion_tokens"))
+        if error is None
+        else None,
         "finish_reason": response.finish_reason,
     }
 
 
-async def send_one(request: AbRequest, target: Target) -> dict[str, Any]:
+async def send_one(request: AbRequest, target: Target) -> AbRecord:
     """Send ``request`` to ``target``; connection failures and timeouts become the record's
     error (a per-request fact), never an exception."""
     t_start = monotonic_ns()

@@ -14,14 +14,13 @@ has, or — where no chat template adds its own — more.
 
 from __future__ import annotations
 
-from typing import Any
-
 from testbed.clients.counts import disagreement, whole_number
 from testbed.clients.http_errors import ErrorKind
 from testbed.clients.response import Response
 from testbed.core.clock import monotonic_ns
 from testbed.probes.load.dataset import Item
 from testbed.probes.load.tokens import TokenCounter
+from testbed.results.records import LoadRecord, RequestPlace
 
 
 def request_record(
@@ -30,13 +29,13 @@ def request_record(
     asked: Item,
     counter: TokenCounter,
     api: str,
+    place: RequestPlace,
     error_kind: ErrorKind | None = None,
-    **fields: Any,
-) -> dict[str, Any]:
+) -> LoadRecord:
     """The record of one request for the item ``asked``. ``error``: the client's own failure
     (timeout, connection), None when the server answered, and ``error_kind`` its kind (the
-    exception's: :mod:`testbed.clients.http_errors`); ``fields``: the request's place
-    (stage, n, proc, item, scheduled_ns, queued_ns), written first."""
+    exception's: :mod:`testbed.clients.http_errors`); ``place``: where the request comes
+    from (stage, n, proc, item …), written first."""
     usage = response.usage if isinstance(response.usage, dict) else {}
     server_out = whole_number(usage.get("completion_tokens"))
     server_in = whole_number(usage.get("prompt_tokens"))
@@ -49,8 +48,17 @@ def request_record(
         error = "no content in the response"
     if error is None and counter.exact:
         error = _counts_disagree(server_out, client_out, server_in, asked, counter, api)
+    # each key by name, not ``**place``: mypy checks a TypedDict display key by key
     return {
-        **fields,
+        "stage": place["stage"],
+        "n": place["n"],
+        "request_id": place["request_id"],
+        "proc": place["proc"],
+        "item": place["item"],
+        "session": place["session"],
+        "turn": place["turn"],
+        "scheduled_ns": place["scheduled_ns"],
+        "queued_ns": place["queued_ns"],
         "connect_ns": response.connect_ns,
         "sent_ns": response.t_sent_ns or None,
         "first_byte_ns": response.t_first_byte_ns or None,

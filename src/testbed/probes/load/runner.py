@@ -39,8 +39,9 @@ from testbed.probes.load.dataset import Item
 from testbed.probes.load.record import request_record
 from testbed.probes.load.schedule import Arrivals, PreciseTimer, offsets_ns
 from testbed.probes.load.tokens import TokenCounter
+from testbed.results.records import LoadRecord, RequestPlace
 
-RecordSink = Callable[[dict[str, Any]], None]
+RecordSink = Callable[[LoadRecord], None]
 
 
 class Sender(Protocol):
@@ -251,8 +252,7 @@ class LoadGenerator:
         index = number % len(self._items)
         asked, payload, limits = self._items[index], self._payloads[index], self._limits[index]
         # a plain load's records have the fields of sessions too, null (one schema)
-        place = {"item": index, "session": None, "turn": None}
-        await self._send(stage, scheduled, queued, number, asked, payload, limits, **place)
+        await self._send(stage, scheduled, queued, number, asked, payload, limits, index)
 
     async def _send(
         self,
@@ -263,11 +263,13 @@ class LoadGenerator:
         asked: Item,
         payload: bytes,
         limits: Limits | Expect,
-        **place: Any,
-    ) -> tuple[Response, dict[str, Any]]:
-        """Send one request, write its record (``place``: where it comes from in the
-        dataset, first ``item``); the answer and the record, for a caller that goes on
-        from them (a session's next turn)."""
+        item: int,
+        session: int | None = None,
+        turn: int | None = None,
+    ) -> tuple[Response, LoadRecord]:
+        """Send one request, write its record (``item``: where it comes from in the
+        dataset; ``session`` and ``turn``: a session's); the answer and the record, for a
+        caller that goes on from them (a session's next turn)."""
         sink = self._make_sink(limits)
         error: str | None = None
         kind: ErrorKind | None = None
@@ -284,21 +286,18 @@ class LoadGenerator:
         sent = response.t_sent_ns
         if sent:
             self.lags.append(sent - scheduled - queued - response.connect_ns)
-        record = request_record(
-            response,
-            error,
-            asked,
-            self._counter,
-            self._opt.api,
-            kind,
-            stage=stage,
-            n=number,
-            request_id=request_id,
-            proc=self._opt.proc,
-            **place,
-            scheduled_ns=scheduled,
-            queued_ns=queued,
-        )
+        place: RequestPlace = {
+            "stage": stage,
+            "n": number,
+            "request_id": request_id,
+            "proc": self._opt.proc,
+            "item": item,
+            "session": session,
+            "turn": turn,
+            "scheduled_ns": scheduled,
+            "queued_ns": queued,
+        }
+        record = request_record(response, error, asked, self._counter, self._opt.api, place, kind)
         if self._opt.keep_text:
             record["text"] = response.text
         if self._secrets and record["error"]:  # only a failed request pays for this

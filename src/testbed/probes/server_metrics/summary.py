@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.config.server_metrics import ServerMetrics
+from testbed.results.records import AbRecord
 
 GAUGES = ("running", "waiting", "kv_cache_usage")
 
@@ -71,11 +72,11 @@ def load_client_tokens(records: Iterable[Mapping[str, Any]], *, exact: bool) -> 
     return ClientTokens(output, prompt, counted, out_basis)
 
 
-def ab_client_tokens(records: Iterable[Mapping[str, Any]]) -> ClientTokens:
+def ab_client_tokens(records: Iterable[AbRecord]) -> ClientTokens:
     """An A/B side's counts: the usage of each answered request (the A/B probe counts no
     tokens itself); unknown when any answered request came without usage."""
-    reached = [r for r in records if r.get("status")]
-    counts = [r.get("output_tokens") for r in reached]
+    reached = [r for r in records if r["status"]]
+    counts = [r["usage_output_tokens"] for r in reached]
     if not reached or any(c is None for c in counts):
         return ClientTokens(None, None)
     return ClientTokens(sum(int(c or 0) for c in counts), None)
