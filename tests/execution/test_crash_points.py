@@ -4,7 +4,6 @@ attempt. Each state left behind must be one that ``--resume`` handles."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -91,14 +90,13 @@ async def test_failed_provisioning_keeps_an_interrupted_attempt(tmp_path: Path) 
         folder.mkdir(parents=True)
         (folder / rundir.RECORDS).write_text('{"n": 0}\n{"n": 1}\n')
         runner = WorkerSetRunner(
-            Setting(plan, 0, tmp_path),
-            FailingBackend(),
-            run,
-            ledger,
-            Silent(),
-            0,
-            False,
-            asyncio.Event(),
+            setting=Setting(plan, 0, tmp_path),
+            backend=FailingBackend(),
+            run_dir=run,
+            ledger=ledger,
+            observer=Silent(),
+            retries=0,
+            fail_fast=False,
         )
         for worker_set in make_worker_sets(plan, plan.treatments):
             await runner(worker_set)

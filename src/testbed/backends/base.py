@@ -56,6 +56,9 @@ class ShippedCampaign:
 
     data: Mapping[str, str]
     items: Sequence[Mapping[str, str]]
+    #: The ``${env:NAME}`` names its probes resolve (header secrets): values, never the
+    #: campaign's, the backend hands the probe from this process's environment.
+    env: Sequence[str] = ()
 
 
 @dataclass
@@ -82,6 +85,11 @@ class Backend(abc.ABC):
     #: run directory (``pids/``). Any run leaves such groups — its steps run here — so
     #: ``testbed cleanup`` ends them itself after a backend that does not.
     ends_local_processes: ClassVar[bool] = False
+    #: Whether this backend is a run's in-cluster worker (a probe Job, ``testbed worker
+    #: --endpoint``): the servers are given, and the run's controller runs the steps, the
+    #: captures and ships the probe — this process runs no steps, captures nothing and runs
+    #: its probe itself. Nothing of it needs checking before the run (:meth:`preflight`).
+    probe_job: ClassVar[bool] = False
     #: The campaign file's folder: relative paths of deployments (``tls.ca_bundle``) start here.
     base_dir: Path = Path()
 

@@ -83,6 +83,7 @@ class EndpointsBackend(Backend):
     """Provisions nothing: each deployment is served at the URL given for it."""
 
     name = "endpoints"
+    probe_job = True
 
     def __init__(self, urls: Mapping[str, str], base_dir: Path | None = None) -> None:
         self.urls = dict(urls)

@@ -21,17 +21,16 @@ from testbed.config.server_kinds import kind_of, provisioned
 from testbed.core.clock import wall_label
 from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
-from testbed.execution.captures import Captures
 from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.inputs import check_api_keys, check_capacity, check_files
-from testbed.execution.remote_probes import check_shippable, shipped_campaign
+from testbed.execution.remote_probes import check_shippable
+from testbed.execution.run import Run
 from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
 from testbed.execution.stopping import CutShort, StopRequests, cut_short_message
 from testbed.execution.strategy import run_worker_sets
-from testbed.execution.treatment import Setting, write_summary
-from testbed.execution.worker_set import WorkerSetRunner
+from testbed.execution.treatment import write_summary
 from testbed.plan.expand import expand
 from testbed.plan.model import Plan, Treatment
 from testbed.results.ledger import Ledger
@@ -67,15 +66,6 @@ class NotStarted(InfrastructureError):
 
 
 @dataclass
-class Held:
-    """What the phases share once the cluster's turn is held."""
-
-    backend: Backend
-    runner: WorkerSetRunner
-    stops: StopRequests
-
-
-@dataclass
 class RunOutcome:
     run_dir: RunDir
     plan: Plan
@@ -102,10 +92,9 @@ def check_connection(loaded: LoadedCampaign, plan: Plan, options: RunOptions) ->
     directory exists (InputError, exit 2), as must the ``${env:}`` API keys of external
     deployments. Reads files and variables; sends nothing."""
     check_api_keys(loaded)
-    if options.endpoints is None:
-        deployments = [w.config for w in plan.workers.values() if kind_of(w.config).pod]
-        backend = loaded.campaign.backend
-        backend_class(backend.kind).preflight(backend, deployments)
+    deployments = [w.config for w in plan.workers.values() if kind_of(w.config).pod]
+    backend = loaded.campaign.backend
+    run_backend_class(loaded, options).preflight(backend, deployments)
 
 
 def open_new(loaded: LoadedCampaign, options: RunOptions) -> tuple[RunDir, Plan]:
@@ -168,7 +157,13 @@ async def execute(
     stops.install(loop)
     try:
         with Ledger(run_dir.path / LEDGER) as ledger:
-            return await _phases(loaded, run_dir, plan, options, ledger, skip, stops)
+            ledger.register(
+                (t.id, t.dirname, "SKIPPED" if t.status == "skipped" else "", t.reason)
+                for t in plan.treatments
+            )
+            backend = run_backend(loaded, run_dir, options)
+            run = Run(loaded, plan, run_dir, options, ledger, frozenset(skip), stops, backend)
+            return await _phases(run)
     except NotStarted:
         if options.fresh_dir:
             shutil.rmtree(run_dir.path, ignore_errors=True)
@@ -184,80 +179,33 @@ async def execute(
         stops.remove(loop)
 
 
-async def _phases(
-    loaded: LoadedCampaign,
-    run_dir: RunDir,
-    plan: Plan,
-    options: RunOptions,
-    ledger: Ledger,
-    skip: set[str],
-    stops: StopRequests,
-) -> RunOutcome:
-    observer = options.observer
-    ledger.register(
-        (t.id, t.dirname, "SKIPPED" if t.status == "skipped" else "", t.reason)
-        for t in plan.treatments
-    )
-    if options.endpoints is not None:  # the servers' URLs are given: provision nothing
-        from testbed.backends.endpoints import EndpointsBackend
-
-        backend: Backend = EndpointsBackend(options.endpoints, loaded.base_dir)
-    else:
-        backend = make_backend(loaded, run_dir)
-    runner = WorkerSetRunner(
-        Setting(
-            plan,
-            loaded.campaign.execution.seed,
-            loaded.base_dir,
-            loaded.campaign.backend,
-            # a worker given --endpoint runs its probe itself: it is the probe Job
-            campaign=None if options.endpoints is not None else shipped_campaign(loaded, plan),
-            record_tee=options.record_tee,
-        ),
-        backend,
-        run_dir,
-        ledger,
-        observer,
-        loaded.campaign.execution.retries,
-        loaded.campaign.execution.fail_fast,
-        asyncio.Event(),
-    )
-    captures = Captures(backend, loaded.campaign.execution.capture)
-    runner.captures = captures if captures.active and options.endpoints is None else None
+async def _phases(run: Run) -> RunOutcome:
+    """Take the cluster's turn (a shared cluster's Lease), then run the phases with it held."""
 
     def say(message: str) -> None:
-        observer.phase("lease", message)
+        run.observer.phase("lease", message)
 
     async with contextlib.AsyncExitStack() as turn:
         try:
-            await turn.enter_async_context(backend.exclusive(not options.no_wait, say))
+            await turn.enter_async_context(run.backend.exclusive(not run.options.no_wait, say))
         except InfrastructureError as exc:  # refused the cluster's turn: nothing ran
-            gone = f"; {run_dir.path} was removed" if options.fresh_dir else ""
+            gone = f"; {run.run_dir.path} was removed" if run.options.fresh_dir else ""
             raise NotStarted(f"{exc} — nothing ran{gone}") from exc
-        return await _held(
-            loaded, run_dir, plan, options, ledger, skip, Held(backend, runner, stops)
-        )
+        return await _held(run)
 
 
-async def _held(
-    loaded: LoadedCampaign,
-    run_dir: RunDir,
-    plan: Plan,
-    options: RunOptions,
-    ledger: Ledger,
-    skip: set[str],
-    held: Held,
-) -> RunOutcome:
+async def _held(run: Run) -> RunOutcome:
     """The phases, with the cluster's turn held (a shared cluster's Lease)."""
-    observer = options.observer
-    backend, runner = held.backend, held.runner
-    # a worker given --endpoint is the probe Job of a run whose steps run at its controller
-    steps = StepSession.open(loaded, run_dir, backend, observer, skip, options.endpoints is None)
+    observer, backend, skip = run.observer, run.backend, run.skip
+    # a probe Job's backend runs no steps: they run at the run's controller
+    steps = StepSession.open(
+        run.loaded, run.run_dir, backend, observer, set(skip), not backend.probe_job
+    )
     if "cleanup" not in skip:
         observer.phase("cleanup")
-        for line in await backend.cleanup_leftovers(run_dir.path):
+        for line in await backend.cleanup_leftovers(run.run_dir.path):
             observer.phase("cleanup", line)
-    todo = [t for t in plan.planned() if t.id in ledger.to_run()]
+    todo = [t for t in run.plan.planned() if t.id in run.ledger.to_run()]
     used = {w for t in todo for w in t.workers}
     cleanup_error: InfrastructureError | None = None
     try:  # from prepare on, what was made is released whatever happens
@@ -265,86 +213,38 @@ async def _held(
         ok = "cleanup" in skip or await steps.stage("cleanup")
         if ok and "prepare" not in skip:
             observer.phase("prepare")
-            configs = [plan.workers[w].config for w in plan.workers if w in used]
-            configs = [c for c in configs if provisioned(c)]
-            for line in await backend.prepare(configs):
+            configs = [run.plan.workers[w].config for w in run.plan.workers if w in used]
+            for line in await backend.prepare([c for c in configs if provisioned(c)]):
                 observer.phase("prepare", line)
             ok = await steps.stage("prepare")
         if ok:
-            todo = await _skip_infeasible(backend, plan, todo, ledger, observer, run_dir)
+            todo = await _skip_infeasible(run, todo)
         if ok and "test" not in skip:
-            await _test(steps, todo, loaded, plan, options, backend, runner)
+            await _test(run, steps, todo)
     finally:
-        if loaded.campaign.execution.keep:
-            observer.phase("final cleanup", kept_message(run_dir))
+        if run.execution.keep:
+            observer.phase("final cleanup", kept_message(run.run_dir))
         elif "final_cleanup" not in skip:
-            cleanup_error = await _final_cleanup(steps, held, run_dir, observer)
-    return RunOutcome(run_dir, plan, runner.verdicts, ledger.states(), cleanup_error)
+            cleanup_error = await _final_cleanup(run, steps)
+    return RunOutcome(
+        run.run_dir, run.plan, run.runner.verdicts, run.ledger.states(), cleanup_error
+    )
 
 
-async def _final_cleanup(
-    steps: StepSession, held: Held, run_dir: RunDir, observer: Observer
-) -> InfrastructureError | None:
-    """The final cleanup's steps, then release what the run made. A failure to release (the
-    API server gone) is returned, not raised: the run's results come first — the caller
-    writes summary.json and the report, then reports it (exit 3). An error that ended the
-    run already wins; this one is then only shown.
-
-    A stop request during the steps ends them; the release runs all the same and is cut
-    short only by a second request (:mod:`.stopping`): the run then says what is left."""
-    observer.phase("final cleanup")
-    stops, backend = held.stops, held.backend
-    stopped: asyncio.CancelledError | None = None
-    try:
-        await steps.stage("final_cleanup")
-    except asyncio.CancelledError as exc:
-        if not stops.received:
-            raise  # not a stop request of ours: whoever cancelled decides
-        if len(stops.received) > 1:
-            raise _cut_short(held, run_dir, steps_done=False) from None
-        stopped = exc  # raised again once what the run made is released
-    try:
-        await stops.removal(backend.cleanup_leftovers(run_dir.path))
-    except CutShort:
-        raise _cut_short(held, run_dir, steps_done=stopped is None) from None
-    except InfrastructureError as exc:
-        observer.phase("final cleanup", f"failed: {exc}")
-        if stopped is not None:
-            raise stopped from exc
-        return exc
-    if stopped is not None:
-        raise stopped
-    return None
-
-
-def _cut_short(held: Held, run_dir: RunDir, *, steps_done: bool) -> Interrupted:
-    remains = held.backend.remains(run_dir.path)
-    name = held.stops.name
-    return Interrupted(cut_short_message(name, run_dir.path, steps_done, remains, True))
-
-
-async def _test(
-    steps: StepSession,
-    todo: list[Treatment],
-    loaded: LoadedCampaign,
-    plan: Plan,
-    options: RunOptions,
-    backend: Backend,
-    runner: WorkerSetRunner,
-) -> None:
+async def _test(run: Run, steps: StepSession, todo: list[Treatment]) -> None:
     """The test phase: its steps before the treatments, the treatments, its steps after."""
     if not await steps.stage("test"):
         return
     if todo:
-        options.observer.phase("test", f"{len(todo)} treatment(s)")
-        execution = loaded.campaign.execution
-        worker_sets = make_worker_sets(plan, todo, execution.unroll)
-        budget = options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
+        run.observer.phase("test", f"{len(todo)} treatment(s)")
+        execution, backend, runner = run.execution, run.backend, run.runner
+        worker_sets = make_worker_sets(run.plan, todo, execution.unroll)
+        budget = run.options.cpu_budget or execution.cpu_budget or float(os.cpu_count() or 1)
         await run_worker_sets(
             worker_sets,
             execution,
             budget,
-            _cost(plan, backend),
+            _cost(run.plan, backend),
             runner,
             runner.stop,
             lambda ws: frozenset().union(*(backend.worker_devices(w) for w in ws.workers)),
@@ -352,17 +252,11 @@ async def _test(
     await steps.stage("test_after")
 
 
-async def _skip_infeasible(
-    backend: Backend,
-    plan: Plan,
-    todo: list[Treatment],
-    ledger: Ledger,
-    observer: Observer,
-    run_dir: RunDir,
-) -> list[Treatment]:
+async def _skip_infeasible(run: Run, todo: list[Treatment]) -> list[Treatment]:
     """Skip, with the backend's numbers, treatments whose workers can never start there."""
+    backend, observer = run.backend, run.observer
     used = {w for t in todo for w in t.workers}
-    configs = {w: plan.workers[w].config for w in sorted(used)}
+    configs = {w: run.plan.workers[w].config for w in sorted(used)}
     reasons, notes = await backend.infeasible({w: c for w, c in configs.items() if provisioned(c)})
     for note in notes:
         observer.phase("prepare", note)
@@ -373,9 +267,9 @@ async def _skip_infeasible(
         if not reason:
             keep.append(treatment)
             continue
-        ledger.finish(treatment.id, "SKIPPED", reason)
+        run.ledger.finish(treatment.id, "SKIPPED", reason)
         verdict = Verdict(status=Status.SKIPPED, reason=reason)
-        out_dir = run_dir.treatment(treatment.dirname)
+        out_dir = run.run_dir.treatment(treatment.dirname)
         out_dir.mkdir(parents=True, exist_ok=True)
         write_summary(out_dir, treatment, verdict, 0)
         observer.phase("prepare", f"skipped {treatment.dirname}: {reason}")
@@ -403,3 +297,61 @@ def make_backend(loaded: LoadedCampaign, run_dir: RunDir) -> Backend:
     config = loaded.campaign.backend
     keep = loaded.campaign.execution.keep
     return backend_class(config.kind).for_run(run_dir.path, config, loaded.base_dir, keep)
+
+
+def run_backend_class(loaded: LoadedCampaign, options: RunOptions) -> type[Backend]:
+    """The backend a run uses: the campaign's, or — given the servers' URLs (``testbed
+    worker --endpoint``, a run's probe Job) — one that provisions nothing."""
+    if options.endpoints is not None:
+        from testbed.backends.endpoints import EndpointsBackend
+
+        return EndpointsBackend
+    return backend_class(loaded.campaign.backend.kind)
+
+
+def run_backend(loaded: LoadedCampaign, run_dir: RunDir, options: RunOptions) -> Backend:
+    """The backend of the run in ``run_dir`` (:func:`run_backend_class`)."""
+    if options.endpoints is not None:
+        from testbed.backends.endpoints import EndpointsBackend
+
+        return EndpointsBackend(options.endpoints, loaded.base_dir)
+    return make_backend(loaded, run_dir)
+
+
+async def _final_cleanup(run: Run, steps: StepSession) -> InfrastructureError | None:
+    """The final cleanup's steps, then release what the run made. A failure to release (the
+    API server gone) is returned, not raised: the run's results come first — the caller
+    writes summary.json and the report, then reports it (exit 3). An error that ended the
+    run already wins; this one is then only shown.
+
+    A stop request during the steps ends them; the release runs all the same and is cut
+    short only by a second request (:mod:`.stopping`): the run then says what is left."""
+    observer, stops, backend = run.observer, run.stops, run.backend
+    observer.phase("final cleanup")
+    stopped: asyncio.CancelledError | None = None
+    try:
+        await steps.stage("final_cleanup")
+    except asyncio.CancelledError as exc:
+        if not stops.received:
+            raise  # not a stop request of ours: whoever cancelled decides
+        if len(stops.received) > 1:
+            raise _cut_short(run, steps_done=False) from None
+        stopped = exc  # raised again once what the run made is released
+    try:
+        await stops.removal(backend.cleanup_leftovers(run.run_dir.path))
+    except CutShort:
+        raise _cut_short(run, steps_done=stopped is None) from None
+    except InfrastructureError as exc:
+        observer.phase("final cleanup", f"failed: {exc}")
+        if stopped is not None:
+            raise stopped from exc
+        return exc
+    if stopped is not None:
+        raise stopped
+    return None
+
+
+def _cut_short(run: Run, *, steps_done: bool) -> Interrupted:
+    path = run.run_dir.path
+    remains = run.backend.remains(path)
+    return Interrupted(cut_short_message(run.stops.name, path, steps_done, remains, True))

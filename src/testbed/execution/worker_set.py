@@ -46,9 +46,10 @@ class _Budget:
         return verdict.model_copy(update={"reason": reason})
 
 
-@dataclass
+@dataclass(kw_only=True)
 class WorkerSetRunner:
-    """Everything a worker set needs, shared by all worker sets of a run."""
+    """Everything a worker set needs, shared by all worker sets of a run (by name: eight
+    fields in a row are easily given in the wrong order)."""
 
     setting: Setting
     backend: Backend
@@ -57,7 +58,7 @@ class WorkerSetRunner:
     observer: Observer
     retries: int
     fail_fast: bool
-    stop: asyncio.Event
+    stop: asyncio.Event = field(default_factory=asyncio.Event)  # set: start nothing more
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     captures: Captures | None = None  # state and Prometheus around each treatment
 
