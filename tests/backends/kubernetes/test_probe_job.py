@@ -11,11 +11,12 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from testbed.backends.kubernetes.probe_job import configmap, probe_job, service_url
+from testbed.backends.kubernetes.probe_job import configmap, env_secret, probe_job, service_url
 from testbed.cli import main
 from testbed.config.backend_settings import KubernetesSettings
 from testbed.config.deployments import deployment_model
 from testbed.config.loader import load_campaign
+from testbed.execution.remote_probes import shipped_campaign
 from testbed.plan.expand import expand
 
 K8S_VERSION = "1.32.0"
@@ -56,10 +57,11 @@ def write(tmp_path: Path, **changes: Any) -> Path:
                 "load": {
                     "profile": "concurrency",
                     "requests": 4,
-                    "dataset": {"kind": "file", "path": "prompts.jsonl"},
+                    "dataset": {"kind": "file", "path": "{tmp}/prompts.jsonl"},
                 }
             },
-            "load.dataset.path: prompts.jsonl is a file of this machine, which a probe Job",
+            "load.dataset.path: {tmp}/prompts.jsonl: a probe in a pod gets the campaign's files"
+            " in a ConfigMap, so they must sit inside the campaign's folder",
         ),
         (
             {
@@ -70,7 +72,7 @@ def write(tmp_path: Path, **changes: Any) -> Path:
             "backend.probes: cluster has nothing to run for it",
         ),
     ],
-    ids=["local", "unknown", "external", "dataset-file", "scale"],
+    ids=["local", "unknown", "external", "dataset-outside", "scale"],
 )
 def test_what_a_probe_job_cannot_run_is_refused_at_validation(
     tmp_path: Path,
@@ -79,17 +81,18 @@ def test_what_a_probe_job_cannot_run_is_refused_at_validation(
     changes: dict[str, Any],
     message: str,
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # a load dataset file is relative to the working directory
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "prompts.jsonl").write_text('{"prompt": "hi"}\n')
     (tmp_path / "t.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     path = write(tmp_path, **changes)
+    path.write_text(path.read_text().replace("{tmp}", str(tmp_path)))  # an absolute path
     if changes.get("load", 1) is None:
         text = path.read_text().replace("load: null\n", "")
         path.write_text(text)
     code = main(["validate", str(path)])
     err = capsys.readouterr().err
     assert code == 2, err
-    assert message in " ".join(err.split()), err
+    assert message.replace("{tmp}", str(tmp_path)) in " ".join(err.split()), err
     assert "campaign.yaml" in err
 
 
@@ -138,3 +141,33 @@ def test_job_and_configmap_are_valid_objects_labelled_with_the_run(tmp_path: Pat
     assert pod["volumes"][0]["configMap"] == {"name": cm["metadata"]["name"], "items": items}
     assert len(job["metadata"]["name"]) <= 63
     assert job["metadata"]["name"].startswith("tb-probe-run-1-")
+
+
+def test_a_probe_job_gets_the_files_and_env_values_its_treatment_reads(tmp_path: Path) -> None:
+    # A dataset file beside the campaign travels in the ConfigMap at its relative path; a
+    # ${env:} header travels as a name, its value in a Secret the container reads by key.
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.jsonl").write_text('{"prompt": "hi"}\n')
+    load = {"profile": "concurrency", "requests": 4,
+            "headers": {"Authorization": "Bearer ${env:TB_TOKEN}"},
+            "dataset": {"kind": "file", "path": "data/rows.jsonl"}}  # fmt: skip
+    loaded = load_campaign(write(tmp_path, load=load))
+    plan = expand(loaded)
+    shipped = shipped_campaign(loaded, plan)
+    assert shipped is not None
+    (key,) = [i["key"] for i in shipped.items if i["path"] == "data/rows.jsonl"]
+    assert shipped.data[key] == '{"prompt": "hi"}\n'
+    assert shipped.env == ("TB_TOKEN",)
+    assert "${env:TB_TOKEN}" in shipped.data["campaign.yaml"]  # the name, never the value
+    (treatment,) = plan.planned()
+    workers = {w: plan.workers[w].config for w in treatment.workers}
+    backend = KubernetesSettings(kind="kubernetes", probes="cluster")
+    where = {"id": treatment.id, "dirname": treatment.dirname}
+    items = [dict(i) for i in shipped.items]
+    job = probe_job("run-1", "ns", where, 1, workers, backend, items, None, shipped.env)
+    secret = env_secret("run-1", "ns", {"TB_TOKEN": "v"})
+    for obj in (job, secret):
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    ref = {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "TB_TOKEN"}}
+    assert container["env"] == [{"name": "TB_TOKEN", "valueFrom": ref}]

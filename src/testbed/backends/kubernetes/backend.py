@@ -89,7 +89,9 @@ class KubernetesBackend(Backend):
         self._created = False  # whether this process applied anything (see _objects_marker)
         self._lock = asyncio.Lock()
         self._stacks = Stacks(self)  # server: manifests workers
-        self._probes = ProbeJobs(self.kube, self.run_id, self.namespace, self.settings)
+        self._probes = ProbeJobs(
+            self.kube, self.run_id, self.namespace, self.settings, self._will_apply_secret
+        )
 
     @classmethod
     def for_run(
@@ -360,6 +362,13 @@ class KubernetesBackend(Backend):
         if owns_namespace(self.settings):
             return [f"namespace {self.namespace} (the run's, with everything in it)"]
         return [f"objects labelled {RUN}={self.run_id} in namespace {self.namespace}"]
+
+    def _will_apply_secret(self, name: str) -> None:
+        """Secret ``name`` is about to be applied: cleanup deletes it by name, never lists."""
+        self._created = True
+        self._applied.add(("Secret", name))
+        with contextlib.suppress(OSError):
+            record_secret(self._objects_marker(), name)
 
     def _secrets(self) -> set[str]:
         """The Secrets this run applied: in this process, or recorded in its marker."""

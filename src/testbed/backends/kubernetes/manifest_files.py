@@ -18,7 +18,7 @@ import yaml
 from testbed.backends.base import ShippedCampaign
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.names import owns_namespace, run_namespace
-from testbed.backends.kubernetes.probe_job import configmap, probe_job
+from testbed.backends.kubernetes.probe_job import configmap, env_secret, probe_job
 from testbed.backends.kubernetes.stack import render_worker
 from testbed.backends.kubernetes.stack_scope import CRD
 from testbed.config.backend_settings import BackendSettings, KubernetesSettings
@@ -72,17 +72,21 @@ def stack_objects(
 def probe_objects(
     run_id: str, backend: KubernetesSettings, plan: Plan, campaign: ShippedCampaign | None
 ) -> list[dict[str, Any]]:
-    """What probes run in the cluster add to a run's objects: the campaign ConfigMap and
-    each planned treatment's first probe Job; none when probes run here (no ``campaign``)."""
+    """What probes run in the cluster add to a run's objects: the Secret of their ``${env:}``
+    values (masked), the campaign ConfigMap and each planned treatment's first probe Job;
+    none when probes run here (no ``campaign``)."""
     if campaign is None:
         return []
     namespace = run_namespace(run_id, backend)
     items = [dict(i) for i in campaign.items]
     objects = [configmap(run_id, namespace, campaign.data)]
+    if campaign.env:  # shown, never revealed: the run reads the values when it applies it
+        objects.insert(0, env_secret(run_id, namespace, dict.fromkeys(campaign.env, MASK)))
     for treatment in plan.planned():
         workers = {w: plan.workers[w].config for w in treatment.workers}
         where = {"id": treatment.id, "dirname": treatment.dirname}
-        objects.append(probe_job(run_id, namespace, where, 1, workers, backend, items))
+        job = probe_job(run_id, namespace, where, 1, workers, backend, items, None, campaign.env)
+        objects.append(job)
     return objects
 
 

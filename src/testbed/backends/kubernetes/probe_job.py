@@ -1,5 +1,6 @@
 """The objects of ``backend.probes: cluster`` (pure functions): the campaign as a
-ConfigMap of the run and one Job per treatment attempt.
+ConfigMap of the run, the values of its probes' ``${env:}`` names as a Secret of the run, and
+one Job per treatment attempt.
 
 The Job runs testbed's image: ``testbed worker /campaign/campaign.yaml --treatment ID
 --endpoint DEPLOYMENT=URL … --stream``. Each URL is built from the standard service
@@ -13,7 +14,7 @@ ERROR; testbed's own retries and ``--resume`` decide what runs again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from testbed.backends.kubernetes.names import (
@@ -36,6 +37,26 @@ CONTAINER = "probe"
 
 def campaign_configmap_name(run_id: str) -> str:
     return dns_name(f"campaign-{run_id}")
+
+
+def env_secret_name(run_id: str) -> str:
+    return dns_name(f"probe-env-{run_id}")
+
+
+def env_secret(run_id: str, namespace: str, values: Mapping[str, str]) -> dict[str, Any]:
+    """The values of the ``${env:}`` names the probes resolve (header secrets): the Job's
+    container has them as variables of the same names, never in its spec or the ConfigMap."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": env_secret_name(run_id),
+            "namespace": namespace,
+            "labels": run_labels(run_id),
+        },
+        "stringData": dict(values),
+    }
 
 
 def job_name(run_id: str, treatment_dirname: str, attempt: int) -> str:
@@ -104,10 +125,12 @@ def probe_job(
     backend: KubernetesSettings,
     items: list[dict[str, str]],
     urls: Mapping[str, str] | None = None,
+    env: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The Job running ``treatment`` (``id``, ``dirname``) against ``workers`` (worker id →
     deployment config), with the campaign ConfigMap's ``items`` mounted at /campaign;
-    ``urls`` (worker id → URL) overrides a worker's Service URL (a stack's endpoint)."""
+    ``urls`` (worker id → URL) overrides a worker's Service URL (a stack's endpoint);
+    ``env``: the variables it takes from the run's :func:`env_secret`."""
     labels = probe_labels(run_id, str(treatment["id"]), attempt)
     args = [
         "worker",
@@ -127,6 +150,13 @@ def probe_job(
         "imagePullPolicy": "IfNotPresent",
         "command": ["testbed"],
         "args": args,
+        "env": [
+            {
+                "name": name,
+                "valueFrom": {"secretKeyRef": {"name": env_secret_name(run_id), "key": name}},
+            }
+            for name in env
+        ],
         "volumeMounts": [
             {"name": "campaign", "mountPath": CAMPAIGN_MOUNT, "readOnly": True},
             {"name": "results", "mountPath": RESULTS_MOUNT},

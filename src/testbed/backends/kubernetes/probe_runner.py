@@ -6,7 +6,8 @@ for its pod by WATCH, and follows the pod's log: every stream line
 (:mod:`testbed.results.stream`) is written into the treatment directory as it arrives —
 records through the treatment's record writer, the probe's other files beside them — and
 the streamed summary gives the verdict. So ledger, resume, reports and compare see the same
-treatment directory as with probes run here.
+treatment directory as with probes run here. The ``${env:}`` values its probes need (header
+secrets) reach the Job through a Secret of the run, deleted by name at cleanup.
 
 A pod that is killed, fails or ends without its summary is that treatment's ERROR (exit 3)
 with the reason and the last lines it printed; the records that arrived stay, and
@@ -24,11 +25,19 @@ from typing import Any
 
 from testbed.backends.base import ProbeRun, ShippedCampaign
 from testbed.backends.kubernetes.podstate import verdict_of
-from testbed.backends.kubernetes.probe_job import CONTAINER, configmap, probe_job, probe_selector
+from testbed.backends.kubernetes.probe_job import (
+    CONTAINER,
+    configmap,
+    env_secret,
+    env_secret_name,
+    probe_job,
+    probe_selector,
+)
 from testbed.clients.kube import Changes, Kube
 from testbed.clients.kube.logs import LogLines
 from testbed.config.backend_settings import KubernetesSettings
 from testbed.core.errors import ClusterError, InfrastructureError
+from testbed.core.secrets import resolve
 from testbed.results import stream
 from testbed.results.outcome import ProbeOutcome
 from testbed.results.verdict import Verdict
@@ -51,9 +60,11 @@ class ProbeJobs:
         run_id: str,
         namespace: str,
         settings: KubernetesSettings,
+        will_apply_secret: Callable[[str], None],
     ) -> None:
         self._kube, self.run_id, self.namespace = kube, run_id, namespace
         self.settings = settings  # the campaign's backend section
+        self._will_apply_secret = will_apply_secret  # the backend's cleanup deletes it
         self._configmap_ready = False
         self._lock = asyncio.Lock()
 
@@ -82,6 +93,7 @@ class ProbeJobs:
             self.settings,
             [dict(i) for i in run.campaign.items],
             urls,
+            run.campaign.env,
         )
         name = str(job["metadata"]["name"])
         run.progress(f"probe Job {name}")
@@ -93,8 +105,15 @@ class ProbeJobs:
             await asyncio.shield(self._delete(kube, name))
 
     async def _ensure_configmap(self, kube: Kube, campaign: ShippedCampaign) -> None:
+        """The run's ConfigMap of the campaign and, when its probes resolve ``${env:}``
+        names, its Secret of their values (read here, as a probe run here would)."""
         async with self._lock:
             if not self._configmap_ready:
+                if campaign.env:
+                    values = {name: resolve(f"${{env:{name}}}") for name in campaign.env}
+                    self._will_apply_secret(env_secret_name(self.run_id))
+                    secret = env_secret(self.run_id, self.namespace, values)
+                    await asyncio.to_thread(kube.apply, secret)
                 obj = configmap(self.run_id, self.namespace, campaign.data)
                 await asyncio.to_thread(kube.apply, obj)
                 self._configmap_ready = True

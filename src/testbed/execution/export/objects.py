@@ -136,13 +136,14 @@ class CampaignVolume:
 
 
 def campaign_volume(loaded: LoadedCampaign, plan: Plan, options: ExportOptions) -> CampaignVolume:
-    """The resolved campaign and the case files its treatments name, mounted at /campaign."""
+    """The resolved campaign and the files its treatments read (:func:`_probe_files`),
+    mounted at /campaign."""
     data = {"campaign.yaml": yaml.safe_dump(exported_document(loaded, options), sort_keys=False)}
     items = [{"key": "campaign.yaml", "path": "campaign.yaml"}]
-    for relative in _case_files(plan):
+    for relative in _probe_files(loaded, plan):
         source = loaded.base_dir / relative
         if not source.is_file():
-            raise InputError(f"correctness case file {relative} not found under {loaded.base_dir}")
+            raise InputError(f"{relative}: no such file under {loaded.base_dir}")
         key = slugify(relative.replace("/", "--"), max_length=200)
         data[key] = source.read_text()
         items.append({"key": key, "path": relative})
@@ -213,18 +214,27 @@ def _stack_files(loaded: LoadedCampaign) -> list[str]:
     return list(found)
 
 
-def _case_files(plan: Plan) -> list[str]:
+def _probe_files(loaded: LoadedCampaign, plan: Plan) -> list[str]:
+    """The files the planned treatments' probes read, relative to the campaign's folder:
+    correctness case files, a load dataset's file (rows, sessions' conversations, a trace)
+    and A/B prompt files — a probe in a pod resolves them under /campaign as here."""
     found: dict[str, None] = {}
     for treatment in plan.planned():
-        if treatment.probe != "correctness":
-            continue
-        for path in plan.probe_configs[treatment.probe_key]["cases"]:
-            parts = PurePosixPath(path).parts
-            if PurePosixPath(path).is_absolute() or ".." in parts:
+        config = plan.probe_configs[treatment.probe_key]
+        named: list[tuple[tuple[str, ...], str]] = []
+        if treatment.probe == "correctness":
+            named = [(("correctness", "cases"), path) for path in config["cases"]]
+        elif treatment.probe == "load" and config["dataset"].get("path"):
+            named = [(("load", "dataset", "path"), config["dataset"]["path"])]
+        elif treatment.probe == "ab" and config.get("prompts"):
+            named = [(("ab", "prompts"), config["prompts"])]
+        for at, path in named:
+            given = PurePosixPath(path)
+            if given.is_absolute() or ".." in given.parts:
                 raise InputError(
-                    f"correctness case file {path}: an exported pipeline ships case files in a"
-                    " ConfigMap, so they must sit inside the campaign's folder (a relative path"
-                    " without '..')"
+                    f"{loaded.where(at)}: {'.'.join(at)}: {path}: a probe in a pod gets the"
+                    " campaign's files in a ConfigMap, so they must sit inside the campaign's"
+                    " folder (a relative path without '..')"
                 )
-            found[str(PurePosixPath(path))] = None
+            found[str(given)] = None
     return list(found)
