@@ -12,7 +12,7 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Tag, ValidationError
 from pydantic_core import PydanticCustomError
 
 from testbed.config.provenance import Path, Provenance
@@ -162,6 +162,18 @@ def _variants(tp: Any) -> list[Any]:
     return [tp]
 
 
+def _tag_variants(tp: Any) -> list[tuple[str, Any]]:
+    """(tag, variant) of each ``Annotated[variant, Tag(tag)]`` in the union ``tp``."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        base, *meta = typing.get_args(tp)
+        tags = [m.tag for m in meta if isinstance(m, Tag)]
+        return [(tags[0], base)] if tags else _tag_variants(base)
+    if origin in (typing.Union, types.UnionType):
+        return [pair for arg in typing.get_args(tp) for pair in _tag_variants(arg)]
+    return []
+
+
 def _descend(tp: Any, part: Any) -> Any:
     for variant in _variants(tp):
         origin = typing.get_origin(variant)
@@ -179,7 +191,11 @@ def _descend(tp: Any, part: Any) -> Any:
 
 
 def _tagged(tp: Any, tag: Any) -> Any:
-    """The variant of a discriminated union whose literal tag is ``tag``."""
+    """The variant of a discriminated union whose tag is ``tag``: a ``Tag`` beside it (a
+    callable discriminator's) or its literal ``server``/``kind`` field."""
+    for named, variant in _tag_variants(tp):
+        if named == tag:
+            return variant
     for variant in _variants(tp):
         if not (isinstance(variant, type) and issubclass(variant, BaseModel)):
             continue
