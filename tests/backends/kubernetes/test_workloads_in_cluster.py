@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -32,16 +35,40 @@ CUTS: dict[str, list[str]] = {
                     f' "Authorization": "Bearer ${{env:{TOKEN}}}"}}'],
     "load-adapters": ["load.requests=8"],
     "load-embeddings": ["load.requests=6", "load.dataset.samples=16"],
-    "load-responses": ["load.requests=6"],
+    "load-responses": ["load.requests=6", 'matrix={"factors": {"load.api": ["responses"]}}'],
 }  # fmt: skip
 
 
+#: How many runs go at once: their waits (pods starting, the emulator's watches) overlap.
+PARALLEL = 4
+
+
+def args_of(examples: Path, example: str, probes: str, out: Path) -> list[str]:
+    sets = [*CUTS[example], "backend.kind=kubernetes", f"backend.probes={probes}",
+            f"load.selfcheck={json.dumps(LENIENT_SELFCHECK)}"]  # fmt: skip
+    args = ["run", str(examples / f"{example}.yaml"), "--out", str(out)]
+    return args + [x for s in sets for x in ("--set", s)]
+
+
 @pytest.fixture(scope="module")
-def examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of examples/ (its datasets and traces beside the campaigns)."""
-    copy = tmp_path_factory.mktemp("workloads") / "examples"
-    shutil.copytree(EXAMPLES, copy, ignore=shutil.ignore_patterns("scale", "toolbox"))
-    return copy
+def runs(
+    tmp_path_factory: pytest.TempPathFactory, kubeconfig: Path
+) -> Iterator[dict[tuple[str, str], tuple[Path, subprocess.CompletedProcess[str]]]]:
+    """Every example run both ways on the session's cluster, :data:`PARALLEL` at a time:
+    (example, probes) → (its run directory, the finished ``testbed run``)."""
+    work = tmp_path_factory.mktemp("workloads")
+    examples = work / "examples"
+    shutil.copytree(EXAMPLES, examples, ignore=shutil.ignore_patterns("scale", "toolbox"))
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(TOKEN, "s3cr3t-token")  # testbed's environment: never the campaign's
+
+        def run(key: tuple[str, str]) -> tuple[Path, subprocess.CompletedProcess[str]]:
+            out = work / "-".join(key)  # the run id: each run has a namespace of its own
+            return out, run_cli(args_of(examples, *key, out), kubeconfig, work)
+
+        keys = [(e, p) for e in sorted(CUTS) for p in ("controller", "cluster")]
+        with ThreadPoolExecutor(PARALLEL) as pool:
+            yield dict(zip(keys, pool.map(run, keys), strict=True))
 
 
 @pytest.mark.parametrize("probes", ["controller", "cluster"])
@@ -49,18 +76,9 @@ def examples(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_workload_example_runs_on_the_cluster(
     example: str,
     probes: str,
-    examples: Path,
-    kubeconfig: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    runs: dict[tuple[str, str], tuple[Path, subprocess.CompletedProcess[str]]],
 ) -> None:
-    sets = [*CUTS[example], "backend.kind=kubernetes", f"backend.probes={probes}",
-            f"load.selfcheck={json.dumps(LENIENT_SELFCHECK)}"]  # fmt: skip
-    run_dir = tmp_path / "run"
-    args = ["run", str(examples / f"{example}.yaml"), "--out", str(run_dir)]
-    args += [x for s in sets for x in ("--set", s)]
-    monkeypatch.setenv(TOKEN, "s3cr3t-token")  # testbed's environment: never the campaign's
-    result = run_cli(args, kubeconfig, tmp_path, timeout=300)
+    run_dir, result = runs[example, probes]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summaries = sorted(run_dir.glob("*/summary.json"))
     assert summaries, result.stdout
