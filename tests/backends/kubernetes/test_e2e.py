@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from testbed.clients.kube import Kube
+from testbed.core.errors import EXIT_NOTHING_TESTED
 from tests.backends.kubernetes.conftest import (
     await_object,
     kubectl_get_all,
@@ -121,7 +122,8 @@ def test_a_worker_no_node_can_hold_is_skipped_with_the_numbers(
     campaign = write_campaign(tmp_path, resources={"cpu": 1, "memory_gb": 8, "gpu": 640})
     run_dir = tmp_path / "k8s-too-big"
     result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    # its one treatment skipped: nothing was tested, which is not a green run
+    assert result.returncode == EXIT_NOTHING_TESTED, result.stdout + result.stderr
     (summary,) = summaries(run_dir)
     assert summary["verdict"]["status"] == "SKIPPED"
     assert re.search(r"nvidia.com/gpu 640 > \d+", summary["verdict"]["reason"])
