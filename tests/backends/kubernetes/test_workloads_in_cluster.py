@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.kubernetes, pytest.mark.cluster]
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 #: The secret a shaped request's header references: set in testbed's environment only.
 TOKEN = "TB_WORKLOAD_TOKEN"
-#: Example → the --set overrides cutting it to a few requests (and the header secret).
+#: Case → the example it runs and the --set overrides cutting it to a few requests (and the
+#: header secret); "stages" is the adapters' mix as a load.stages list of two rates.
 CUTS: dict[str, list[str]] = {
     "load-sessions": ["load.requests=6", "load.concurrency=2", "load.dataset.sessions=3",
                       "load.dataset.turns=2", "load.dataset.think_time_s=0"],
@@ -36,7 +37,11 @@ CUTS: dict[str, list[str]] = {
     "load-adapters": ["load.requests=8"],
     "load-embeddings": ["load.requests=6", "load.dataset.samples=16"],
     "load-responses": ["load.requests=6", 'matrix={"factors": {"load.api": ["responses"]}}'],
+    "load-stages": ["load.profile=rate", "load.requests=null",
+                    'load.stages=[{"rate": 20, "requests": 4}, {"rate": 40, "requests": 4}]'],
 }  # fmt: skip
+#: A case not named after its example runs this one.
+EXAMPLE_OF = {"load-stages": "load-adapters"}
 
 
 #: How many runs go at once: their waits (pods starting, the emulator's watches) overlap.
@@ -46,7 +51,8 @@ PARALLEL = 4
 def args_of(examples: Path, example: str, probes: str, out: Path) -> list[str]:
     sets = [*CUTS[example], "backend.kind=kubernetes", f"backend.probes={probes}",
             f"load.selfcheck={json.dumps(LENIENT_SELFCHECK)}"]  # fmt: skip
-    args = ["run", str(examples / f"{example}.yaml"), "--out", str(out)]
+    file = examples / f"{EXAMPLE_OF.get(example, example)}.yaml"
+    args = ["run", str(file), "--out", str(out)]
     return args + [x for s in sets for x in ("--set", s)]
 
 
@@ -87,4 +93,7 @@ def test_the_workload_example_runs_on_the_cluster(
         assert summary["verdict"]["status"] == "PASS", (path, summary["verdict"])
         assert summary["records"] > 0
         assert ("probe_job" in summary) == (probes == "cluster")
+        if example == "load-stages":
+            assert [s["stage"] for s in summary["stages"]] == ["rate-20", "rate-40"]
+            assert summary["records"] == 8  # each stage's count, all of it
     assert "s3cr3t-token" not in "".join(p.read_text() for p in run_dir.rglob("*.json"))
