@@ -119,7 +119,7 @@ deployments:
       priority_class: high
       service_account: tester
       image_pull_secrets: [quay]
-correctness: {cases: [cases.yaml]}
+correctness: {protocol: tgis, cases: [cases.yaml]}  # TGIS serves gRPC only
 """
 
 
