@@ -36,7 +36,7 @@ class Discovering(Api):
         super().__init__()
         self.served = served
 
-    def info(self, api_version: str, kind: str) -> KindInfo:
+    def info(self, api_version: str, kind: str, *, fresh: bool = False) -> KindInfo:
         if (api_version, kind) not in self.served:
             raise InputError(f"the cluster does not serve {kind} in {api_version}")
         return self.served[(api_version, kind)]

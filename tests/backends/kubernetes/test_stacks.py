@@ -146,10 +146,12 @@ def test_server_metrics_of_two_replicas_are_read_from_both_and_summed(
 def test_a_workload_that_gives_up_is_an_error_with_its_own_message(
     tmp_path: Path, kubeconfig: Path, kube: Kube
 ) -> None:
-    # The image is never pulled; the Deployment's progress deadline passes and its
-    # controller says so: Progressing=False, ProgressDeadlineExceeded, with its message.
+    # The pod is never scheduled (nothing a pod says ends the wait early: a pod that cannot
+    # pull its image would, in its own words — test_stack_shapes); the Deployment's progress
+    # deadline passes and its controller says so: Progressing=False, ProgressDeadlineExceeded.
     values = {"ttft_ms": 5, "progress_deadline_s": 2,
-              "pod_annotations": {"emulator.testbed.io/fault": "image-pull"}}  # fmt: skip
+              "pod_annotations": {"emulator.testbed.io/fault": "slow-schedule",
+                                  "emulator.testbed.io/schedule-delay": "600"}}  # fmt: skip
     campaign = stack_campaign(tmp_path, values=values)
     run_dir = tmp_path / "stack-stuck"
     result = run_cli(["run", str(campaign), "--out", str(run_dir)], kubeconfig, tmp_path)
