@@ -32,6 +32,7 @@ def test_report_renders_in_chromium(tmp_path: Path, browser: Browser) -> None:
     assert browser.evaluate("document.title").startswith("testbed · demo · r1")
     sections = browser.evaluate("Array.from(document.querySelectorAll('section')).map(s => s.id)")
     assert sections == [
+        "headline",  # the load figures at a glance open the report
         "verdicts",
         "correctness",
         "load",

@@ -98,7 +98,9 @@ def test_records_have_a_wall_clock_anchor_and_csv_tables(tmp_path: Path) -> None
         assert json.loads(row["chunks_ns"])  # a list is one JSON cell
     with (out / "summary.csv").open(newline="") as handle:
         (summary,) = list(csv.DictReader(handle))
-    assert (summary["dir"], summary["probe"], summary["status"]) == (".", "load", "PASS")
+    # the table says what summary.json says (the verdict itself rides on the host's load)
+    status = json.loads((out / "summary.json").read_text())["verdict"]["status"]
+    assert (summary["dir"], summary["probe"], summary["status"]) == (".", "load", status)
     assert float(summary["ttft_ms.p50"]) > 0
 
 
