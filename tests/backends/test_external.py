@@ -11,7 +11,8 @@ import pytest
 from testbed.config.deployments import ExternalDeployment, deployment_model
 from testbed.config.loader import load_campaign_text
 from testbed.config.sim import SimParams
-from testbed.execution.pipeline import RunOptions, execute, open_new
+from testbed.execution.pipeline import execute, open_new
+from testbed.execution.run import RunOptions
 from testbed.servers.sim import running_sim
 from tests.verdicts import assert_passed
 

@@ -21,7 +21,8 @@ import yaml
 from testbed import cli
 from testbed.cli import main
 from testbed.config.loader import load_campaign
-from testbed.execution.pipeline import RunOptions, open_new
+from testbed.execution.pipeline import open_new
+from testbed.execution.run import RunOptions
 from tests.config.campaign_mutations import EXTRA_BASES, campaigns
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

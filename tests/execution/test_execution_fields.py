@@ -19,7 +19,8 @@ from testbed.config.deployments import AnyDeployment
 from testbed.config.loader import load_campaign_text
 from testbed.core.errors import ServerStartError
 from testbed.execution import pipeline
-from testbed.execution.pipeline import RunOptions, execute, open_new
+from testbed.execution.pipeline import execute, open_new
+from testbed.execution.run import RunOptions
 from testbed.probes import load as load_probe
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.results.verdict import Status, Verdict

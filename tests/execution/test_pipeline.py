@@ -9,7 +9,8 @@ from pathlib import Path
 from testbed.config.loader import load_campaign_text
 from testbed.execution.events import Silent
 from testbed.execution.grouping import make_worker_sets
-from testbed.execution.pipeline import RunOptions, execute, open_new
+from testbed.execution.pipeline import execute, open_new
+from testbed.execution.run import RunOptions
 from testbed.plan.expand import expand
 from testbed.results.files import read_records
 from testbed.results.ledger import Ledger

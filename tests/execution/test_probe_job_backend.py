@@ -13,7 +13,8 @@ import pytest
 from testbed.backends.local.backend import LocalBackend
 from testbed.config.loader import LoadedCampaign, load_campaign_text
 from testbed.execution import pipeline
-from testbed.execution.pipeline import RunOptions, execute, open_new
+from testbed.execution.pipeline import execute, open_new
+from testbed.execution.run import RunOptions
 from testbed.results.rundir import RunDir
 
 CAMPAIGN = textwrap.dedent(

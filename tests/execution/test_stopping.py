@@ -25,7 +25,8 @@ from testbed.config.loader import load_campaign_text
 from testbed.core.errors import Interrupted
 from testbed.execution import pipeline
 from testbed.execution.events import Silent
-from testbed.execution.pipeline import RunOptions, RunOutcome, execute, open_new
+from testbed.execution.pipeline import RunOutcome, execute, open_new
+from testbed.execution.run import RunOptions
 from testbed.probes import load as load_probe
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.results.verdict import Status, Verdict

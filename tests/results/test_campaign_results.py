@@ -12,7 +12,8 @@ import yaml
 from rich.console import Console
 
 from testbed.config.loader import load_campaign_text
-from testbed.execution.pipeline import RunOptions, open_new
+from testbed.execution.pipeline import open_new
+from testbed.execution.run import RunOptions
 from testbed.report.run_summary import PublishOptions, publish
 from testbed.results.index import ResultsIndex
 from testbed.results.rundir import RESOLVED

@@ -100,7 +100,8 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.config.backend_settings import KubernetesSettings
     from testbed.config.loader import load_campaign
     from testbed.core.errors import InputError
-    from testbed.execution.pipeline import RunOptions, execute, open_new, open_resume
+    from testbed.execution.pipeline import execute, open_new, open_resume
+    from testbed.execution.run import RunOptions
     from testbed.report.live import LiveDisplay
     from testbed.report.run_summary import finish_run
 

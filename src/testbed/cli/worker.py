@@ -54,7 +54,8 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.backends.endpoints import parse_endpoints
     from testbed.cli.run import cleanup_failed
     from testbed.config.loader import load_campaign
-    from testbed.execution.pipeline import RunOptions, check_inputs, execute, open_new
+    from testbed.execution.pipeline import check_inputs, execute, open_new
+    from testbed.execution.run import RunOptions
     from testbed.report.run_summary import finish_run
     from testbed.results.rundir import SUMMARY
     from testbed.results.stream import StreamOut

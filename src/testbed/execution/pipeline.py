@@ -8,10 +8,8 @@ import asyncio
 import contextlib
 import os
 import shutil
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from testbed import __version__
 from testbed.backends import backend_class
@@ -21,11 +19,10 @@ from testbed.config.server_kinds import kind_of, provisioned
 from testbed.core.clock import wall_label
 from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
-from testbed.execution.events import Observer, Silent
 from testbed.execution.grouping import WorkerSet, make_worker_sets
 from testbed.execution.inputs import check_api_keys, check_capacity, check_files
 from testbed.execution.remote_probes import check_shippable
-from testbed.execution.run import Run
+from testbed.execution.run import Run, RunOptions
 from testbed.execution.steps import check_steps
 from testbed.execution.steps.session import StepSession
 from testbed.execution.stopping import CutShort, StopRequests, cut_short_message
@@ -40,25 +37,6 @@ from testbed.results.rundir import LEDGER, RESOLVED, RunDir
 from testbed.results.verdict import Status, Verdict
 
 PHASES = ("cleanup", "prepare", "test", "final_cleanup")
-
-
-@dataclass
-class RunOptions:
-    runs_dir: Path | None = None  # parent of new run directories (default: campaign's)
-    out: Path | None = None  # an explicit run directory
-    skip_phases: Iterable[str] = ()
-    observer: Observer = field(default_factory=Silent)
-    cpu_budget: float | None = None
-    only: frozenset[str] | None = None  # run just these treatments (``testbed worker``)
-    # deployment name -> URL: provision nothing, probe these (``testbed worker --endpoint``)
-    endpoints: Mapping[str, str] | None = None
-    record_tee: Callable[[dict[str, Any]], None] | None = None  # ``testbed worker --stream``
-    no_wait: bool = False  # a shared cluster's Lease held by another run: exit 3, not wait
-    #: the run directory was made for this run (not --resume): removed again should the run
-    #: be refused its turn before anything ran — no folder of a run that never started
-    fresh_dir: bool = False
-    label: str | None = None  # --label: what this run is (recorded, shown by testbed history)
-    commit: str | None = None  # --commit: the commit under test (else CI's variable, else git)
 
 
 class NotStarted(InfrastructureError):

@@ -3,14 +3,16 @@ down to each phase, instead of the six to eight values each phase took one by on
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
 from testbed.backends.base import Backend
 from testbed.config.execution import Execution
 from testbed.config.loader import LoadedCampaign
 from testbed.execution.captures import Captures
-from testbed.execution.events import Observer
+from testbed.execution.events import Observer, Silent
 from testbed.execution.remote_probes import shipped_campaign
 from testbed.execution.stopping import StopRequests
 from testbed.execution.treatment import Setting
@@ -19,8 +21,26 @@ from testbed.plan.model import Plan
 from testbed.results.ledger import Ledger
 from testbed.results.rundir import RunDir
 
-if TYPE_CHECKING:  # the pipeline builds runs: only its options' type is needed here
-    from testbed.execution.pipeline import RunOptions
+
+@dataclass
+class RunOptions:
+    """How a run is asked to go (the command line's choices); the pipeline takes it."""
+
+    runs_dir: Path | None = None  # parent of new run directories (default: campaign's)
+    out: Path | None = None  # an explicit run directory
+    skip_phases: Iterable[str] = ()
+    observer: Observer = field(default_factory=Silent)
+    cpu_budget: float | None = None
+    only: frozenset[str] | None = None  # run just these treatments (``testbed worker``)
+    # deployment name -> URL: provision nothing, probe these (``testbed worker --endpoint``)
+    endpoints: Mapping[str, str] | None = None
+    record_tee: Callable[[dict[str, Any]], None] | None = None  # ``testbed worker --stream``
+    no_wait: bool = False  # a shared cluster's Lease held by another run: exit 3, not wait
+    #: the run directory was made for this run (not --resume): removed again should the run
+    #: be refused its turn before anything ran — no folder of a run that never started
+    fresh_dir: bool = False
+    label: str | None = None  # --label: what this run is (recorded, shown by testbed history)
+    commit: str | None = None  # --commit: the commit under test (else CI's variable, else git)
 
 
 @dataclass

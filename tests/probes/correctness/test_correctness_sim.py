@@ -22,7 +22,8 @@ from testbed.config.correctness import CorrectnessProbe
 from testbed.config.loader import load_campaign_text
 from testbed.config.sim import SimParams
 from testbed.core.clock import monotonic_ns
-from testbed.execution.pipeline import RunOptions, execute, open_new
+from testbed.execution.pipeline import execute, open_new
+from testbed.execution.run import RunOptions
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness import run
 from testbed.probes.correctness.record import record_file, write

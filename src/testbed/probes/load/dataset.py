@@ -23,16 +23,8 @@ from testbed.clients import embeddings as embeddings_client
 from testbed.clients import openai, responses, tgi, tgis
 from testbed.clients.http import ConnectionPool
 from testbed.config import shaping
-from testbed.config.load import (
-    Dataset,
-    FileDataset,
-    FixedLength,
-    Length,
-    ListLength,
-    NormalLength,
-    SyntheticDataset,
-    UniformLength,
-)
+from testbed.config.lengths import FixedLength, Length, ListLength, NormalLength, UniformLength
+from testbed.config.load import Dataset, FileDataset, SyntheticDataset
 from testbed.core.errors import InputError
 from testbed.probes.load.tokens import TokenCounter
 from testbed.probes.shaping import merge_body, with_headers
