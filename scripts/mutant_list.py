@@ -22,8 +22,8 @@ SAMPLED = "src/testbed/probes/scale/sampled.py"
 VERDICT = "src/testbed/results/verdict.py"
 EXPORT_RBAC = "src/testbed/backends/kubernetes/rbac.py"
 
-RBAC_TESTS = ("tests/emulator/test_rbac_rules.py",)
-SSA_TESTS = ("tests/emulator/test_ssa_ownership.py",)
+RBAC_TESTS = ("emulator/tests/test_rbac_rules.py",)
+SSA_TESTS = ("emulator/tests/test_ssa_ownership.py",)
 STACK_TESTS = ("tests/backends/kubernetes/test_stack_journal.py",)
 STEP_TESTS = ("tests/execution/test_steps_process.py",)
 CUT_TESTS = ("tests/clients/test_cut_short.py",)

@@ -50,13 +50,18 @@ def environment(tree: Path) -> dict[str, str]:
     """The copy's sources first on the path (before the checkout's editable install)."""
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree)]),
+        # testbed, kubemu (the emulator) and kubefacts of the copy, not the editable installs
+        "PYTHONPATH": os.pathsep.join(
+            [str(tree / d) for d in ("src", "emulator/src", "kubefacts/src", ".")]
+        ),
         "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
 def check_imports_the_copy(tree: Path) -> None:
-    probe = [sys.executable, "-c", "import testbed, tests; print(testbed.__file__, tests.__file__)"]
+    names = ("testbed", "tests", "kubemu", "kubefacts")
+    code = f"import {', '.join(names)}; print({', '.join(n + '.__file__' for n in names)})"
+    probe = [sys.executable, "-c", code]
     out = subprocess.run(
         probe, cwd=tree, env=environment(tree), capture_output=True, text=True, check=True
     ).stdout
