@@ -16,7 +16,7 @@ import statistics
 import time
 
 import pytest
-from tests.sampling import median_within
+from tests.sampling import median_interval, median_within
 
 from testbed.config.sim import SimParams
 from testbed.servers.sim import serve_in_thread
@@ -55,6 +55,9 @@ def test_cached_prompt_tokens_skip_prefill() -> None:
     # TTFT = ttft_ms + (prompt - cached) x ttft_per_prompt_token_ms. A 600-token prompt
     # (a 592-token group prefix + 8 own tokens): 65 ms the first time; the second prompt of
     # its group finds 592 // 16 = 37 blocks cached, so 592 tokens skip prefill: 5.8 ms.
+    # What a request costs beside the formula (loopback, reading and tokenizing 600 words:
+    # ~1 ms here, more on a slower CPU) is the same for both prompts of a group, so the
+    # formula is judged by the difference of each pair, and each TTFT by its floor.
     params = SimParams(
         ttft_ms=TTFT_MS,
         ttft_per_prompt_token_ms=PER_TOKEN_MS,
@@ -73,12 +76,15 @@ def test_cached_prompt_tokens_skip_prefill() -> None:
 
     with serve_in_thread(params, port=0) as url:
         asyncio.run(measure(int(url.rsplit(":", 1)[1])))
+    saved = [u - c for u, c in zip(uncached, cached, strict=True)]
     summary = (
         f"uncached median {statistics.median(uncached):.2f} ms,"
-        f" cached {statistics.median(cached):.2f} ms"
+        f" cached {statistics.median(cached):.2f} ms, saved {statistics.median(saved):.2f} ms"
     )
-    assert median_within(uncached, TTFT_MS + 600 * PER_TOKEN_MS, 1.0), summary
-    assert median_within(cached, TTFT_MS + 8 * PER_TOKEN_MS, 1.0), summary
+    assert median_within(saved, 592 * PER_TOKEN_MS, 1.0), summary
+    assert median_interval(uncached)[1] >= TTFT_MS + 600 * PER_TOKEN_MS, summary
+    assert median_interval(cached)[1] >= TTFT_MS + 8 * PER_TOKEN_MS, summary
+    assert median_interval(cached)[0] <= TTFT_MS + 8 * PER_TOKEN_MS + 5.0, summary
 
 
 def test_decode_gaps_grow_with_the_running_batch() -> None:
