@@ -17,9 +17,10 @@ import torch
 
 from testbed.config.overrides import settings_from
 from testbed.core.errors import InputError
+from testbed.servers.http1 import Request
 from testbed.servers.reference import engine as engine_module
 from testbed.servers.reference.engine import Engine, RequestTooLong
-from testbed.servers.reference.http import HttpRequest, Responder, start
+from testbed.servers.reference.http import Responder, start
 from testbed.servers.reference.invariance import (
     PaddedLinear,
     calibrate_row_multiple,
@@ -266,29 +267,39 @@ def test_settings_from_set_and_flags() -> None:
         settings(["threads=0"])
 
 
-async def test_http_keep_alive_and_chunked_stream() -> None:
-    async def handler(request: HttpRequest, out: Responder) -> None:
-        if request.path == "/stream":
-            await out.start_stream()
-            await out.send_event("one")
-            await out.send_event("[DONE]")
-            await out.end_stream()
-        else:
-            await out.send_json(200, {"echo": request.json(), "method": request.method})
+async def test_a_client_that_leaves_ends_its_generation_at_the_next_step() -> None:
+    """Through the HTTP door: the client of a whole (unstreamed) answer closes its connection
+    while the engine generates; the request leaves the batch at the next decode step instead
+    of being decoded to its max_tokens (tests/servers/reference/test_http.py: the door)."""
+    model = FakeModel(gate=threading.Semaphore(0))
+    first_token, gone = asyncio.Event(), asyncio.Event()
 
-    server = await start(handler, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    for i in range(2):  # two requests on one connection
-        body = f'{{"n": {i}}}'.encode()
-        writer.write(b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
-        assert (await reader.readexactly(length)) == b'{"echo": {"n": %d}, "method": "POST"}' % i
-    writer.write(b"GET /stream HTTP/1.1\r\nConnection: close\r\n\r\n")
-    rest = await reader.read()
-    assert b"Transfer-Encoding: chunked" in rest
-    assert rest.endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
-    writer.close()
-    server.close()
-    await server.wait_closed()
+    async def body(engine: Engine) -> list[Any]:
+        async def complete(request: Request, out: Responder) -> None:
+            try:
+                async with aclosing(engine.generate([0], SamplingParams(max_tokens=50))) as steps:
+                    async for _step in steps:
+                        first_token.set()
+            except asyncio.CancelledError:
+                gone.set()
+                raise
+            out.send_json(200, {})
+
+        door = await start(complete, "127.0.0.1", 0)
+        try:
+            _reader, writer = await asyncio.open_connection("127.0.0.1", door.port)
+            writer.write(b"POST /v1/completions HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+            async with asyncio.timeout(10):
+                await first_token.wait()  # prefilled; its first decode step waits on the gate
+                writer.close()
+                await writer.wait_closed()
+                await gone.wait()
+            model.gate.release(100)  # type: ignore[union-attr]
+            return await collect(engine, [5], max_tokens=4)
+        finally:
+            await door.close()
+
+    alone = await run_engine(model, body)
+    assert [s.token.id for s in alone] == [6, 7, 8, 9]
+    # the step the leaver was in when it left, then the second request's three, each alone
+    assert model.steps == [1, 1, 1, 1]

@@ -9,8 +9,8 @@ import pytest
 
 from testbed.config.sim import SimParams
 from testbed.core.errors import ServerCrashed
+from testbed.servers.http1 import Connection
 from testbed.servers.sim import SimServer, serve_in_thread
-from testbed.servers.sim.http import Connection
 
 
 def _hit(url: str) -> None:

@@ -1,8 +1,14 @@
-"""A small HTTP/1.1 server on asyncio streams: JSON answers, chunked SSE streams, keep-alive.
+"""The reference server's HTTP door: one task per request over the servers' HTTP/1.1.
 
-The reference server spends tens of milliseconds per token in the model, so this layer aims
-at being obviously correct rather than fast. Bodies are read by Content-Length; a client
-that goes away mid-stream surfaces as :class:`ClientGone`, which ends its generation.
+The protocol is :mod:`testbed.servers.http1`, the simulator's too; this module gives it the
+reference server's shape: an async handler per request, answering through a
+:class:`Responder` (JSON, text, or a chunked stream of server-sent events). A client that
+goes away cancels its request's task at once, wherever it waits — mid-stream or while a
+whole answer is generated — so its generation ends (the engine drops a request whose steps
+are no longer read); a write after that raises :class:`ClientGone`.
+
+Writes do not wait for the socket: the engine makes tokens at the model's pace whether or
+not they are read, so they would only queue elsewhere.
 """
 
 from __future__ import annotations
@@ -10,132 +16,140 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any
-from urllib.parse import urlsplit
 
-MAX_HEAD = 64 * 1024
-MAX_BODY = 16 * 1024 * 1024
+from testbed.servers.http1 import Connection, Request, stop_accepting
+
+#: Seconds :meth:`HttpDoor.close` lets the answers in flight end before it cancels them.
+CLOSE_GRACE_S = 5.0
 
 
 class ClientGone(ConnectionError):
     """The client closed the connection while we were still answering."""
 
 
-@dataclass
-class HttpRequest:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        """The body parsed as JSON (``ValueError`` when it is not)."""
-        return json.loads(self.body or b"null")
+def body_json(request: Request) -> Any:
+    """The request's body parsed as JSON (``ValueError`` when it is not; None when empty)."""
+    return json.loads(request.body or b"null")
 
 
 class Responder:
     """Writes one response: either :meth:`send_json`/:meth:`send_text`, or a stream."""
 
-    def __init__(self, writer: asyncio.StreamWriter, keep_alive: bool) -> None:
-        self._writer = writer
-        self.keep_alive = keep_alive
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
         self.status = 0  # 0 until the head is written
+        self.ended = False  # the response's framing is complete
 
-    def _head(self, status: int, content_type: str, extra: str) -> bytes:
+    def send_text(self, status: int, body: str, content_type: str = "text/plain") -> None:
+        self._head(status)
+        self._conn.respond(status, body.encode(), content_type.encode())
+        self.ended = True
+
+    def send_json(self, status: int, obj: Any) -> None:
+        self.send_text(status, json.dumps(obj), "application/json")
+
+    def start_stream(self) -> None:
+        self._head(200)
+        self._conn.start_stream(b"text/event-stream")
+
+    def send_event(self, data: str) -> None:
+        """One server-sent event (``data: …`` and a blank line) as one chunk."""
+        self._check()
+        self._conn.send(f"data: {data}\n\n".encode())
+
+    def end_stream(self) -> None:
+        self._check()
+        self._conn.send(b"", last=True)
+        self.ended = True
+
+    def _head(self, status: int) -> None:
+        self._check()
+        if self.status:
+            raise RuntimeError(f"a response was already started (status {self.status})")
         self.status = status
-        connection = "keep-alive" if self.keep_alive else "close"
-        return (
-            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
-            f"Content-Type: {content_type}\r\nConnection: {connection}\r\n{extra}\r\n"
-        ).encode()
 
-    async def send_text(self, status: int, body: str, content_type: str = "text/plain") -> None:
-        data = body.encode()
-        head = self._head(status, content_type, f"Content-Length: {len(data)}\r\n")
-        await self._write(head + data)
+    def _check(self) -> None:
+        if not self._conn.open:
+            raise ClientGone()
 
-    async def send_json(self, status: int, obj: Any) -> None:
-        await self.send_text(status, json.dumps(obj), "application/json")
 
-    async def start_stream(self) -> None:
-        await self._write(
-            self._head(
-                200,
-                "text/event-stream",
-                "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n",
-            )
+Handler = Callable[[Request, Responder], Awaitable[None]]
+
+
+class HttpDoor:
+    """The listening server and the tasks answering its requests (their one owner)."""
+
+    def __init__(self, handler: Handler, loop: asyncio.AbstractEventLoop) -> None:
+        self._handler = handler
+        self._loop = loop
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self.connections: set[Connection] = set()  # the protocol's Handler interface
+        self.closing = False
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "not listening"
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def listen(self, host: str, port: int) -> None:
+        """Listen on ``host:port`` (port 0 picks a free one); ``OSError`` when it cannot."""
+        self._server = await self._loop.create_server(
+            lambda: Connection(self, self._loop), host, port, reuse_address=True
         )
 
-    async def send_event(self, data: str) -> None:
-        """One server-sent event (``data: …`` and a blank line) as one chunk."""
-        payload = f"data: {data}\n\n".encode()
-        await self._write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+    def handle(self, request: Request, conn: Connection) -> None:
+        task = self._loop.create_task(self._answer(request, conn))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    async def end_stream(self) -> None:
-        await self._write(b"0\r\n\r\n")
+        def client_gone() -> None:
+            task.cancel()
 
-    async def _write(self, data: bytes) -> None:
+        conn.on_lost = client_gone  # reset by the connection once the response has ended
+
+    async def _answer(self, request: Request, conn: Connection) -> None:
+        out = Responder(conn)
         try:
-            self._writer.write(data)
-            await self._writer.drain()
-        except (ConnectionError, RuntimeError) as exc:
-            raise ClientGone() from exc
+            await self._handler(request, out)
+        except ClientGone:
+            pass
+        finally:
+            if not out.ended:
+                # An answer the handler gave up on (a stream cut by an error): its framing
+                # never ends, so the connection can carry no further answer; closing it
+                # tells the client the answer was cut.
+                conn.drop()
+
+    def stop_accepting(self) -> None:
+        """Take no new connection (one accepted meanwhile is reset); those open go on."""
+        if self._server is not None and not self.closing:
+            self.closing = True
+            stop_accepting(self._server)
+
+    async def close(self) -> None:
+        """Stop accepting, let the answers in flight end (up to :data:`CLOSE_GRACE_S`, then
+        cancel them), close every connection and the server."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        if not self.closing:
+            self.closing = True
+            stop_accepting(server)
+        if self._tasks:
+            _done, late = await asyncio.wait(set(self._tasks), timeout=CLOSE_GRACE_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
+        for conn in list(self.connections):
+            conn.drop()
+        server.close()
+        await server.wait_closed()
 
 
-Handler = Callable[[HttpRequest, Responder], Awaitable[None]]
-
-
-async def _read_request(reader: asyncio.StreamReader) -> HttpRequest | None:
-    """The next request on a connection, or None when the client closed it."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError:
-        return None
-    except asyncio.LimitOverrunError as exc:
-        raise ValueError("request head too large") from exc
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, _version = lines[0].split(" ", 2)
-    headers = {}
-    for line in lines[1:]:
-        if ":" in line:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-    length = int(headers.get("content-length", "0") or 0)
-    if length > MAX_BODY:
-        raise ValueError("request body too large")
-    body = await reader.readexactly(length) if length else b""
-    return HttpRequest(method.upper(), urlsplit(target).path, headers, body)
-
-
-async def _connection(
-    handler: Handler, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-) -> None:
-    try:
-        while True:
-            try:
-                request = await _read_request(reader)
-            except (ValueError, asyncio.IncompleteReadError):
-                await Responder(writer, False).send_json(400, {"error": "malformed request"})
-                return
-            if request is None:
-                return
-            keep_alive = request.headers.get("connection", "").lower() != "close"
-            responder = Responder(writer, keep_alive)
-            await handler(request, responder)
-            if not keep_alive:
-                return
-    except (ClientGone, ConnectionError):
-        pass  # the client left; nothing to answer
-    finally:
-        writer.close()
-
-
-async def start(handler: Handler, host: str, port: int) -> asyncio.Server:
-    """Listen on ``host:port`` (port 0 picks a free one) and serve every connection."""
-
-    async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _connection(handler, reader, writer)
-
-    return await asyncio.start_server(on_connect, host, port, limit=MAX_HEAD)
+async def start(handler: Handler, host: str, port: int) -> HttpDoor:
+    """Serve ``handler`` on ``host:port`` (port 0 picks a free one) in the running loop."""
+    door = HttpDoor(handler, asyncio.get_running_loop())
+    await door.listen(host, port)
+    return door

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from testbed.core.clock import wall_seconds
+from testbed.servers.http1 import Request
 from testbed.servers.reference.context import BadRequest, ServerContext, number, sampling
 from testbed.servers.reference.engine import Step
-from testbed.servers.reference.http import HttpRequest, Responder
+from testbed.servers.reference.http import Responder, body_json
 
 MAX_LOGPROBS = 20
 
@@ -76,15 +77,15 @@ def _parse(ctx: ServerContext, body: Any, chat: bool) -> tuple[_Call, Any]:
     return call, params
 
 
-async def handle(ctx: ServerContext, request: HttpRequest, out: Responder, chat: bool) -> None:
+async def handle(ctx: ServerContext, request: Request, out: Responder, chat: bool) -> None:
     """Serve one completion or chat completion request, streamed or whole."""
-    call, params = _parse(ctx, request.json(), chat)
+    call, params = _parse(ctx, body_json(request), chat)
     ctx.check_model(call.model)
     async with aclosing(ctx.engine.generate(call.prompt, params)) as steps:
         if call.stream:
             await _stream(call, steps, out)
         else:
-            await out.send_json(200, await _whole(call, steps))
+            out.send_json(200, await _whole(call, steps))
 
 
 def _usage(call: _Call, completion_tokens: int) -> dict[str, int]:
@@ -169,24 +170,24 @@ async def _whole(call: _Call, steps: AsyncIterator[Step]) -> dict[str, Any]:
 
 
 async def _stream(call: _Call, steps: AsyncIterator[Step], out: Responder) -> None:
-    await out.start_stream()
+    out.start_stream()
     tokens, first = 0, True
     if call.chat:  # vLLM opens a chat stream with the role alone
-        await out.send_event(json.dumps(_envelope(call, [_choice(call, "", [], None, True)])))
+        out.send_event(json.dumps(_envelope(call, [_choice(call, "", [], None, True)])))
         first = False
     async for step in steps:
         tokens += step.token is not None
         if step.finish_reason == "error":
-            await out.send_event(json.dumps({"error": {"message": step.error, "code": 500}}))
+            out.send_event(json.dumps({"error": {"message": step.error, "code": 500}}))
             break
         if not step.text and step.finish_reason is None and call.top is None:
             continue  # nothing to say yet (a held-back stop-string prefix)
         choice = _choice(call, step.text, [step], step.finish_reason, first)
         first = False
-        await out.send_event(json.dumps(_envelope(call, [choice])))
+        out.send_event(json.dumps(_envelope(call, [choice])))
     if call.include_usage:
         usage = _envelope(call, [])
         usage["usage"] = _usage(call, tokens)
-        await out.send_event(json.dumps(usage))
-    await out.send_event("[DONE]")
-    await out.end_stream()
+        out.send_event(json.dumps(usage))
+    out.send_event("[DONE]")
+    out.end_stream()

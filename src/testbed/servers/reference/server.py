@@ -18,10 +18,11 @@ from typing import Any
 from testbed.core.clock import wall_seconds
 from testbed.core.errors import ServerStartError
 from testbed.servers import models
+from testbed.servers.http1 import Request
 from testbed.servers.reference import openai, tgi
 from testbed.servers.reference.context import BadRequest, ServerContext, UnknownModel
 from testbed.servers.reference.engine import Engine, RequestTooLong
-from testbed.servers.reference.http import ClientGone, HttpRequest, Responder, start
+from testbed.servers.reference.http import ClientGone, Responder, body_json, start
 from testbed.servers.reference.runtime import offline_environment, set_threads
 from testbed.servers.reference.settings import ReferenceSettings
 
@@ -48,7 +49,7 @@ class Routes:
         }
         self.created = wall_seconds()
 
-    async def __call__(self, request: HttpRequest, out: Responder) -> None:
+    async def __call__(self, request: Request, out: Responder) -> None:
         tgi_route = request.path in ("/generate", "/generate_stream")
         try:
             await self._dispatch(request, out)
@@ -61,19 +62,21 @@ class Routes:
             if tgi_route:  # TGI answers validation errors with 422
                 kind = "validation" if status == 400 else kind
                 body = {"error": str(exc), "error_type": kind}
-                await out.send_json(422 if status == 400 else status, body)
+                out.send_json(422 if status == 400 else status, body)
             else:
-                await out.send_json(status, _error(str(exc), kind, status))
+                out.send_json(status, _error(str(exc), kind, status))
 
-    async def _dispatch(self, request: HttpRequest, out: Responder) -> None:
+    async def _dispatch(self, request: Request, out: Responder) -> None:
         ctx, path, method = self.ctx, request.path, request.method
-        posts = {
+        generating = {  # POST, answered while the engine generates
             "/v1/completions": lambda: openai.handle(ctx, request, out, chat=False),
             "/v1/chat/completions": lambda: openai.handle(ctx, request, out, chat=True),
             "/generate": lambda: tgi.handle(ctx, request, out, stream=False),
             "/generate_stream": lambda: tgi.handle(ctx, request, out, stream=True),
-            "/tokenize": lambda: out.send_json(200, self._tokenize(request.json())),
-            "/detokenize": lambda: out.send_json(200, self._detokenize(request.json())),
+        }
+        posts = {
+            "/tokenize": lambda: out.send_json(200, self._tokenize(body_json(request))),
+            "/detokenize": lambda: out.send_json(200, self._detokenize(body_json(request))),
         }
         gets = {
             "/health": lambda: out.send_text(200, ""),
@@ -84,16 +87,16 @@ class Routes:
             "/info": lambda: out.send_json(200, self._info()),
         }
         for path_hidden in self.hidden:
-            del posts[path_hidden]
+            del generating[path_hidden]
         table = posts if method == "POST" else gets if method == "GET" else {}
-        if path in table:
-            await table[path]()
-        elif path in posts or path in gets:
-            await out.send_json(
-                405, _error(f"{method} {path} is not allowed", "MethodNotAllowed", 405)
-            )
+        if method == "POST" and path in generating:
+            await generating[path]()
+        elif path in table:
+            table[path]()
+        elif path in generating or path in posts or path in gets:
+            out.send_json(405, _error(f"{method} {path} is not allowed", "MethodNotAllowed", 405))
         else:
-            await out.send_json(404, _error(f"no route {path}", "NotFoundError", 404))
+            out.send_json(404, _error(f"no route {path}", "NotFoundError", 404))
 
     def _models(self) -> dict[str, Any]:
         card = {
@@ -171,21 +174,20 @@ async def _serve(
         )
         print(f"testbed hf gRPC (tgis) on {host}:{grpc_bound}", flush=True)
     try:
-        server = await start(Routes(ctx, folder, protocols), host, port)
+        door = await start(Routes(ctx, folder, protocols), host, port)
     except OSError as exc:
         raise ServerStartError(
             f"cannot listen on {host}:{port}: {exc}; pick another --port"
         ) from exc
-    bound = server.sockets[0].getsockname()[1]
     async with asyncio.TaskGroup() as tasks:
         tasks.create_task(ctx.engine.run())
-        print(f"testbed hf listening on http://{host}:{bound}", flush=True)
+        print(f"testbed hf listening on http://{host}:{door.port}", flush=True)
         await stop.wait()
-        server.close()
+        door.stop_accepting()
         if grpc is not None:
             await grpc.stop(None)
-        ctx.engine.stop()
-    await server.wait_closed()
+        ctx.engine.stop()  # the requests in flight end with the engine's shutdown error
+        await door.close()
 
 
 def serve(

@@ -13,9 +13,10 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
+from testbed.servers.http1 import Request
 from testbed.servers.reference.context import BadRequest, ServerContext, sampling
 from testbed.servers.reference.engine import Step, TokenInfo
-from testbed.servers.reference.http import HttpRequest, Responder
+from testbed.servers.reference.http import Responder, body_json
 from testbed.servers.reference.sampling import SamplingParams
 
 DEFAULT_MAX_NEW_TOKENS = 100
@@ -69,9 +70,9 @@ def _details(steps: list[Step], params: SamplingParams, top_n: int) -> dict[str,
     return details
 
 
-async def handle(ctx: ServerContext, request: HttpRequest, out: Responder, stream: bool) -> None:
+async def handle(ctx: ServerContext, request: Request, out: Responder, stream: bool) -> None:
     """Serve ``/generate`` (``stream=False``) or ``/generate_stream``."""
-    body = request.json()
+    body = body_json(request)
     prompt, params, raw = _parse(ctx, body)
     prefix = body["inputs"] if raw.get("return_full_text") else ""
     async with aclosing(ctx.engine.generate(prompt, params)) as steps:
@@ -84,17 +85,17 @@ async def handle(ctx: ServerContext, request: HttpRequest, out: Responder, strea
     answer: dict[str, Any] = {"generated_text": prefix + "".join(s.text for s in collected)}
     if raw.get("details"):
         answer["details"] = _details(collected, params, params.logprobs or 0)
-    await out.send_json(200, answer)
+    out.send_json(200, answer)
 
 
 async def _stream(
     steps: AsyncIterator[Step], params: SamplingParams, prefix: str, out: Responder
 ) -> None:
-    await out.start_stream()
+    out.start_stream()
     text, count = prefix, 0
     async for step in steps:
         if step.finish_reason == "error" or step.token is None:
-            await out.send_event(json.dumps({"error": step.error, "error_type": "generation"}))
+            out.send_event(json.dumps({"error": step.error, "error_type": "generation"}))
             break
         text += step.text
         event: dict[str, Any] = {
@@ -113,5 +114,5 @@ async def _stream(
                 "generated_tokens": count,
                 "seed": params.seed,
             }
-        await out.send_event(json.dumps(event))
-    await out.end_stream()
+        out.send_event(json.dumps(event))
+    out.end_stream()

@@ -20,11 +20,11 @@ from collections.abc import Callable
 
 from testbed.config.sim import SimParams
 from testbed.core.clock import wall_seconds
+from testbed.servers.http1 import REQUEST_ID, Connection, Request
 from testbed.servers.sim import embeddings
 from testbed.servers.sim.delivery import Delivery
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
 from testbed.servers.sim.faults import FaultInjector
-from testbed.servers.sim.http import REQUEST_ID, Connection, Request
 from testbed.servers.sim.kvcache import KvCache, block_hashes, pieces_of
 from testbed.servers.sim.latency import LatencyModel
 from testbed.servers.sim.metrics import SimMetrics

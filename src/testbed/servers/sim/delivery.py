@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from testbed.servers.http1 import Connection
 from testbed.servers.sim.dialect import GenerationRequest
 from testbed.servers.sim.faults import FaultPlan
-from testbed.servers.sim.http import Connection
 from testbed.servers.sim.kvcache import Allocation
 from testbed.servers.sim.latency import LatencyModel
 from testbed.servers.sim.metrics import SimMetrics

@@ -24,8 +24,8 @@ import orjson
 
 from testbed.config.sim import SimParams
 from testbed.core.clock import wall_seconds
+from testbed.servers.http1 import Connection, Request
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json, opt_int
-from testbed.servers.sim.http import Connection, Request
 from testbed.servers.sim.metrics import SimMetrics
 from testbed.servers.sim.pacing import Pacer
 from testbed.servers.sim.text import count_tokens

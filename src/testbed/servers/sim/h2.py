@@ -1,7 +1,7 @@
 """A lean cleartext HTTP/2 server for unary-request gRPC calls, on ``asyncio.Protocol``.
 
 The simulator's gRPC door (TGIS's ``fmaas.GenerationService``). Like its HTTP/1.1 server
-(:mod:`testbed.servers.sim.http`), it must never be what limits a load test, and it writes
+(:mod:`testbed.servers.http1`), it must never be what limits a load test, and it writes
 what the app hands it as the app hands it: whatever the app answers in one go (a whole
 stream at zero latency) leaves in one ``write`` — headers, DATA and trailers — and each
 token written on its deadline leaves at once in its own DATA frame. (grpcio's server,

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from testbed.config.sim import SimParams
 from testbed.core.errors import ServerCrashed, ServerStartError
+from testbed.servers.http1 import Connection, stop_accepting
 from testbed.servers.sim.app import SimApp
-from testbed.servers.sim.http import Connection
 from testbed.servers.sim.loop import precise_event_loop
 from testbed.servers.sim.metrics import SimMetrics
 
@@ -121,7 +121,7 @@ class SimServer:
         self._server = None
         await self._stop_grpc()  # its calls are cancelled: their jobs free their slots
         app.closing = True
-        _stop_accepting(server)
+        stop_accepting(server)
         for conn in list(app.connections):
             conn.abort()
         app.pacer.close()
@@ -142,7 +142,7 @@ class SimServer:
         door = self._grpc_door
         assert door is not None
         door.closing = True
-        _stop_accepting(grpc)
+        stop_accepting(grpc)
         for conn in list(door.connections):
             conn.goaway()
         for _ in range(_SETTLE_ITERATIONS):
@@ -230,18 +230,6 @@ def serve_in_thread(
             f"the simulator's thread failed ({len(failures)} error(s)); first:"
             f" {type(first).__name__}: {first}"
         ) from first
-
-
-def _stop_accepting(server: asyncio.Server) -> None:
-    """Take no more connections from ``server``'s listening sockets, leaving it open.
-
-    asyncio's selector loop accepts through a reader on each listening socket; other loops
-    (uvloop) have none to remove and handle a connection racing ``close()`` themselves.
-    """
-    loop = server.get_loop()
-    if isinstance(loop, asyncio.SelectorEventLoop):
-        for sock in server.sockets:
-            loop.remove_reader(sock.fileno())
 
 
 def _run_reporting(

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from testbed.config.sim import SimParams
 from testbed.core.errors import MissingDependency, ServerStartError
+from testbed.servers.http1 import Connection, Request
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest
-from testbed.servers.sim.http import Connection, Request
 from testbed.servers.sim.text import LOGPROBS, Generation, count_tokens
 from testbed.wire import h2 as w
 

@@ -1,10 +1,13 @@
-"""A minimal HTTP/1.1 server on ``asyncio.Protocol``: keep-alive, pipelining, chunked streams.
+"""The servers' HTTP/1.1, on ``asyncio.Protocol``: keep-alive, pipelining, chunked streams.
 
-No framework: a load test must never be limited by the simulator, so a request costs one
-``data_received`` callback, a split of the head, and (at zero latency) one ``write`` for the
-whole response. It reads bodies by Content-Length only (every client this project meets sends
-one), answers ``Expect: 100-continue``, and serves one request at a time per connection;
-pipelined requests wait in the buffer until the current response has ended.
+Written once for both servers of this package. The simulator (:mod:`.sim`) answers from
+callbacks; the reference server (:mod:`.reference.http`) runs one task per request over the
+same methods. No framework: a load test must never be limited by the simulator, so a request
+costs one ``data_received`` callback, a split of the head, and (at zero latency) one
+``write`` for the whole response. It reads bodies by Content-Length only (every client this
+project meets sends one), answers ``Expect: 100-continue``, and serves one request at a time
+per connection; pipelined requests wait in the buffer until the current response has ended.
+A client that goes away mid-answer is told to the application by :attr:`Connection.on_lost`.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ class Request:
 
 
 class Handler(Protocol):
-    """What the application offers the protocol (see :class:`testbed.servers.sim.app.SimApp`)."""
+    """What the application offers the protocol: :class:`testbed.servers.sim.app.SimApp`,
+    :class:`testbed.servers.reference.http.HttpDoor`."""
 
     #: Every connection from its creation (before ``connection_made``) until ``connection_lost``.
     connections: set[Connection]
@@ -239,3 +243,17 @@ def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
         headers[name.strip().lower()] = value.strip()
     path = target.split("?", 1)[0]
     return method, path, version, headers
+
+
+def stop_accepting(server: asyncio.Server) -> None:
+    """Take no more connections from ``server``'s listening sockets, leaving it open.
+
+    On Python 3.11 a connection set up after ``Server.close()`` fails to attach to the closed
+    server and leaks its socket, so a server stops accepting first and closes last.
+    asyncio's selector loop accepts through a reader on each listening socket; other loops
+    (uvloop) have none to remove and handle a connection racing ``close()`` themselves.
+    """
+    loop = server.get_loop()
+    if isinstance(loop, asyncio.SelectorEventLoop):
+        for sock in server.sockets:
+            loop.remove_reader(sock.fileno())
