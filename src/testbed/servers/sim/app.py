@@ -1,8 +1,9 @@
 """The simulator application: routes, admission (max concurrency and a waiting queue), faults.
 
 Routes: OpenAI ``/v1/completions``, ``/v1/chat/completions``, ``/v1/responses``
-(:mod:`.responses`), ``/v1/embeddings`` (:mod:`.embeddings`), ``/v1/models``; TGI
-``/generate``, ``/generate_stream``, ``/info``; ``/tokenize``, ``/health``, ``/metrics``. The
+(:mod:`.responses`), ``/v1/embeddings`` (:mod:`.embeddings`); TGI ``/generate``,
+``/generate_stream``; and those that generate nothing (:mod:`.about`): ``/v1/models``,
+``/info``, ``/tokenize``, ``/health``, ``/metrics``. The
 OpenAI routes and ``/tokenize`` move under ``openai_prefix`` when one is given (KServe's
 ``/openai/v1/…``).
 Everything runs on one event loop thread, so state is plain attributes.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
-import json
 import sys
 from collections import deque
 from collections.abc import Callable
@@ -21,23 +21,17 @@ from collections.abc import Callable
 from testbed.config.sim import SimParams
 from testbed.core.clock import wall_seconds
 from testbed.servers.http1 import REQUEST_ID, Connection, Request
-from testbed.servers.sim import embeddings
+from testbed.servers.sim import about, embeddings
 from testbed.servers.sim.delivery import Delivery
-from testbed.servers.sim.dialect import BadRequest, GenerationRequest, load_json
+from testbed.servers.sim.dialect import BadRequest, GenerationRequest
 from testbed.servers.sim.faults import FaultInjector
 from testbed.servers.sim.kvcache import KvCache, block_hashes, pieces_of
 from testbed.servers.sim.latency import LatencyModel
 from testbed.servers.sim.metrics import SimMetrics
-from testbed.servers.sim.openai import (
-    ChatRequest,
-    CompletionRequest,
-    chat_prompt,
-    chat_prompt_tokens,
-    content_text,
-)
+from testbed.servers.sim.openai import ChatRequest, CompletionRequest
 from testbed.servers.sim.pacing import Pacer
 from testbed.servers.sim.responses import ResponsesRequest
-from testbed.servers.sim.text import Generation, count_tokens, generate, tokenize
+from testbed.servers.sim.text import Generation, generate
 from testbed.servers.sim.tgi import TgiRequest
 
 _Route = Callable[[Request, Connection], None]
@@ -88,11 +82,11 @@ class SimApp:
             ("POST", f"{openai}/v1/embeddings"): functools.partial(embeddings.serve, self),
             ("POST", "/generate"): functools.partial(self._serve, TgiRequest, False),
             ("POST", "/generate_stream"): functools.partial(self._serve, TgiRequest, True),
-            ("POST", f"{openai}/tokenize"): self._tokenize,
-            ("GET", f"{openai}/v1/models"): self._models,
-            ("GET", "/health"): self._health,
-            ("GET", "/metrics"): self._metrics,
-            ("GET", "/info"): self._info,
+            ("POST", f"{openai}/tokenize"): functools.partial(about.tokenize_route, self),
+            ("GET", f"{openai}/v1/models"): functools.partial(about.models_route, self),
+            ("GET", "/health"): functools.partial(about.health_route, self),
+            ("GET", "/metrics"): functools.partial(about.metrics_route, self),
+            ("GET", "/info"): functools.partial(about.info_route, self),
         }
         # Generation routes of a protocol the simulator was not asked to serve answer 404.
         served = {"openai": (f"{openai}/v1/completions", f"{openai}/v1/chat/completions",
@@ -338,77 +332,3 @@ class SimApp:
         metrics.prefix_cache_queries += delivery.request.prompt_tokens
         metrics.prefix_cache_hits += alloc.cached_tokens
         return True
-
-    # -- everything else
-    def _tokenize(self, request: Request, conn: Connection) -> None:
-        try:
-            data = load_json(request.body)
-            if "inputs" in data:  # TGI's shape: a list of tokens with offsets
-                text = data["inputs"]
-                if not isinstance(text, str):
-                    raise BadRequest("'inputs' must be a string", "inputs")
-                ids = tokenize(text, self.params)
-                conn.respond(200, json.dumps([{"id": i} for i in ids]).encode())
-                return
-            if "messages" in data:
-                chat_prompt(data["messages"])  # validates
-                ids = [
-                    token
-                    for m in data["messages"]
-                    for token in tokenize(content_text(m.get("content")), self.params)
-                ]
-                count = chat_prompt_tokens(data["messages"], self.params)
-            else:
-                text = data.get("prompt")
-                if not isinstance(text, str):
-                    raise BadRequest("'prompt' (or 'messages') must be given", "prompt")
-                ids = tokenize(text, self.params)
-                count = count_tokens(text, self.params.tokenizer)
-        except BadRequest as exc:
-            conn.respond(exc.status, GenerationRequest.error_body(exc.status, exc.message))
-            return
-        body = {"count": count, "max_model_len": self._max_model_len(), "tokens": ids}
-        conn.respond(200, json.dumps(body).encode())
-
-    def _max_model_len(self) -> int:
-        return self.params.max_model_len or 8192
-
-    def _models(self, request: Request, conn: Connection) -> None:
-        """The served model first, then each further one with it as parent (as vLLM lists
-        its LoRA adapters)."""
-        base = self.params.model_name
-        cards = [
-            {
-                "id": name,
-                "object": "model",
-                "created": wall_seconds(),
-                "owned_by": "testbed-sim",
-                "root": name,
-                "parent": None if name == base else base,
-                "max_model_len": self._max_model_len(),
-            }
-            for name in (base, *self.params.models)
-        ]
-        conn.respond(200, json.dumps({"object": "list", "data": cards}).encode())
-
-    def _health(self, request: Request, conn: Connection) -> None:
-        if self.ready:
-            conn.respond(200, b"")
-        else:
-            conn.respond(503, b'{"status":"starting"}')
-
-    def _metrics(self, request: Request, conn: Connection) -> None:
-        body = self.metrics.render().encode()
-        conn.respond(200, body, b"text/plain; version=0.0.4; charset=utf-8")
-
-    def _info(self, request: Request, conn: Connection) -> None:
-        p = self.params
-        info = {
-            "model_id": p.model_name,
-            "model_dtype": p.dtype,
-            "max_input_tokens": self._max_model_len() - 1,
-            "max_total_tokens": self._max_model_len(),
-            "max_concurrent_requests": p.effective_concurrency,
-            "version": "testbed-sim",
-        }
-        conn.respond(200, json.dumps(info).encode())

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 from testbed.config.sim import SimParams
 from testbed.core.errors import MissingDependency, ServerStartError
 from testbed.servers.http1 import Connection, Request
+from testbed.servers.sim.about import max_model_len
 from testbed.servers.sim.dialect import BadRequest, GenerationRequest
 from testbed.servers.sim.text import LOGPROBS, Generation, count_tokens
 from testbed.wire import h2 as w
@@ -309,7 +310,7 @@ class SimTgis:
         pb.ModelInfoRequest.FromString(call.message)
         info = pb.ModelInfoResponse(
             model_kind=pb.ModelInfoResponse.DECODER_ONLY,
-            max_sequence_length=self.app.params.max_model_len or 8192,
+            max_sequence_length=max_model_len(self.app.params),
             max_new_tokens=MAX_NEW_TOKENS,
         )
         call.send(w.length_prefixed(info.SerializeToString()))
