@@ -142,3 +142,17 @@ async def test_close_lets_answers_in_flight_end_then_cancels_the_late(
         await writer.wait_closed()
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)
+
+
+async def test_once_stopping_a_kept_alive_connection_begins_no_new_request() -> None:
+    door = await start(_echo_or_stream, "127.0.0.1", 0)
+    reader, writer = await _connect(door)
+    writer.write(b"POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\n1")
+    assert (await _read_json_answer(reader))[1] == b'{"echo": 1, "method": "POST"}'
+    door.stop_accepting()
+    writer.write(b"POST /x HTTP/1.1\r\nContent-Length: 1\r\n\r\n2")
+    async with asyncio.timeout(10):
+        assert await reader.read() == b""  # closed, unanswered: the server is going away
+    writer.close()
+    await writer.wait_closed()
+    await door.close()

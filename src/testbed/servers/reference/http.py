@@ -100,6 +100,9 @@ class HttpDoor:
         )
 
     def handle(self, request: Request, conn: Connection) -> None:
+        if self.closing:  # a keep-alive connection's next request while the server stops
+            conn.drop()
+            return
         task = self._loop.create_task(self._answer(request, conn))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -131,12 +134,10 @@ class HttpDoor:
     async def close(self) -> None:
         """Stop accepting, let the answers in flight end (up to :data:`CLOSE_GRACE_S`, then
         cancel them), close every connection and the server."""
+        self.stop_accepting()
         server, self._server = self._server, None
         if server is None:
             return
-        if not self.closing:
-            self.closing = True
-            stop_accepting(server)
         if self._tasks:
             _done, late = await asyncio.wait(set(self._tasks), timeout=CLOSE_GRACE_S)
             for task in late:
