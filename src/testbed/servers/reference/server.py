@@ -57,7 +57,7 @@ class Routes:
             raise
         except Exception as exc:
             if out.status:
-                return  # a stream already started: the missing [DONE] tells the client
+                return  # a stream already started: the door cuts it (no [DONE], no last chunk)
             status, kind = _status_of(exc)
             if tgi_route:  # TGI answers validation errors with 422
                 kind = "validation" if status == 400 else kind
