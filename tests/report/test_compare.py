@@ -12,10 +12,12 @@ from rich.console import Console
 
 from testbed.cli import main
 from testbed.core.errors import InputError
-from testbed.report.compare import CompareOptions, compare_runs, pair
+from testbed.report.compare import CompareOptions, compare_runs
+from testbed.report.compare_sides import pair
 from testbed.report.metric_change import Evidence, judge
 from testbed.report.run_summary import PublishOptions, publish
 from testbed.report.thresholds import parse_threshold, parse_thresholds, threshold_for
+from testbed.results.run_summary import TreatmentRow
 from tests.report.fake_runs import MACHINE, make_run
 
 
@@ -106,19 +108,23 @@ def test_mismatched_setups_are_refused_unless_forced(
     assert "setup differs (--force)" in capsys.readouterr().out
 
 
+def _row(tid: str, dirname: str, key: str) -> TreatmentRow:
+    return TreatmentRow(id=tid, dir=dirname, probe="load", params={}, params_key=key, status="PASS")
+
+
 def test_pairing_by_params_when_ids_differ() -> None:
     base = [
-        {"id": "a1", "dir": "001__x__a1", "params_key": "k1"},
-        {"id": "b1", "dir": "002__y__b1", "params_key": "k2"},
-        {"id": "gone", "dir": "003__z__gone", "params_key": "k3"},
+        _row("a1", "001__x__a1", "k1"),
+        _row("b1", "002__y__b1", "k2"),
+        _row("gone", "003__z__gone", "k3"),
     ]
     cand = [
-        {"id": "a1", "dir": "001__x__a1", "params_key": "k1"},
-        {"id": "b2", "dir": "002__y__b2", "params_key": "k2"},
-        {"id": "new", "dir": "004__w__new", "params_key": "k4"},
+        _row("a1", "001__x__a1", "k1"),
+        _row("b2", "002__y__b2", "k2"),
+        _row("new", "004__w__new", "k4"),
     ]
     pairs, warnings = pair(base, cand)
-    assert [(b["id"], c["id"]) for b, c in pairs] == [("a1", "a1"), ("b1", "b2")]
+    assert [(b.id, c.id) for b, c in pairs] == [("a1", "a1"), ("b1", "b2")]
     assert any("paired with 002__y__b1 by probe" in w for w in warnings)
     assert any("004__w__new: only in the candidate" in w for w in warnings)
     assert any("003__z__gone: only in the base" in w for w in warnings)

@@ -43,20 +43,20 @@ def test_candidates_that_beat_the_baseline_by_the_margin_pass(tmp_path: Path) ->
     # TTFT scales with 1 + 0.1 x concurrency: 22 ms (1), 28 ms (4), 36 ms (8), 400 requests each.
     run = make_run(tmp_path, "r", levels=(1, 4, 8), n=400)
     document = run_document(RunDir.existing(with_criteria(run, criterion(8, [1, 4]))))
-    judged = document["criteria"][0]
+    judged = document.criteria[0]
     assert judged["status"] == "PASS"
     first = judged["comparisons"][0]
     assert first["interval"][1] < -0.10  # the whole interval is beyond the margin
     assert first["change"] == pytest.approx(first["candidate_value"] / first["base_value"] - 1)
     assert "ttft_ms.p90 change" in first["reason"]
-    assert document["status"] == "PASS"
+    assert document.status == "PASS"
 
 
 def test_a_worse_candidate_fails_and_fails_the_run(tmp_path: Path) -> None:
     run = make_run(tmp_path, "r", levels=(1, 8), n=400)
     document = run_document(RunDir.existing(with_criteria(run, criterion(1, [8]))))
-    assert document["criteria"][0]["status"] == "FAIL"
-    assert document["status"] == "FAIL"
+    assert document.criteria[0]["status"] == "FAIL"
+    assert document.status == "FAIL"
     console = Console(record=True, width=200)
     print_summary(document, console)
     text = console.export_text()
@@ -76,11 +76,11 @@ def test_a_margin_inside_the_interval_is_inconclusive_and_few_requests_say_so(
     run = make_run(tmp_path, "r", levels=(4, 8), n=400)
     # 28 vs 36 ms: about -22 %; a 22 % margin sits inside the interval.
     document = run_document(RunDir.existing(with_criteria(run, criterion(8, [4], "22%"))))
-    assert document["criteria"][0]["status"] == "INCONCLUSIVE"
+    assert document.criteria[0]["status"] == "INCONCLUSIVE"
     small = make_run(tmp_path, "s", levels=(4, 8), n=30)
     p99 = {**criterion(8, [4]), "metric": "ttft_ms.p99"}
     document = run_document(RunDir.existing(with_criteria(small, p99)))
-    assert "too few requests for p99" in document["criteria"][0]["comparisons"][0]["reason"]
+    assert "too few requests for p99" in document.criteria[0]["comparisons"][0]["reason"]
 
 
 CAMPAIGN = """

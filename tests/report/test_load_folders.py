@@ -59,12 +59,12 @@ def test_a_load_folder_records_what_report_needs(folders: dict[str, Path]) -> No
     document = load_document(folders["fast"])
     run = json.loads((folders["fast"] / "summary.json").read_text())["run"]
     assert (run["params"]["concurrency"], run["params"]["requests"]) == (2, 40)
-    assert document["machine"]["cpu_count"] == run["machine"]["cpu_count"]
-    (row,) = document["treatments"]
-    assert (row["dir"], row["probe"], row["status"]) == (".", "load", "PASS")
-    assert row["deployments"][0].startswith("http://127.0.0.1:")
-    assert row["metrics"]["ttft_ms.p50"] > 0
-    assert not any(name.startswith("run.") for name in row["metrics"])
+    assert document.machine["cpu_count"] == run["machine"]["cpu_count"]
+    (row,) = document.treatments
+    assert (row.dir, row.probe, row.status) == (".", "load", "PASS")
+    assert row.deployments[0].startswith("http://127.0.0.1:")
+    assert row.metrics["ttft_ms.p50"] > 0
+    assert not any(name.startswith("run.") for name in row.metrics)
 
 
 @pytest.mark.slow

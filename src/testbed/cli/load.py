@@ -258,7 +258,7 @@ def handle(args: argparse.Namespace) -> int:
     params = config.model_dump(mode="json", exclude_defaults=True)
     summary["run"] = run_record(params, started, time.monotonic() - clock)
     write_json(out / "summary.json", summary)
-    write_tables(out, load_document(out)["treatments"])  # records.csv, summary.csv
+    write_tables(out, load_document(out).treatments)  # records.csv, summary.csv
     if args.json:
         sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     else:

@@ -1,5 +1,6 @@
-"""``testbed schema``: the JSON Schema of the campaign format (for editors) or, with
-``records``, of what a probe writes to records.jsonl — each generated from its model."""
+"""``testbed schema``: the JSON Schema of the campaign format (for editors), with
+``records`` of what a probe writes to records.jsonl, with ``summary`` of a run's
+summary.json — each generated from its model."""
 
 from __future__ import annotations
 
@@ -7,13 +8,16 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("schema", help="print the JSON Schema of campaign files or records")
+    parser = sub.add_parser(
+        "schema", help="print the JSON Schema of campaign files, records or run summaries"
+    )
     parser.add_argument(
         "what",
         nargs="?",
-        choices=("campaign", "records"),
+        choices=("campaign", "records", "summary"),
         default="campaign",
-        help="campaign (default): a campaign file; records: a line of records.jsonl",
+        help="campaign (default): a campaign file; records: a line of records.jsonl;"
+        " summary: a run's summary.json",
     )
     parser.set_defaults(handler=handle)
 
@@ -25,6 +29,11 @@ def handle(args: argparse.Namespace) -> int:
         from testbed.results.records import record_schema
 
         print(json.dumps(record_schema(), indent=2))
+        return 0
+    if args.what == "summary":
+        from testbed.results.run_summary import summary_schema
+
+        print(json.dumps(summary_schema(), indent=2))
         return 0
 
     from testbed.config.campaign import Campaign

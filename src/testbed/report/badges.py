@@ -7,11 +7,10 @@ statuses this way, so it lives below all of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from html import escape
-from typing import Any
 
 from testbed.report.live import STYLE
+from testbed.results.run_summary import RunSummary
 from testbed.results.verdict import Status
 
 
@@ -26,15 +25,15 @@ def badge(status: str) -> str:
     return f'<span class="badge {escape(status.replace(" ", "-"))}">{escape(status)}</span>'
 
 
-def skipped_note(document: Mapping[str, Any]) -> str:
+def skipped_note(document: RunSummary) -> str:
     """What the run skipped (``summary.json``'s ``skipped``), e.g. ``skipped: 1 treatment,
     11 cases``; empty when nothing was skipped — so a partial skip is never out of sight."""
-    skipped = document.get("skipped") or {}
+    skipped = document.skipped
     parts = [
         f"{n} {noun}{'' if n == 1 else 's'}"
         for noun, n in (
-            ("treatment", skipped.get("treatments", 0)),
-            ("case", skipped.get("cases", 0)),
+            ("treatment", skipped.treatments),
+            ("case", skipped.cases),
         )
         if n
     ]

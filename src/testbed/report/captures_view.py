@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from testbed.core.secrets import redact
 from testbed.report.plots import to_svg
+from testbed.results.run_summary import TreatmentRow
 from testbed.results.steps import CAPTURES_FILE, PROMETHEUS_FILE
 
 _MAX_SERIES = 12
@@ -32,13 +33,13 @@ def _read(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def warnings(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def warnings(run_path: Path, rows: Sequence[TreatmentRow]) -> list[str]:
     """Every capture warning of the run, ``<treatment dir>: <warning>``."""
     found = []
     for row in rows:
-        notes = _read(run_path / row["dir"] / CAPTURES_FILE)
+        notes = _read(run_path / row.dir / CAPTURES_FILE)
         found += [
-            f"{row['dir']}: {note.removeprefix('warning: ')}"
+            f"{row.dir}: {note.removeprefix('warning: ')}"
             for part in notes.values()
             for note in part
             if isinstance(note, str) and note.startswith("warning:")
@@ -46,21 +47,21 @@ def warnings(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return found
 
 
-def section(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> str:
+def section(run_path: Path, rows: Sequence[TreatmentRow]) -> str:
     """One block per treatment that has captures; '' when none has."""
     parts = [f'<p class="flag">⚠ {_e(w)}</p>' for w in warnings(run_path, rows)]
     for number, row in enumerate(rows):
-        folder = run_path / row["dir"]
+        folder = run_path / row.dir
         links = [
-            f'<a href="{_e(row["dir"])}/{name}/">{name}</a>'
+            f'<a href="{_e(row.dir)}/{name}/">{name}</a>'
             for name in ("state-before", "state-after")
             if (folder / name).is_dir()
         ]
         # a load treatment's series are drawn beside its server metrics (load_view)
-        prometheus = _read(folder / PROMETHEUS_FILE) if row["probe"] != "load" else {}
+        prometheus = _read(folder / PROMETHEUS_FILE) if row.probe != "load" else {}
         if not links and not prometheus:
             continue
-        parts.append(f"<h3>{_e(row['dir'])}</h3>")
+        parts.append(f"<h3>{_e(row.dir)}</h3>")
         if links:
             parts.append(f"<p>state: {' · '.join(links)}</p>")
         if prometheus:

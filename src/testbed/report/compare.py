@@ -47,18 +47,16 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from testbed.core.errors import InputError
 from testbed.report import foreign_run
-from testbed.report.load_run import is_load_folder, load_document
+from testbed.report.compare_sides import is_side, is_treatment, pair, setup_differences, side
 from testbed.report.metric_change import MetricResult, intervals, judge
 from testbed.report.run_summary import campaign_results, run_document
 from testbed.report.thresholds import Threshold, parse_threshold, threshold_for
-from testbed.results import foreign
 from testbed.results.index import Point, ResultsIndex, resolve_url
-from testbed.results.machine import IDENTITY
-from testbed.results.rundir import PLAN, SUMMARY, RunDir
+from testbed.results.run_summary import RunSummary, TreatmentRow
+from testbed.results.rundir import RunDir
 from testbed.results.summaries import NEUTRAL, direction
 from testbed.results.verdict import Status
 
@@ -136,93 +134,10 @@ class Comparison:
         return Status.SKIPPED if self.nothing_compared else Status.PASS
 
 
-def setup_differences(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
-    """Why two runs are not comparable (empty when they are)."""
-    out = []
-    if base.get("campaign_hash") != candidate.get("campaign_hash"):
-        out.append(
-            f"campaign hash {base.get('campaign_hash')} ≠ {candidate.get('campaign_hash')}"
-            " (the campaigns differ)"
-        )
-    bm, cm = base.get("machine") or {}, candidate.get("machine") or {}
-    for key in IDENTITY if bm and cm else ():  # a side that does not know it: not compared
-        if bm.get(key) != cm.get(key):
-            out.append(f"machine {key}: {bm.get(key)} ≠ {cm.get(key)}")
-    bs = {s.get("deployment"): s for s in base.get("servers") or []}
-    for server in candidate.get("servers") or []:
-        other = bs.get(server.get("deployment"))
-        if other is None:
-            continue
-        for key in ("server", "version"):
-            if other.get(key) != server.get(key):
-                out.append(
-                    f"deployment {server.get('deployment')} {key}:"
-                    f" {other.get(key)} ≠ {server.get(key)}"
-                )
-    return out
-
-
-def pair(
-    base_rows: Sequence[Mapping[str, Any]], cand_rows: Sequence[Mapping[str, Any]]
-) -> tuple[list[tuple[Mapping[str, Any], Mapping[str, Any]]], list[str]]:
-    """Treatment pairs (base, candidate) and warnings about what could not be paired."""
-    by_id = {r["id"]: r for r in base_rows}
-    by_params: dict[str, list[Mapping[str, Any]]] = {}
-    for row in base_rows:
-        by_params.setdefault(row["params_key"], []).append(row)
-    pairs, warnings, used = [], [], set()
-    for row in cand_rows:
-        match = by_id.get(row["id"])
-        if match is None:
-            options = [r for r in by_params.get(row["params_key"], []) if r["id"] not in used]
-            if len(options) == 1:
-                match = options[0]
-                warnings.append(
-                    f"{row['dir']} paired with {match['dir']} by probe, deployments and params"
-                    " (their resolved configurations differ elsewhere)"
-                )
-        if match is None:
-            warnings.append(f"{row['dir']}: only in the candidate run, not compared")
-            continue
-        used.add(match["id"])
-        pairs.append((match, row))
-    for row in base_rows:
-        if row["id"] not in used:
-            warnings.append(f"{row['dir']}: only in the base run, not compared")
-    return pairs, warnings
-
-
-def is_treatment(path: Path) -> bool:
-    """A treatment directory of a run (its summary beside the run's plan)."""
-    return (path / SUMMARY).is_file() and (path.parent / PLAN).is_file()
-
-
-def _is_side(path: Path) -> bool:
-    """One treatment: a run's treatment directory, a ``testbed load --out`` folder, or
-    another harness's results file (:mod:`testbed.results.foreign`)."""
-    return is_treatment(path) or is_load_folder(path) or foreign.read(path) is not None
-
-
-def _side(path: Path) -> tuple[Path, dict[str, Any], dict[str, Any]]:
-    """The folder a treatment's ``dir`` is relative to, its run document, and its row."""
-    results = foreign.read(path)
-    if results is not None:  # metrics only: no records, no verdict, no machine
-        document = foreign_run.side_document(path, results)
-        return results.path.parent, document, document["treatments"][0]
-    if is_load_folder(path):  # its one treatment is the folder itself, named as it is
-        document = load_document(path)
-        return path.parent, document, {**document["treatments"][0], "dir": path.name}
-    document = run_document(RunDir.existing(path.parent))
-    row = next((r for r in document["treatments"] if r["dir"] == path.name), None)
-    if row is None:
-        raise InputError(f"{path}: not a treatment with a result in its run's plan")
-    return path.parent, document, row
-
-
 def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
     """Compare two treatments with each other — treatment directories of runs, ``testbed
     load`` folders, or another harness's results (see the module docstring)."""
-    (base_root, base_doc, base_row), (cand_root, cand_doc, cand_row) = map(_side, (base, candidate))
+    (base_root, base_doc, base_row), (cand_root, cand_doc, cand_row) = map(side, (base, candidate))
     alone = [p for p in (base, candidate) if not is_treatment(p)]  # each its own run
     same_run = not alone and base_root.resolve() == cand_root.resolve()
     differences = [] if same_run else setup_differences(base_doc, cand_doc)
@@ -232,11 +147,11 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
             + "\ncompare treatments of one campaign on one machine, or pass --force"
         )  # fmt: skip
     for path, row in ((base, base_row), (candidate, cand_row)):
-        if row["status"] in _NO_RESULT:
-            raise InputError(f"{path}: not a treatment with a result ({row['status']})")
+        if row.status in _NO_RESULT:
+            raise InputError(f"{path}: not a treatment with a result ({row.status})")
     comparison = Comparison(base, candidate, differences, treatments=True)
     comparison.warnings += foreign_run.warnings((base, candidate))
-    if any(doc["run"].get("kind") == foreign_run.KIND for doc in (base_doc, cand_doc)):
+    if any(doc.run.get("kind") == foreign_run.KIND for doc in (base_doc, cand_doc)):
         comparison.notes = foreign_run.comparable_metrics(base_row, cand_row)
     no_history = CompareOptions(**{**options.__dict__, "use_index": False})
     thresholds = {**_campaign_thresholds(cand_root), **options.thresholds}
@@ -254,10 +169,10 @@ def compare_treatments(base: Path, candidate: Path, options: CompareOptions) -> 
 def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Comparison:
     """Compare two run directories, or two treatment directories (see the module
     docstring)."""
-    if _is_side(base) and _is_side(candidate):
+    if is_side(base) and is_side(candidate):
         return compare_treatments(base, candidate, options)
     for path in (base, candidate):
-        if _is_side(path):
+        if is_side(path):
             raise InputError(
                 f"{path} is one treatment (a `testbed load` folder or another harness's"
                 " results):"
@@ -274,19 +189,17 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
             + "\ncompare runs of one campaign on one machine, or pass --force"
         )
     comparison = Comparison(base, candidate, differences)
-    pairs, comparison.warnings = pair(base_doc["treatments"], cand_doc["treatments"])
+    pairs, comparison.warnings = pair(base_doc.treatments, cand_doc.treatments)
     comparison.pairs = len(pairs)
     thresholds = {**_campaign_thresholds(candidate), **options.thresholds}
     history = _History(candidate, cand_doc, options)
     try:
         for base_row, cand_row in pairs:
             _verdict_change(comparison, base_row, cand_row)
-            if cand_row["status"] in _NO_RESULT:
-                comparison.unresolved.append(cand_row["dir"])
-            if {cand_row["status"], base_row["status"]} & _NO_RESULT:
-                comparison.warnings.append(
-                    f"{cand_row['dir']}: not compared (a side has no result)"
-                )
+            if cand_row.status in _NO_RESULT:
+                comparison.unresolved.append(cand_row.dir)
+            if {cand_row.status, base_row.status} & _NO_RESULT:
+                comparison.warnings.append(f"{cand_row.dir}: not compared (a side has no result)")
                 continue
             if _skipped(comparison, base_row, cand_row):
                 continue
@@ -298,31 +211,25 @@ def compare_runs(base: Path, candidate: Path, options: CompareOptions) -> Compar
     return comparison
 
 
-def _skipped(
-    comparison: Comparison, base_row: Mapping[str, Any], cand_row: Mapping[str, Any]
-) -> bool:
+def _skipped(comparison: Comparison, base_row: TreatmentRow, cand_row: TreatmentRow) -> bool:
     """Whether a side of the pair was SKIPPED (then it is listed, with why, not compared)."""
     sides = [(n, r) for n, r in (("base", base_row), ("candidate", cand_row))
-             if r["status"] == Status.SKIPPED.value]  # fmt: skip
+             if r.status == Status.SKIPPED.value]  # fmt: skip
     if not sides:
         return False
-    said = "; ".join(
-        f"SKIPPED in the {n}: {r.get('reason') or 'no reason given'}" for n, r in sides
-    )
-    comparison.skipped.append(f"{cand_row['dir']}: {said}")
+    said = "; ".join(f"SKIPPED in the {n}: {r.reason or 'no reason given'}" for n, r in sides)
+    comparison.skipped.append(f"{cand_row.dir}: {said}")
     return True
 
 
-def _verdict_change(
-    comparison: Comparison, base_row: Mapping[str, Any], cand_row: Mapping[str, Any]
-) -> None:
-    before, after = base_row["status"], cand_row["status"]
+def _verdict_change(comparison: Comparison, base_row: TreatmentRow, cand_row: TreatmentRow) -> None:
+    before, after = base_row.status, cand_row.status
     if before == after or {before, after} - {"PASS", "FAIL"}:
         return
     kind = "regression" if after == "FAIL" else "improvement"
     comparison.verdict_changes.append(
-        {"treatment": cand_row["dir"], "base": before, "candidate": after, "kind": kind,
-         "reason": cand_row.get("reason") or ""}
+        {"treatment": cand_row.dir, "base": before, "candidate": after, "kind": kind,
+         "reason": cand_row.reason}
     )  # fmt: skip
 
 
@@ -336,8 +243,8 @@ def _campaign_thresholds(run: Path) -> dict[str, Threshold]:
 class _History:
     """Noise bands from the results index (earlier runs of the same configurations)."""
 
-    def __init__(self, candidate: Path, cand_doc: Mapping[str, Any], options: CompareOptions):
-        self.run_id = cand_doc["run"]["run_id"]
+    def __init__(self, candidate: Path, cand_doc: RunSummary, options: CompareOptions):
+        self.run_id = cand_doc.run["run_id"]
         self.index: ResultsIndex | None = None
         if not options.use_index:
             return
@@ -348,12 +255,12 @@ class _History:
             return  # no index beside the runs: no history, and none is created
         self.index = ResultsIndex(url)
 
-    def band(self, metric: str, row: Mapping[str, Any], paired_by_id: bool) -> list[Point]:
+    def band(self, metric: str, row: TreatmentRow, paired_by_id: bool) -> list[Point]:
         if self.index is None:
             return []
         if paired_by_id:
-            return self.index.history(metric, config_hash=row["id"], exclude=[self.run_id])
-        return self.index.history(metric, params_key=row["params_key"], exclude=[self.run_id])
+            return self.index.history(metric, config_hash=row.id, exclude=[self.run_id])
+        return self.index.history(metric, params_key=row.params_key, exclude=[self.run_id])
 
     def close(self) -> None:
         if self.index is not None:
@@ -363,35 +270,35 @@ class _History:
 def _compare_pair(
     base: Path,
     candidate: Path,
-    base_row: Mapping[str, Any],
-    cand_row: Mapping[str, Any],
+    base_row: TreatmentRow,
+    cand_row: TreatmentRow,
     thresholds: Mapping[str, Threshold],
     options: CompareOptions,
     history: _History,
 ) -> list[MetricResult]:
     names = [
         m
-        for m in cand_row["metrics"]
-        if m in base_row["metrics"]
+        for m in cand_row.metrics
+        if m in base_row.metrics
         and direction(m) != NEUTRAL
         and (not options.metrics or any(fnmatch.fnmatchcase(m, p) for p in options.metrics))
     ]
     if not names:
         return []
     evidence = intervals(
-        (base / base_row["dir"], candidate / cand_row["dir"]),
-        cand_row["id"],
+        (base / base_row.dir, candidate / cand_row.dir),
+        cand_row.id,
         names,
         options.confidence,
         options.resamples,
     )
     out = []
     for name in names:
-        b, c = base_row["metrics"][name], cand_row["metrics"][name]
-        points = history.band(name, cand_row, base_row["id"] == cand_row["id"])
+        b, c = base_row.metrics[name], cand_row.metrics[name]
+        points = history.band(name, cand_row, base_row.id == cand_row.id)
         out.append(
             judge(
-                cand_row["dir"],
+                cand_row.dir,
                 name,
                 b,
                 c,

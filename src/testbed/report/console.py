@@ -4,8 +4,7 @@ the headline load numbers, then the outcome. Reads only the run document of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.table import Table
@@ -13,6 +12,7 @@ from rich.table import Table
 from testbed.core.secrets import redact
 from testbed.report.badges import skipped_note, styled
 from testbed.report.live import STYLE
+from testbed.results.run_summary import RunSummary
 from testbed.results.verdict import Status
 
 #: The headline columns of a load treatment: (header, metric name, format).
@@ -28,29 +28,29 @@ LOAD_COLUMNS = (
 )
 
 
-def verdict_table(document: Mapping[str, Any]) -> Table:
+def verdict_table(document: RunSummary) -> Table:
     """Every treatment with its verdict and the first line of the reason."""
-    table = Table(title=f"Run {document['run']['run_id']}", title_justify="left")
+    table = Table(title=f"Run {document.run['run_id']}", title_justify="left")
     for column in ("#", "treatment", "probe", "verdict", "reason"):
         table.add_column(column, overflow="fold")
-    for number, row in enumerate(document["treatments"], start=1):
-        reason = redact(row["reason"] or "").splitlines()
+    for number, row in enumerate(document.treatments, start=1):
+        reason = redact(row.reason).splitlines()
         table.add_row(
             str(number),
-            row["dir"],
-            row["probe"],
-            styled(row["status"]),
+            row.dir,
+            row.probe,
+            styled(row.status),
             reason[0][:100] if reason else "",
         )
     return table
 
 
-def load_table(document: Mapping[str, Any]) -> Table | None:
+def load_table(document: RunSummary) -> Table | None:
     """Headline numbers of every load treatment that has them (milliseconds, per second)."""
     rows = [
         (number, row)
-        for number, row in enumerate(document["treatments"], start=1)
-        if row["probe"] == "load" and row.get("metrics")
+        for number, row in enumerate(document.treatments, start=1)
+        if row.probe == "load" and row.metrics
     ]
     if not rows:
         return None
@@ -64,14 +64,14 @@ def load_table(document: Mapping[str, Any]) -> Table | None:
     for number, row in rows:
         cells = []
         for _, name, fmt in LOAD_COLUMNS:
-            value = row["metrics"].get(name)
+            value = row.metrics.get(name)
             cells.append("–" if value is None else fmt.format(value))
         table.add_row(str(number), *cells)
     return table
 
 
 def print_summary(
-    document: Mapping[str, Any],
+    document: RunSummary,
     console: Console,
     details: Callable[[], None] | None = None,
 ) -> None:
@@ -79,7 +79,7 @@ def print_summary(
     outcome line."""
     from testbed.report.steps_view import print_steps
 
-    print_steps(document.get("steps") or [], console)
+    print_steps(document.steps, console)
     console.print(verdict_table(document))
     table = load_table(document)
     if table is not None:
@@ -89,13 +89,13 @@ def print_summary(
     judged = criteria_table(document)
     if judged is not None:
         console.print(judged)
-        for criterion in document.get("criteria") or []:
+        for criterion in document.criteria:
             for c in criterion["comparisons"]:
                 console.print(f"  {styled(c['status'])} {redact(c.get('reason', ''))}")
     if details is not None:
         details()
-    counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))
-    status = document["status"]
+    counts = "  ".join(f"{styled(s)} {n}" for s, n in sorted(document.counts.items()))
+    status = document.status
     style = STYLE.get(Status(status), "")
     note = skipped_note(document)
     note = f"  [yellow]· {note}[/yellow]" if note else ""

@@ -11,6 +11,7 @@ from typing import Any
 from testbed.report.badges import badge
 from testbed.report.differential_view import differentials
 from testbed.report.html_blocks import e, kv, pre_json
+from testbed.results.run_summary import TreatmentRow
 
 
 def divergence_html(d: Mapping[str, Any], labels: tuple[str, str] = ("expected", "actual")) -> str:
@@ -54,7 +55,7 @@ def text_divergence(expected: str, actual: str) -> dict[str, Any]:
     }
 
 
-def _differentials(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _differentials(run_path: Path, rows: Sequence[TreatmentRow]) -> list[str]:
     """Each deployment's answers against the reference deployment's (correctness.reference)."""
     try:
         found = differentials(run_path, rows)
@@ -63,7 +64,7 @@ def _differentials(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[st
     parts = []
     for ref_row, row, summary in found:
         counts = {k: v for k, v in summary.items() if not isinstance(v, list | dict)}
-        parts.append(f"<h3>{e(row['dir'])} against the reference {e(ref_row['dir'])}</h3>")
+        parts.append(f"<h3>{e(row.dir)} against the reference {e(ref_row.dir)}</h3>")
         parts.append(kv(counts))
         for d in summary.get("divergences") or []:
             head = " · ".join(str(d[k]) for k in ("case", "protocol", "kind") if d.get(k))
@@ -72,13 +73,13 @@ def _differentials(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[st
     return parts
 
 
-def section(run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
+def section(run_path: Path, rows: Sequence[TreatmentRow], summaries: Mapping[str, Any]) -> str:
     parts = _differentials(run_path, rows)
     for row in rows:
-        summary = summaries.get(row["id"]) or {}
-        if row["probe"] != "correctness" or not summary:
+        summary = summaries.get(row.id) or {}
+        if row.probe != "correctness" or not summary:
             continue
-        parts.append(f"<h3>{e(row['dir'])} {badge(row['status'])}</h3>")
+        parts.append(f"<h3>{e(row.dir)} {badge(row.status)}</h3>")
         counts = summary.get("cases")
         if isinstance(counts, Mapping):
             parts.append(kv(counts))

@@ -29,6 +29,7 @@ from testbed.core.ids import short_hash
 from testbed.report.metric_change import tail_shortfall
 from testbed.results import stats
 from testbed.results.files import read_records
+from testbed.results.run_summary import TreatmentRow
 from testbed.results.rundir import RECORDS, RESOLVED, read_summary
 from testbed.results.summaries import LOWER, NEUTRAL, Samples, direction
 from testbed.results.verdict import Status, worst
@@ -46,17 +47,15 @@ def campaign_criteria(run_path: Path) -> list[Criterion]:
     return [Criterion.model_validate(c) for c in raw or []]
 
 
-def _chosen(
-    rows: Sequence[Mapping[str, Any]], values: Mapping[str, Any]
-) -> list[Mapping[str, Any]]:
+def _chosen(rows: Sequence[TreatmentRow], values: Mapping[str, Any]) -> list[TreatmentRow]:
     return [
         r
         for r in rows
-        if r["probe"] == "load" and all(r["params"].get(k) == v for k, v in values.items())
+        if r.probe == "load" and all(r.params.get(k) == v for k, v in values.items())
     ]
 
 
-def judge_all(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def judge_all(run_path: Path, rows: Sequence[TreatmentRow]) -> list[dict[str, Any]]:
     """Every criterion of the run, judged (see the module docstring)."""
     out = []
     for i, criterion in enumerate(campaign_criteria(run_path)):
@@ -80,7 +79,7 @@ def judge_all(run_path: Path, rows: Sequence[Mapping[str, Any]]) -> list[dict[st
 
 def _compare(
     run_path: Path,
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[TreatmentRow],
     criterion: Criterion,
     candidate: Mapping[str, Any],
     seed: int,
@@ -92,14 +91,12 @@ def _compare(
         if len(chosen) != 1:
             reason = f"the {what} {dict(values)} chooses {len(chosen)} load treatments, not one"
             return {**result, "status": Status.ERROR.value, "reason": reason}
-        if chosen[0]["status"] in (Status.ERROR.value, Status.NOT_RUN.value):
-            reason = (
-                f"the {what} treatment {chosen[0]['dir']} has no result ({chosen[0]['status']})"
-            )
+        if chosen[0].status in (Status.ERROR.value, Status.NOT_RUN.value):
+            reason = f"the {what} treatment {chosen[0].dir} has no result ({chosen[0].status})"
             return {**result, "status": Status.ERROR.value, "reason": reason}
         sides.append(chosen[0])
     base, cand = sides
-    result |= {"baseline": base["dir"], "candidate": cand["dir"]}
+    result |= {"baseline": base.dir, "candidate": cand.dir}
     sense = direction(criterion.metric)
     if sense == NEUTRAL:
         return {
@@ -107,7 +104,7 @@ def _compare(
             "status": Status.ERROR.value,
             "reason": f"{criterion.metric} has no better direction",
         }
-    difference, why, sizes = _difference(run_path, base["dir"], cand["dir"], criterion, seed)
+    difference, why, sizes = _difference(run_path, base.dir, cand.dir, criterion, seed)
     if difference is None:
         return {**result, "status": Status.INCONCLUSIVE.value, "reason": why}
     return {**result, **_verdict(criterion, difference, sense, sizes)}

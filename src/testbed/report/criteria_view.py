@@ -10,6 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from testbed.report.badges import badge, styled
+from testbed.results.run_summary import RunSummary
 
 
 def _values(chosen: Mapping[str, Any]) -> str:
@@ -28,11 +29,11 @@ def _number(value: Any) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else ""
 
 
-def rows(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
+def rows(document: RunSummary) -> list[tuple[str, ...]]:
     """(criterion, candidate vs baseline, baseline value, candidate value, change, verdict,
     reason) per comparison."""
     out: list[tuple[str, ...]] = []
-    for criterion in document.get("criteria") or []:
+    for criterion in document.criteria:
         for c in criterion["comparisons"]:
             out.append(
                 (
@@ -52,7 +53,7 @@ def rows(document: Mapping[str, Any]) -> list[tuple[str, ...]]:
 HEADERS = ("criterion", "comparison", "baseline", "candidate", "change [interval]", "verdict")
 
 
-def table(document: Mapping[str, Any]) -> Table | None:
+def table(document: RunSummary) -> Table | None:
     found = rows(document)
     if not found:
         return None
@@ -64,7 +65,7 @@ def table(document: Mapping[str, Any]) -> Table | None:
     return out
 
 
-def section(document: Mapping[str, Any]) -> str:
+def section(document: RunSummary) -> str:
     """The HTML table (empty when the campaign has no criteria)."""
     found = rows(document)
     if not found:

@@ -17,6 +17,7 @@ from rich.console import Console
 from testbed.report.ab_table import render_ab
 from testbed.report.correctness_view import differential_table, failure_diff
 from testbed.report.server_metrics_view import terminal_lines
+from testbed.results.run_summary import TreatmentRow
 
 #: Failed cases shown per treatment; the rest are in report.html and junit.xml.
 MAX_DIFFS = 5
@@ -24,23 +25,23 @@ MAX_DIFFS = 5
 
 def print_details(
     run_dir: Path,
-    rows: Sequence[Mapping[str, Any]],
+    rows: Sequence[TreatmentRow],
     summaries: Mapping[str, Mapping[str, Any]],
     console: Console,
 ) -> None:
     """Evidence per treatment, then the differentials of the run."""
     for row in rows:
-        summary = summaries.get(row["dir"]) or {}
-        if row["probe"] == "ab" and summary.get("ab"):
+        summary = summaries.get(row.dir) or {}
+        if row.probe == "ab" and summary.get("ab"):
             render_ab(summary, console)
-        elif row["probe"] == "correctness" and summary.get("failures"):
+        elif row.probe == "correctness" and summary.get("failures"):
             failures = summary["failures"]
-            console.print(f"[bold]{row['dir']}[/bold]: {len(failures)} failed case(s)")
+            console.print(f"[bold]{row.dir}[/bold]: {len(failures)} failed case(s)")
             for failure in failures[:MAX_DIFFS]:
                 console.print(failure_diff(failure))
             if len(failures) > MAX_DIFFS:
                 console.print(f"… {len(failures) - MAX_DIFFS} more in report.html")
-        for line in terminal_lines(row["dir"], summary):
+        for line in terminal_lines(row.dir, summary):
             console.print(line)
     _differentials(run_dir, console)
 

@@ -32,7 +32,7 @@ from testbed.core.ids import short_hash
 from testbed.results import benchmark_report
 from testbed.results.foreign import ForeignResults, read
 from testbed.results.index import ENV_URL, params_key
-from testbed.results.rundir import RUN_SUMMARY_VERSION
+from testbed.results.run_summary import RunSummary, TreatmentRow
 from testbed.results.summaries import NEUTRAL, direction
 from testbed.results.verdict import Status
 
@@ -46,7 +46,7 @@ _REPORTABLE = ("ttft_ms.", "itl_ms.", "tpot_ms.", "e2e_ms.", "throughput.", "req
 class ForeignRun:
     """The run document of a results file, and each treatment's summary-shaped figures."""
 
-    document: dict[str, Any]
+    document: RunSummary
     summaries: dict[str, dict[str, Any]]  # by treatment id: what the HTML report shows
 
 
@@ -64,63 +64,61 @@ def row_dir(foreign: ForeignResults, index: int) -> str:
 
 def run_of(foreign: ForeignResults) -> ForeignRun:
     """The run document (the shape of ``run_summary.run_document``) of a results file."""
-    rows: list[dict[str, Any]] = []
+    rows: list[TreatmentRow] = []
     summaries: dict[str, dict[str, Any]] = {}
     for report, index in zip(foreign.reports, foreign.indices, strict=True):
         params = _params(report)
         row_id = short_hash({"file": foreign.name, "index": index, "params": params})
         rows.append(
-            {
-                "id": row_id,
-                "dir": row_dir(foreign, index),
-                "slug": foreign.kind,
-                "probe": "load",
-                "workers": [],
-                "deployments": [],
-                "params": params,
-                "params_key": params_key("load", [], params),
-                "status": Status.INCONCLUSIVE.value,
-                "reason": f"{foreign.kind} results: metrics without a verdict",
-                "evidence": {},
-                "started": ((report.get("run") or {}).get("time") or {}).get("start"),
-                "metrics": benchmark_report.metrics_of(report),
-            }
+            TreatmentRow(
+                id=row_id,
+                dir=row_dir(foreign, index),
+                slug=foreign.kind,
+                probe="load",
+                workers=[],
+                deployments=[],
+                params=params,
+                params_key=params_key("load", [], params),
+                status=Status.INCONCLUSIVE.value,
+                reason=f"{foreign.kind} results: metrics without a verdict",
+                evidence={},
+                started=((report.get("run") or {}).get("time") or {}).get("start"),
+                metrics=benchmark_report.metrics_of(report),
+            )
         )
         summaries[row_id] = {**benchmark_report.summary_of(report), "stage": str(index)}
     first = foreign.reports[0].get("run") or {}
-    document = {
-        "schema_version": RUN_SUMMARY_VERSION,
-        "kind": "testbed.run",
-        "run": {
+    document = RunSummary(
+        run={
             "run_id": foreign.path.stem,
             "kind": KIND,
             "source": str(foreign.path),
             "started": (first.get("time") or {}).get("start"),
             "notes": foreign.notes,
         },
-        "campaign": foreign.kind,
-        "campaign_hash": None,
-        "machine": {},
-        "servers": [],
-        "status": Status.INCONCLUSIVE.value,
-        "counts": {Status.INCONCLUSIVE.value: len(rows)},
-        "treatments": rows,
-        "criteria": [],
-        "steps": [],
-    }
+        campaign=foreign.kind,
+        campaign_hash=None,
+        machine={},
+        servers=[],
+        status=Status.INCONCLUSIVE.value,
+        counts={Status.INCONCLUSIVE.value: len(rows)},
+        treatments=rows,
+        criteria=[],
+        steps=[],
+    )
     return ForeignRun(document, summaries)
 
 
-def side_document(path: Path, results: ForeignResults) -> dict[str, Any]:
+def side_document(path: Path, results: ForeignResults) -> RunSummary:
     """The run document of a results file holding one benchmark (``FILE#N`` picks one)."""
     document = run_of(results).document
-    if len(document["treatments"]) > 1:
+    if len(document.treatments) > 1:
         listed = ", ".join(
-            f"{row['dir']} ({', '.join(f'{k} {v}' for k, v in row['params'].items())})"
-            for row in document["treatments"]
+            f"{row.dir} ({', '.join(f'{k} {v}' for k, v in row.params.items())})"
+            for row in document.treatments
         )
         raise InputError(
-            f"{path} holds {len(document['treatments'])} benchmarks: name the one to compare"
+            f"{path} holds {len(document.treatments)} benchmarks: name the one to compare"
             f" as FILE#N — {listed}"
         )
     return document
@@ -139,13 +137,13 @@ def warnings(paths: Sequence[Path]) -> list[str]:
     return out
 
 
-def comparable_metrics(base: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+def comparable_metrics(base: TreatmentRow, candidate: TreatmentRow) -> list[str]:
     """Which of the figures a Benchmark Report can carry (latencies, rates, requests) the
     two sides share, and which only one side has: one line each, grouped by family
     (``ttft_ms: mean, p50, p99``). testbed's own observations (server metrics, a sweep's
     stages) have no counterpart in a report and are not listed."""
     judged = {
-        side: {m for m in row["metrics"] if m.startswith(_REPORTABLE) and direction(m) != NEUTRAL}
+        side: {m for m in row.metrics if m.startswith(_REPORTABLE) and direction(m) != NEUTRAL}
         for side, row in (("base", base), ("candidate", candidate))
     }
     both = judged["base"] & judged["candidate"]
@@ -201,15 +199,14 @@ def publish(foreign: ForeignResults, console: Console, to: PublishTo) -> int:
     url = to.index_url or os.environ.get(ENV_URL)
     if to.use_index and url:
         _record(run.document, url, console)
-    return exit_code(run.document["status"], to.fail_on)
+    return exit_code(run.document.status, to.fail_on)
 
 
-def _record(document: dict[str, Any], url: str, console: Console) -> None:
-    from testbed.report.run_summary import index_entry
-    from testbed.results.index import ResultsIndex
+def _record(document: RunSummary, url: str, console: Console) -> None:
+    from testbed.results.index import ResultsIndex, RunEntry
 
     try:
         with ResultsIndex(url) as index:
-            index.record(index_entry(document))
+            index.record(RunEntry.of(document))
     except TestbedError as exc:
         console.print(f"[yellow]warning:[/yellow] not recorded in the index: {exc}")

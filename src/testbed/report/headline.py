@@ -12,6 +12,7 @@ from typing import Any
 
 from testbed.report.badges import badge
 from testbed.report.html_blocks import e
+from testbed.results.run_summary import TreatmentRow
 
 #: (heading, summary key, statistic, digits): the latency columns, in milliseconds.
 LATENCIES = (
@@ -35,12 +36,12 @@ def _cell(value: Any, digits: int, why_absent: str = "") -> str:
     return f'<td class="num"{title}>{_number(value, digits)}</td>'
 
 
-def section(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
+def section(rows: Sequence[TreatmentRow], summaries: Mapping[str, Any]) -> str:
     """The table (empty when no load treatment has figures)."""
     lines = []
     for row in rows:
-        summary = summaries.get(row["id"]) or {}
-        if row["probe"] != "load" or "ttft_ms" not in summary:
+        summary = summaries.get(row.id) or {}
+        if row.probe != "load" or "ttft_ms" not in summary:
             continue
         lines.append(_row(row, summary))
     if not lines:
@@ -56,7 +57,7 @@ def section(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> 
     )
 
 
-def _row(row: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
+def _row(row: TreatmentRow, summary: Mapping[str, Any]) -> str:
     throughput = summary.get("throughput") or {}
     requests = summary.get("requests") or {}
     stage = str(summary.get("stage") or "")
@@ -64,8 +65,8 @@ def _row(row: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
     if isinstance(best, int | float):
         stage += f" (≤ {best:.2f}/s meets the SLOs)"
     cells = [
-        f'<td><a href="#load-{e(row["id"])}">{e(row["dir"])}</a></td>',
-        f"<td>{badge(str(row['status']))}</td>",
+        f'<td><a href="#load-{e(row.id)}">{e(row.dir)}</a></td>',
+        f"<td>{badge(row.status)}</td>",
         f"<td>{e(stage)}</td>",
         _cell(throughput.get("requests_per_s"), 2),
         _cell(throughput.get("output_tokens_per_s"), 0),

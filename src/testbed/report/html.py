@@ -32,6 +32,7 @@ from testbed.report.html_blocks import e, kv, params, pre_json, tree
 from testbed.report.server_metrics_view import section as server_section
 from testbed.results.files import read_records
 from testbed.results.history import Series
+from testbed.results.run_summary import RunSummary, TreatmentRow
 from testbed.results.rundir import PLAN, RECORDS, RESOLVED, read_summary
 
 _LATENCY_KEYS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -42,7 +43,7 @@ _SHOWN = {"schema_version", "id", "dir", "probe", "params", "attempt", "started"
 
 def render(
     run_path: Path,
-    document: Mapping[str, Any],
+    document: RunSummary,
     summaries: Mapping[str, Mapping[str, Any]] | None = None,
     history: Sequence[Series] = (),
 ) -> str:
@@ -50,15 +51,15 @@ def render(
     treatments' summaries are read from their folders unless given, as another harness's
     results give them: :mod:`testbed.report.foreign_run`; ``history``: the series of this
     run's configurations with change points, :mod:`testbed.report.run_history`)."""
-    rows = document["treatments"]
+    rows = document.treatments
     if summaries is None:
-        summaries = {row["id"]: read_summary(run_path / row["dir"]) for row in rows}
+        summaries = {row.id: read_summary(run_path / row.dir) for row in rows}
     sections = [
         # the figures a load test is read for first (issue 36), then every verdict
         ("headline", "Load at a glance", headline.section(rows, summaries)),
         ("verdicts", "Verdicts", _verdicts(rows)),
         ("history", "History", history_html.run_section(history, run_history.THRESHOLD)),
-        ("steps", "Steps", steps_view.section(document.get("steps") or [])),
+        ("steps", "Steps", steps_view.section(document.steps)),
         ("correctness", "Correctness", correctness_html.section(run_path, rows, summaries)),
         ("load", "Load", load_view.section(load_view.gather(run_path, rows, summaries))),
         ("criteria", "Criteria", criteria_view.section(document)),
@@ -78,8 +79,8 @@ def render(
         f'<section id="{key}"><h2>{e(title)}</h2>\n{content}</section>'
         for key, title, content in present
     )
-    run = document["run"]
-    title = f"testbed · {document.get('campaign')} · {run['run_id']}"
+    run = document.run
+    title = f"testbed · {document.campaign} · {run['run_id']}"
     return (
         "<!DOCTYPE html>\n"
         f'<html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'
@@ -89,36 +90,36 @@ def render(
     )
 
 
-def _header(document: Mapping[str, Any]) -> str:
-    run, machine = document["run"], document.get("machine") or {}
-    counts = " ".join(f"{badge(s)} {n}" for s, n in sorted(document.get("counts", {}).items()))
+def _header(document: RunSummary) -> str:
+    run, machine = document.run, document.machine
+    counts = " ".join(f"{badge(s)} {n}" for s, n in sorted(document.counts.items()))
     note = skipped_note(document)
     counts += f' <span class="skipped-note">· {e(note)}</span>' if note else ""
     facts = {
         "started": run.get("started"),
-        "testbed": document.get("testbed_version"),
-        "campaign hash": document.get("campaign_hash"),
+        "testbed": document.testbed_version,
+        "campaign hash": document.campaign_hash,
         # another harness's results do not say on which machine: absent, not guessed
         "machine": f"{machine.get('hostname')} · {machine.get('cpu_count')} CPUs"
         f" · {machine.get('cpu_model') or ''} · {machine.get('platform') or ''}"
         if machine
         else None,
         "source": run.get("source"),
-        "generated": document.get("generated"),
+        "generated": document.generated,
     }
     return (
-        f"<header><h1>{e(document.get('campaign'))} · {e(run['run_id'])}"
-        f" {badge(document['status'])}</h1><div>{counts}</div>{kv(facts)}</header>"
+        f"<header><h1>{e(document.campaign)} · {e(run['run_id'])}"
+        f" {badge(document.status)}</h1><div>{counts}</div>{kv(facts)}</header>"
     )
 
 
-def _verdicts(rows: Sequence[Mapping[str, Any]]) -> str:
+def _verdicts(rows: Sequence[TreatmentRow]) -> str:
     lines = [
         "<table><tr><th>#</th><th>treatment</th><th>probe</th><th>deployments</th>"
         "<th>params</th><th>verdict</th><th>reason and evidence</th></tr>"
     ]
     for number, row in enumerate(rows, start=1):
-        evidence = row.get("evidence") or {}
+        evidence = row.evidence
         details = (
             f"<details><summary>evidence</summary>{pre_json(evidence)}</details>"
             if evidence
@@ -126,10 +127,10 @@ def _verdicts(rows: Sequence[Mapping[str, Any]]) -> str:
         )
         lines.append(
             f'<tr><td class="num">{number}</td>'
-            f'<td><a href="#t-{e(row["id"])}">{e(row["dir"])}</a></td><td>{e(row["probe"])}</td>'
-            f"<td>{e(', '.join(row.get('deployments') or []))}</td>"
-            f"<td>{params(row['params'])}</td>"
-            f"<td>{badge(row['status'])}</td><td>{e(row.get('reason') or '')}{details}"
+            f'<td><a href="#t-{e(row.id)}">{e(row.dir)}</a></td><td>{e(row.probe)}</td>'
+            f"<td>{e(', '.join(row.deployments))}</td>"
+            f"<td>{params(row.params)}</td>"
+            f"<td>{badge(row.status)}</td><td>{e(row.reason)}{details}"
             f"{_source(row)}</td></tr>"
         )
     lines.append("</table>")
@@ -139,17 +140,16 @@ def _verdicts(rows: Sequence[Mapping[str, Any]]) -> str:
 # -- A/B, treatments, plan, campaign, run -------------------------------------------------------
 
 
-def _ab(run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
+def _ab(run_path: Path, rows: Sequence[TreatmentRow], summaries: Mapping[str, Any]) -> str:
     parts = []
     for number, row in enumerate(rows):
-        if row["probe"] != "ab":
+        if row.probe != "ab":
             continue
-        summary = summaries.get(row["id"]) or {}
-        parts.append(f"<h3>{e(row['dir'])} {badge(row['status'])}</h3><p>{e(row['reason'])}</p>")
-        evidence = row.get("evidence") or {}
-        parts.append(tree(evidence) if evidence else "")
-        records = read_records(run_path / row["dir"] / RECORDS)
-        parts.append(server_section(run_path / row["dir"], summary, records, f"ab-sm{number}"))
+        summary = summaries.get(row.id) or {}
+        parts.append(f"<h3>{e(row.dir)} {badge(row.status)}</h3><p>{e(row.reason)}</p>")
+        parts.append(tree(row.evidence) if row.evidence else "")
+        records = read_records(run_path / row.dir / RECORDS)
+        parts.append(server_section(run_path / row.dir, summary, records, f"ab-sm{number}"))
         rest = {k: v for k, v in summary.items() if k not in _SHOWN and k != "workers"}
         if rest:
             parts.append(f"<details><summary>summary</summary>{tree(rest)}</details>")
@@ -172,17 +172,17 @@ def latency_table(summary: Mapping[str, Any]) -> str:
     return "".join(lines) + "</table>"
 
 
-def _treatments(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
+def _treatments(rows: Sequence[TreatmentRow], summaries: Mapping[str, Any]) -> str:
     parts = []
     for row in rows:
-        summary = summaries.get(row["id"]) or {}
+        summary = summaries.get(row.id) or {}
         facts = {
-            "probe": row["probe"],
-            "deployments": ", ".join(row.get("deployments") or []),
-            "attempt": row.get("attempt"),
-            "started": row.get("started"),
-            "duration": f"{row['duration_s']} s" if row.get("duration_s") is not None else None,
-            "records": row.get("records"),
+            "probe": row.probe,
+            "deployments": ", ".join(row.deployments),
+            "attempt": row.attempt,
+            "started": row.started,
+            "duration": f"{row.duration_s} s" if row.duration_s is not None else None,
+            "records": row.records,
         }
         known = latency_table(summary)
         rest = {
@@ -197,8 +197,8 @@ def _treatments(rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any])
             else ""
         )
         parts.append(
-            f'<details id="t-{e(row["id"])}"><summary>{e(row["dir"])} {badge(row["status"])}'
-            f"</summary>{kv(facts)}{params(row['params'])}{known}{stage_html}"
+            f'<details id="t-{e(row.id)}"><summary>{e(row.dir)} {badge(row.status)}'
+            f"</summary>{kv(facts)}{params(row.params)}{known}{stage_html}"
             f"{tree(rest) if rest else ''}</details>"
         )
     return "\n".join(parts)
@@ -237,15 +237,15 @@ def _campaign(run_path: Path) -> str:
     return f"<pre><code>{e(text)}</code></pre>"
 
 
-def _source(row: Mapping[str, Any]) -> str:
+def _source(row: TreatmentRow) -> str:
     """Where an assembled run's treatment came from (``testbed report DIR1 DIR2 …``)."""
-    source = row.get("source")
+    source = row.source
     return f'<div class="source">from <code>{e(source)}</code></div>' if source else ""
 
 
-def _sources(document: Mapping[str, Any]) -> str:
+def _sources(document: RunSummary) -> str:
     """The run folders an assembled run was made of, one row each."""
-    sources = document["run"].get("sources") or []
+    sources = document.run.get("sources") or []
     if not sources:
         return ""
     lines = ["<table><tr><th>folder</th><th>run id</th><th>machine</th><th>treatments</th></tr>"]
@@ -260,9 +260,10 @@ def _sources(document: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _run(document: Mapping[str, Any]) -> str:
+def _run(document: RunSummary) -> str:
+    servers = [s.model_dump(mode="json", exclude_unset=True) for s in document.servers]
     return (
-        f"<h3>Machine</h3>{tree(document.get('machine') or {})}"
-        f"<h3>Servers</h3>{pre_json(document.get('servers') or [])}"
-        f"<h3>run.json</h3>{tree(document['run'])}"
+        f"<h3>Machine</h3>{tree(document.machine)}"
+        f"<h3>Servers</h3>{pre_json(servers)}"
+        f"<h3>run.json</h3>{tree(document.run)}"
     )

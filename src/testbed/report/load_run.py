@@ -28,7 +28,8 @@ from testbed.core.clock import wall_label
 from testbed.core.ids import short_hash
 from testbed.results.files import read_object
 from testbed.results.index import params_key
-from testbed.results.rundir import RECORDS, RUN_FILE, RUN_SUMMARY_VERSION, SUMMARY
+from testbed.results.run_summary import RunSummary, Server, TreatmentRow
+from testbed.results.rundir import RECORDS, RUN_FILE, SUMMARY
 from testbed.results.summaries import summary_metrics
 
 #: The ``kind`` of what ``testbed load`` records about itself in its summary's ``run``.
@@ -56,7 +57,7 @@ def load_params(summary: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
-def load_document(path: Path) -> dict[str, Any]:
+def load_document(path: Path) -> RunSummary:
     """The run document (the shape of ``run_summary.run_document``) of a load folder."""
     summary = read_object(path / SUMMARY)
     recorded = summary.get("run")
@@ -64,25 +65,25 @@ def load_document(path: Path) -> dict[str, Any]:
     target = str((summary.get("setup") or {}).get("url") or "target")
     params = load_params(summary)
     verdict = summary["verdict"]
-    row = {
-        "id": short_hash({"url": target, "params": params}),
-        "dir": HERE,
-        "slug": "load",
-        "probe": "load",
-        "workers": ["target"],
-        "deployments": [target],
-        "params": params,
-        "params_key": params_key("load", [target], params),
-        "status": verdict["status"],
-        "reason": verdict.get("reason", ""),
-        "evidence": verdict.get("evidence", {}),
-        "attempt": 1,
-        "started": run.get("started"),
-        "duration_s": run.get("duration_s"),
-        "records": (summary.get("requests") or {}).get("total"),
-        "worker_info": [],
-        "metrics": summary_metrics(summary),
-    }
+    row = TreatmentRow(
+        id=short_hash({"url": target, "params": params}),
+        dir=HERE,
+        slug="load",
+        probe="load",
+        workers=["target"],
+        deployments=[target],
+        params=params,
+        params_key=params_key("load", [target], params),
+        status=verdict["status"],
+        reason=verdict.get("reason", ""),
+        evidence=verdict.get("evidence", {}),
+        attempt=1,
+        started=run.get("started"),
+        duration_s=run.get("duration_s"),
+        records=(summary.get("requests") or {}).get("total"),
+        worker_info=[],
+        metrics=summary_metrics(summary),
+    )
     meta = {
         "run_id": path.resolve().name,
         "kind": LOAD_KIND,
@@ -90,22 +91,20 @@ def load_document(path: Path) -> dict[str, Any]:
         "started": run.get("started"),
         "testbed_version": run.get("testbed_version"),
     }
-    return {
-        "schema_version": RUN_SUMMARY_VERSION,
-        "kind": "testbed.run",
-        "generated": wall_label(),
-        "run": meta,
-        "testbed_version": run.get("testbed_version") or __version__,
-        "campaign": "load",
-        "campaign_hash": None,
-        "machine": run.get("machine") if isinstance(run.get("machine"), dict) else {},
-        "servers": [{"worker": "target", "deployment": target, "server": "external"}],
-        "status": verdict["status"],
-        "counts": dict(Counter([verdict["status"]])),
-        "treatments": [row],
-        "criteria": [],
-        "steps": [],
-    }
+    return RunSummary(
+        generated=wall_label(),
+        run=meta,
+        testbed_version=run.get("testbed_version") or __version__,
+        campaign="load",
+        campaign_hash=None,
+        machine=run.get("machine") if isinstance(run.get("machine"), dict) else {},
+        servers=[Server(worker="target", deployment=target, server="external")],
+        status=verdict["status"],
+        counts=dict(Counter([verdict["status"]])),
+        treatments=[row],
+        criteria=[],
+        steps=[],
+    )
 
 
 def run_record(config: dict[str, Any], started: str, duration_s: float) -> dict[str, Any]:

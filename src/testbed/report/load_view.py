@@ -29,6 +29,7 @@ from testbed.report.turns_view import turns_block
 from testbed.results import metrics
 from testbed.results.files import read_records
 from testbed.results.metrics import Record
+from testbed.results.run_summary import TreatmentRow
 from testbed.results.rundir import RECORDS
 
 #: Treatments overlaid in one CDF figure, and treatments given their own time series.
@@ -40,30 +41,30 @@ MAX_DETAILED = 24
 class LoadTreatment:
     """A load treatment's summary and records."""
 
-    row: Mapping[str, Any]
+    row: TreatmentRow
     summary: Mapping[str, Any]
     records: Sequence[Record] = field(default_factory=list)
     path: Path | None = None  # the treatment directory
 
     @property
     def label(self) -> str:
-        return str(self.row["dir"])
+        return self.row.dir
 
 
 def gather(
-    run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]
+    run_path: Path, rows: Sequence[TreatmentRow], summaries: Mapping[str, Any]
 ) -> list[LoadTreatment]:
     """The load treatments that have a summary and records (the plots are drawn from the
     records: another harness's results have none, and their figures are in the headline)."""
     out = []
     for row in rows:
-        summary = summaries.get(row["id"]) or {}
-        if row["probe"] != "load" or "ttft_ms" not in summary:
+        summary = summaries.get(row.id) or {}
+        if row.probe != "load" or "ttft_ms" not in summary:
             continue
-        records = [r for r in read_records(run_path / row["dir"] / RECORDS) if "sent_ns" in r]
+        records = [r for r in read_records(run_path / row.dir / RECORDS) if "sent_ns" in r]
         if not records:
             continue
-        out.append(LoadTreatment(row, summary, records, run_path / row["dir"]))
+        out.append(LoadTreatment(row, summary, records, run_path / row.dir))
     return out
 
 
@@ -104,8 +105,8 @@ def _level_groups(items: Sequence[LoadTreatment]) -> dict[str, list[Mapping[str,
     """Treatments equal but for their ``load.*`` factors, as curves of ≥ 2 summaries."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for item in items:
-        fixed = {k: v for k, v in item.row["params"].items() if not str(k).startswith("load.")}
-        label = "+".join(item.row.get("deployments") or []) + "".join(
+        fixed = {k: v for k, v in item.row.params.items() if not str(k).startswith("load.")}
+        label = "+".join(item.row.deployments) + "".join(
             f" {k}={v}" for k, v in sorted(fixed.items())
         )
         groups.setdefault(label, []).append(item.summary)
@@ -153,7 +154,7 @@ def _models_block(number: int, summary: Mapping[str, Any], models: Mapping[str, 
 
 
 def _treatment(number: int, item: LoadTreatment) -> str:
-    parts = [f'<h3 id="load-{html.escape(item.row["id"])}">{html.escape(item.label)}</h3>']
+    parts = [f'<h3 id="load-{html.escape(item.row.id)}">{html.escape(item.label)}</h3>']
     parts.append(_cut_short(item.summary))
     stages = item.summary.get("stages")
     if isinstance(stages, list) and len(stages) >= 2:

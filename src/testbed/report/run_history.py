@@ -16,15 +16,15 @@ broken index or a missing Otava is a warning: the run's own results never wait o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from testbed.core.errors import TestbedError
 from testbed.results.history import RunPoint, Series, find_change_points, gather, provenance_of
 from testbed.results.index import ResultsIndex, resolve_url
+from testbed.results.run_summary import RunSummary
 from testbed.results.summaries import NEUTRAL, direction
 
 #: ``testbed history``'s defaults: a change smaller than this is no regression; significance.
@@ -43,23 +43,23 @@ def index_url(path: Path, flag: str | None, configured: str | None) -> str | Non
     return url
 
 
-def series_of(document: Mapping[str, Any], index: ResultsIndex) -> list[Series]:
+def series_of(document: RunSummary, index: ResultsIndex) -> list[Series]:
     """Each series of the index this run belongs to, with this run as its newest point."""
-    run = document["run"]
+    run = document.run
     run_id = str(run["run_id"])
-    rows = {row["params_key"]: row for row in document["treatments"] if row.get("metrics")}
+    rows = {row.params_key: row for row in document.treatments if row.metrics}
     label, commit = provenance_of(run)
     out = []
-    for series in gather(index, str(document.get("campaign") or "")):
+    for series in gather(index, document.campaign or ""):
         row = rows.get(series.config)
-        value = (row or {}).get("metrics", {}).get(series.metric)
-        if row is None or not isinstance(value, int | float) or direction(series.metric) == NEUTRAL:
+        value = row.metrics.get(series.metric) if row is not None else None
+        if row is None or value is None or direction(series.metric) == NEUTRAL:
             continue
         point = RunPoint(
             run_id,
             str(run.get("started") or ""),
             float(value),
-            str(document.get("testbed_version") or ""),
+            document.testbed_version or "",
             label=label,
             commit=commit,
         )
@@ -69,12 +69,12 @@ def series_of(document: Mapping[str, Any], index: ResultsIndex) -> list[Series]:
             series.points[held[0]] = point
         else:
             series.points.append(point)
-        series.label = row["dir"]
+        series.label = row.dir
         out.append(series)
     return out
 
 
-def changes(document: Mapping[str, Any], url: str | None, console: Console) -> list[Series]:
+def changes(document: RunSummary, url: str | None, console: Console) -> list[Series]:
     """The series of this run's configurations that have change points (see the module
     docstring); their problems are warnings."""
     if url is None:

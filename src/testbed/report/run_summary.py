@@ -27,24 +27,23 @@ from rich.console import Console
 
 from testbed import __version__
 from testbed.core.clock import wall_label
-from testbed.core.errors import EXIT_NOTHING_TESTED, EXIT_OK, TestbedError
+from testbed.core.errors import EXIT_NOTHING_TESTED, EXIT_OK, InputError, TestbedError
 from testbed.core.secrets import redact
 from testbed.report import history_view, run_history
 from testbed.report.console import print_summary
 from testbed.report.details import print_details
 from testbed.report.load_run import is_load_folder, load_document
 from testbed.results.files import write_atomic, write_json
-from testbed.results.index import ResultsIndex, RunEntry, TreatmentEntry, params_key, resolve_url
+from testbed.results.index import ResultsIndex, RunEntry, params_key, resolve_url
 from testbed.results.machine import machine_info
-from testbed.results.provenance import PROVENANCE
-from testbed.results.rundir import (
-    PLAN,
-    RESOLVED,
-    RUN_SUMMARY_VERSION,
-    SUMMARY,
-    RunDir,
-    read_summary,
+from testbed.results.run_summary import (
+    RunSummary,
+    Server,
+    Skipped,
+    TreatmentRow,
+    read_run_summary,
 )
+from testbed.results.rundir import PLAN, RESOLVED, SUMMARY, RunDir, read_summary
 from testbed.results.s3 import upload_run
 from testbed.results.steps import blocking, step_rows, step_statuses
 from testbed.results.summaries import summary_metrics
@@ -103,23 +102,23 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
         else []
     )  # fmt: skip
     if changed:
-        document["history"] = history_view.document(changed, run_history.THRESHOLD)
+        document.history = history_view.document(changed, run_history.THRESHOLD)
     if not is_load_folder(path):  # whose summary.json is the load's own: kept
-        write_json(path / SUMMARY, document)
+        write_json(path / SUMMARY, document.to_json())
     write_atomic(path / JUNIT, render_junit(document, path))
-    write_tables(path, document["treatments"])  # records.csv, summary.csv beside the JSON
+    write_tables(path, document.treatments)  # records.csv, summary.csv beside the JSON
     html_path = options.html_path or path / HTML
     try:
         write_atomic(html_path, render_html(path, document, history=changed))
     except Exception as exc:  # a report that cannot be drawn must not hide the verdicts
         console.print(f"[yellow]warning:[/yellow] report.html not written: {exc!r}")
-    summaries = {row["dir"]: read_summary(path / row["dir"]) for row in document["treatments"]}
+    summaries = {row.dir: read_summary(path / row.dir) for row in document.treatments}
     print_summary(
         document,
         console,
-        details=lambda: print_details(path, document["treatments"], summaries, console),
+        details=lambda: print_details(path, document.treatments, summaries, console),
     )
-    run_history.print_changes(changed, str(document["run"]["run_id"]), console)
+    run_history.print_changes(changed, str(document.run["run_id"]), console)
     console.print(f"report: {html_path}  ·  junit: {path / JUNIT}")
     if options.use_index:
         _record(path, document, options.index_url or settings.get("index"), console)
@@ -148,11 +147,11 @@ def campaign_results(path: Path) -> dict[str, Any]:
     return dict(section) if isinstance(section, dict) else {}
 
 
-def _record(path: Path, document: dict[str, Any], url: str | None, console: Console) -> None:
+def _record(path: Path, document: RunSummary, url: str | None, console: Console) -> None:
     chosen = resolve_url(None, url, path.parent)
     try:
         with ResultsIndex(chosen) as index:
-            index.record(index_entry(document))
+            index.record(RunEntry.of(document))
     except TestbedError as exc:
         console.print(f"[yellow]warning:[/yellow] run not recorded in the index: {exc}")
 
@@ -160,14 +159,14 @@ def _record(path: Path, document: dict[str, Any], url: str | None, console: Cons
 # -- the run document -------------------------------------------------------------------------
 
 
-def document_of(path: Path) -> dict[str, Any]:
+def document_of(path: Path) -> RunSummary:
     """The run document of a run directory, or of a ``testbed load --out`` folder."""
     if is_load_folder(path):
         return load_document(path)
     return run_document(RunDir.existing(path))
 
 
-def run_document(run_dir: RunDir) -> dict[str, Any]:
+def run_document(run_dir: RunDir) -> RunSummary:
     """The run summary (summary.json) from the run directory's files."""
     from testbed.report.criteria import judge_all
 
@@ -181,34 +180,32 @@ def run_document(run_dir: RunDir) -> dict[str, Any]:
     origins = meta.get("treatment_sources")
     for row in rows:
         if isinstance(origins, dict):  # an assembled run (report/assemble.py): provenance
-            row["source"] = origins.get(row["dir"])
-            if row["source"] is None and row["status"] == Status.NOT_RUN.value:
-                row["reason"] = "not run: no run folder holds it"
+            row.source = origins.get(row.dir)
+            if row.source is None and row.status == Status.NOT_RUN.value:
+                row.reason = "not run: no run folder holds it"
         # a treatment a failed step kept from running says so
-        if stopped is not None and row["status"] == Status.NOT_RUN.value and not row["started"]:
-            row["reason"] = f"not run: step {stopped['dir']} failed ({stopped['status']})"
+        if stopped is not None and row.status == Status.NOT_RUN.value and not row.started:
+            row.reason = f"not run: step {stopped['dir']} failed ({stopped['status']})"
     status = worst([run_status(rows), *(c["status"] for c in criteria), *step_statuses(steps)])
     tested = not nothing_tested(rows)
-    if all(row["status"] == Status.SKIPPED.value for row in rows) and status is Status.PASS:
+    if all(row.status == Status.SKIPPED.value for row in rows) and status is Status.PASS:
         status = Status.SKIPPED  # steps or criteria that ran fine test nothing of the product
-    return {
-        "schema_version": RUN_SUMMARY_VERSION,
-        "kind": "testbed.run",
-        "generated": wall_label(),
-        "run": meta,
-        "testbed_version": meta.get("testbed_version", __version__),
-        "campaign": meta.get("campaign"),
-        "campaign_hash": meta.get("campaign_hash"),
-        "machine": _machine(run_dir, meta),
-        "servers": servers(rows),
-        "status": status.value,
-        "counts": dict(Counter(row["status"] for row in rows)),
-        "skipped": skipped_counts(rows),
-        "tested": tested,
-        "treatments": rows,
-        "criteria": criteria,
-        "steps": steps,
-    }
+    return RunSummary(
+        generated=wall_label(),
+        run=meta,
+        testbed_version=meta.get("testbed_version", __version__),
+        campaign=meta.get("campaign"),
+        campaign_hash=meta.get("campaign_hash"),
+        machine=_machine(run_dir, meta),
+        servers=servers(rows),
+        status=status.value,
+        counts=dict(Counter(row.status for row in rows)),
+        skipped=skipped_counts(rows),
+        tested=tested,
+        treatments=rows,
+        criteria=criteria,
+        steps=steps,
+    )
 
 
 def _machine(run_dir: RunDir, meta: dict[str, Any]) -> dict[str, Any]:
@@ -216,77 +213,75 @@ def _machine(run_dir: RunDir, meta: dict[str, Any]) -> dict[str, Any]:
     re-rendered elsewhere keeps the original machine), else this one."""
     if isinstance(meta.get("machine"), dict):
         return dict(meta["machine"])
-    try:
-        earlier = json.loads((run_dir.path / SUMMARY).read_text())
-        if isinstance(earlier.get("machine"), dict):
-            return dict(earlier["machine"])
-    except (OSError, ValueError):
-        pass
+    if (run_dir.path / SUMMARY).is_file():
+        try:
+            earlier = read_run_summary(run_dir.path / SUMMARY)
+        except InputError:  # damaged, or of another version: this machine, as for none
+            return machine_info()
+        if earlier.machine:
+            return dict(earlier.machine)
     return machine_info()
 
 
-def servers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def servers(rows: list[TreatmentRow]) -> list[Server]:
     """Each worker's server kind, version and command line, from the treatment summaries."""
     seen: dict[str, dict[str, Any]] = {}
     for row in rows:
-        for worker in row.get("worker_info") or []:
+        for worker in row.worker_info:
             entry = seen.setdefault(worker["id"], {"worker": worker["id"]})
             for key in ("deployment", "server", "version", "argv"):
                 if worker.get(key) is not None:
                     entry[key] = worker[key]
-    return list(seen.values())
+    return [Server.model_validate(entry) for entry in seen.values()]
 
 
-def nothing_tested(rows: list[dict[str, Any]]) -> bool:
+def nothing_tested(rows: list[TreatmentRow]) -> bool:
     """Whether no treatment ran anything: every one SKIPPED, or one whose load sent no
     request (``requests.total`` 0), or none planned at all."""
     return not any(
-        row["status"] != Status.SKIPPED.value
-        and (row.get("metrics") or {}).get("requests.total") != 0
+        row.status != Status.SKIPPED.value and row.metrics.get("requests.total") != 0
         for row in rows
     )
 
 
-def skipped_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+def skipped_counts(rows: list[TreatmentRow]) -> Skipped:
     """What was skipped: whole treatments, and the cases skipped inside the others (a
     correctness treatment's ``cases.skipped``; a skipped treatment's are in its count)."""
     cases = 0
     for row in rows:
-        counted = (row.get("evidence") or {}).get("cases")
-        if row["status"] != Status.SKIPPED.value and isinstance(counted, dict):
+        counted = row.evidence.get("cases")
+        if row.status != Status.SKIPPED.value and isinstance(counted, dict):
             cases += int(counted.get("skipped") or 0)
-    treatments = sum(1 for row in rows if row["status"] == Status.SKIPPED.value)
-    return {"treatments": treatments, "cases": cases}
+    treatments = sum(1 for row in rows if row.status == Status.SKIPPED.value)
+    return Skipped(treatments=treatments, cases=cases)
 
 
-def outcome_code(document: dict[str, Any], fail_on: frozenset[Status]) -> int:
+def outcome_code(document: RunSummary, fail_on: frozenset[Status]) -> int:
     """The exit code of a run document (:func:`testbed.results.verdict.exit_code`)."""
-    skipped = document.get("skipped") or {}
-    partly = bool(skipped.get("treatments") or skipped.get("cases"))
-    tested = bool(document.get("tested", True))  # a summary written before 'tested' was
-    return exit_code(document["status"], fail_on, tested=tested, partly_skipped=partly)
+    partly = bool(document.skipped.treatments or document.skipped.cases)
+    return exit_code(document.status, fail_on, tested=document.tested, partly_skipped=partly)
 
 
-def nothing_tested_reason(document: dict[str, Any]) -> str:
+def nothing_tested_reason(document: RunSummary) -> str:
     """Why a run tested nothing, for the line printed beside its exit code 5."""
-    rows = document["treatments"]
+    rows = document.treatments
     if not rows:
         return "nothing was tested: the plan has no treatment"
     first = rows[0]
-    if any(row["status"] != Status.SKIPPED.value for row in rows):
-        return f"nothing was tested: no case ran and no request was sent; first: {first['dir']}"
+    if any(row.status != Status.SKIPPED.value for row in rows):
+        return f"nothing was tested: no case ran and no request was sent; first: {first.dir}"
     return (
         f"nothing was tested: all {len(rows)} treatment(s) were skipped; first:"
-        f" {first['dir']}: {first['reason'] or 'no reason given'}"
+        f" {first.dir}: {first.reason or 'no reason given'}"
     )
 
 
-def run_status(rows: list[dict[str, Any]]) -> Status:
+def run_status(rows: list[TreatmentRow]) -> Status:
     """The run's status: the most severe of its treatments' (:data:`SEVERITY` order)."""
-    return worst(row["status"] for row in rows)
+    return worst(row.status for row in rows)
 
 
-def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
+def treatment_rows(run_dir: Path) -> list[TreatmentRow]:
     """One row per treatment from the plan and each treatment's summary file."""
     plan = json.loads((run_dir / PLAN).read_text())
     deployments = {w["id"]: w["deployment"] for w in plan.get("workers", [])}
@@ -300,57 +295,24 @@ def treatment_rows(run_dir: Path) -> list[dict[str, Any]]:
         )
         names = [deployments.get(w, w) for w in t["workers"]]
         rows.append(
-            {
-                "id": t["id"],
-                "dir": t["dir"],
-                "slug": t.get("slug", ""),
-                "probe": t["probe"],
-                "workers": t["workers"],
-                "deployments": names,
-                "params": t["params"],
-                "params_key": params_key(t["probe"], names, t["params"]),
-                "status": verdict["status"],
-                "reason": verdict.get("reason", ""),
-                "evidence": verdict.get("evidence", {}),
-                "attempt": summary.get("attempt"),
-                "started": summary.get("started"),
-                "duration_s": summary.get("duration_s"),
-                "records": summary.get("records"),
-                "worker_info": summary.get("workers", []),
-                "metrics": summary_metrics(summary),
-            }
+            TreatmentRow(
+                id=t["id"],
+                dir=t["dir"],
+                slug=t.get("slug", ""),
+                probe=t["probe"],
+                workers=t["workers"],
+                deployments=names,
+                params=t["params"],
+                params_key=params_key(t["probe"], names, t["params"]),
+                status=verdict["status"],
+                reason=verdict.get("reason", ""),
+                evidence=verdict.get("evidence", {}),
+                attempt=summary.get("attempt"),
+                started=summary.get("started"),
+                duration_s=summary.get("duration_s"),
+                records=summary.get("records"),
+                worker_info=summary.get("workers", []),
+                metrics=summary_metrics(summary),
+            )
         )
     return rows
-
-
-def index_entry(document: dict[str, Any]) -> RunEntry:
-    """What the results index keeps of a run document."""
-    machine, run = document.get("machine") or {}, document["run"]
-    return RunEntry(
-        run_id=document["run"]["run_id"],
-        campaign=str(document.get("campaign") or ""),
-        campaign_hash=str(document.get("campaign_hash") or ""),
-        started=str(document["run"].get("started") or ""),
-        status=document["status"],
-        testbed_version=str(document.get("testbed_version") or ""),
-        hostname=str(machine.get("hostname") or ""),
-        meta={
-            "machine": machine,
-            "servers": document.get("servers", []),
-            # what testbed history names at a change point: the run's label and commit
-            **{k: run[k] for k in PROVENANCE if run.get(k) is not None},
-        },
-        treatments=[
-            TreatmentEntry(
-                id=row["id"],
-                dir=row["dir"],
-                probe=row["probe"],
-                params_key=row["params_key"],
-                params=row["params"],
-                status=row["status"],
-                reason=row["reason"] or "",
-                metrics=row["metrics"],
-            )
-            for row in document["treatments"]
-        ],
-    )

@@ -9,23 +9,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from testbed.results.run_summary import TreatmentRow
+
 
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def section(run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mapping[str, Any]) -> str:
+def section(run_path: Path, rows: Sequence[TreatmentRow], summaries: Mapping[str, Any]) -> str:
     """The section's HTML; empty when the run has no scale treatment."""
     parts = []
     for row in rows:
-        if row["probe"] != "scale":
+        if row.probe != "scale":
             continue
-        summary = (summaries.get(row["id"]) or {}).get("scale") or {}
+        summary = (summaries.get(row.id) or {}).get("scale") or {}
         parts.append(
-            f'<h3>{_e(row["dir"])} <span class="badge {_e(row["status"])}">{_e(row["status"])}'
-            f"</span></h3><p>{_e(row.get('reason', ''))}</p>"
+            f'<h3>{_e(row.dir)} <span class="badge {_e(row.status)}">{_e(row.status)}'
+            f"</span></h3><p>{_e(row.reason)}</p>"
         )
-        evidence = row.get("evidence") or {}
+        evidence = row.evidence
         parts.append(_thresholds(evidence.get("thresholds") or []))
         parts.append(_intervals(summary))
         errors = evidence.get("errors") or []
@@ -35,8 +37,8 @@ def section(run_path: Path, rows: Sequence[Mapping[str, Any]], summaries: Mappin
                 f"<p>{evidence.get('error_count', len(errors))} in error:</p><ul>{items}</ul>"
             )
         for name in summary.get("files") or []:
-            if (run_path / row["dir"] / name).exists():
-                link = f"{_e(row['dir'])}/{_e(name)}"
+            if (run_path / row.dir / name).exists():
+                link = f"{_e(row.dir)}/{_e(name)}"
                 if name.endswith(".png"):
                     parts.append(
                         f'<p><img src="{link}" alt="stage deltas" style="max-width:100%"></p>'

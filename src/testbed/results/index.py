@@ -41,6 +41,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from testbed.core.errors import InfrastructureError, InputError, MissingDependency
 from testbed.core.ids import short_hash
 from testbed.core.secrets import redact, resolve
+from testbed.results.provenance import PROVENANCE
+from testbed.results.run_summary import RunSummary
 
 ENV_URL = "TESTBED_INDEX_URL"
 DEFAULT_FILE = "index.sqlite"
@@ -128,6 +130,39 @@ class RunEntry:
     hostname: str
     meta: dict[str, Any] = field(default_factory=dict)
     treatments: list[TreatmentEntry] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, summary: RunSummary) -> RunEntry:
+        """What the index keeps of a run's summary."""
+        run = summary.run
+        return cls(
+            run_id=run["run_id"],
+            campaign=summary.campaign or "",
+            campaign_hash=summary.campaign_hash or "",
+            started=str(run.get("started") or ""),
+            status=summary.status,
+            testbed_version=summary.testbed_version or "",
+            hostname=str(summary.machine.get("hostname") or ""),
+            meta={
+                "machine": summary.machine,
+                "servers": [s.model_dump(mode="json", exclude_unset=True) for s in summary.servers],
+                # what testbed history names at a change point: the run's label and commit
+                **{k: run[k] for k in PROVENANCE if run.get(k) is not None},
+            },
+            treatments=[
+                TreatmentEntry(
+                    id=row.id,
+                    dir=row.dir,
+                    probe=row.probe,
+                    params_key=row.params_key,
+                    params=row.params,
+                    status=row.status,
+                    reason=row.reason,
+                    metrics=row.metrics,
+                )
+                for row in summary.treatments
+            ],
+        )
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any
 
 from testbed.results.files import write_atomic
 from testbed.results.records import LoadRecord, fields_of
+from testbed.results.run_summary import TreatmentRow
 
 #: The load probe's record, one request: each field and its meaning (the published schema,
 #: generated from :class:`~testbed.results.records.LoadRecord`, in its order).
@@ -94,25 +95,25 @@ def write_records_csv(folder: Path, clock: Mapping[str, Any] | None = None) -> P
     return target
 
 
-def summary_rows(treatments: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+def summary_rows(treatments: Sequence[TreatmentRow]) -> tuple[list[str], list[list[Any]]]:
     """The header and rows of summary.csv: one row per treatment of a run document."""
     fixed = ["dir", "id", "probe", "status", "reason"]
     params: dict[str, None] = {}
     metrics: dict[str, None] = {}
     for row in treatments:
-        params.update(dict.fromkeys(row.get("params") or {}))
-        metrics.update(dict.fromkeys(row.get("metrics") or {}))
+        params.update(dict.fromkeys(row.params))
+        metrics.update(dict.fromkeys(row.metrics))
     header = fixed + [f"param.{p}" for p in params] + list(metrics)
     rows = [
-        [_cell(row.get(k)) for k in fixed]
-        + [_cell((row.get("params") or {}).get(p)) for p in params]
-        + [_cell((row.get("metrics") or {}).get(m)) for m in metrics]
+        [_cell(v) for v in (row.dir, row.id, row.probe, row.status, row.reason)]
+        + [_cell(row.params.get(p)) for p in params]
+        + [_cell(row.metrics.get(m)) for m in metrics]
         for row in treatments
     ]
     return header, rows
 
 
-def write_summary_csv(folder: Path, treatments: Sequence[Mapping[str, Any]]) -> Path:
+def write_summary_csv(folder: Path, treatments: Sequence[TreatmentRow]) -> Path:
     """``summary.csv`` in ``folder`` from a run document's treatment rows."""
     import io
 
@@ -125,13 +126,13 @@ def write_summary_csv(folder: Path, treatments: Sequence[Mapping[str, Any]]) -> 
     return folder / "summary.csv"
 
 
-def write_tables(run_path: Path, treatments: Sequence[Mapping[str, Any]]) -> None:
+def write_tables(run_path: Path, treatments: Sequence[TreatmentRow]) -> None:
     """Every CSV of a run (or of a ``testbed load`` folder, whose one treatment is ``.``):
     each treatment's records.csv, with its load summary's clock anchor, and summary.csv."""
     from testbed.results.files import read_object
 
     for row in treatments:
-        folder = run_path / str(row["dir"])
+        folder = run_path / row.dir
         setup = read_object(folder / "summary.json").get("setup")
         clock = setup.get("clock") if isinstance(setup, dict) else None
         write_records_csv(folder, clock if isinstance(clock, dict) else None)
