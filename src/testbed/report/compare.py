@@ -34,6 +34,9 @@ inference-perf result converted to one (:mod:`testbed.report.foreign_run`): metr
 records, judged *unverified*; the comparison says which metrics both sides have and the
 caveats of the other tool's numbers.
 
+What a side is, whether two setups compare and which treatments pair is
+:mod:`testbed.report.compare_sides`; this module judges the pairs.
+
 A pair whose treatment was SKIPPED on a side is listed (``skipped``), not compared. The exit
 code follows the status: FAIL (1) on any regression, else ERROR (3) when a candidate
 treatment has no result to compare, else SKIPPED (5, nothing was tested) when nothing was

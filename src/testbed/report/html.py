@@ -261,9 +261,8 @@ def _sources(document: RunSummary) -> str:
 
 
 def _run(document: RunSummary) -> str:
-    servers = [s.model_dump(mode="json", exclude_unset=True) for s in document.servers]
     return (
         f"<h3>Machine</h3>{tree(document.machine)}"
-        f"<h3>Servers</h3>{pre_json(servers)}"
+        f"<h3>Servers</h3>{pre_json([server.to_json() for server in document.servers])}"
         f"<h3>run.json</h3>{tree(document.run)}"
     )

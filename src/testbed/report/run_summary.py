@@ -3,7 +3,8 @@
 :func:`finish_run` (after ``testbed run``) and ``testbed report DIR`` both call
 :func:`publish`, which rebuilds from the files of the run directory alone:
 
-- ``summary.json`` — the versioned run summary (:data:`RUN_SUMMARY_VERSION`): run metadata
+- ``summary.json`` — the versioned run summary (:class:`testbed.results.run_summary.RunSummary`,
+  :data:`~testbed.results.rundir.RUN_SUMMARY_VERSION`): run metadata
   (testbed version, campaign hash, machine, servers with versions and flags), the run
   status, and one row per treatment with its verdict, evidence and metrics;
 - ``junit.xml`` — one test case per treatment, for CI;

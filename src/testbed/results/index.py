@@ -145,7 +145,7 @@ class RunEntry:
             hostname=str(summary.machine.get("hostname") or ""),
             meta={
                 "machine": summary.machine,
-                "servers": [s.model_dump(mode="json", exclude_unset=True) for s in summary.servers],
+                "servers": [server.to_json() for server in summary.servers],
                 # what testbed history names at a change point: the run's label and commit
                 **{k: run[k] for k in PROVENANCE if run.get(k) is not None},
             },

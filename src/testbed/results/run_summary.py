@@ -93,6 +93,10 @@ class Server(_Model):
     version: Annotated[str | None, _doc("the server's version")] = None
     argv: Annotated[list[str] | None, _doc("its command line")] = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The keys a treatment said, as summary.json and the index keep them."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
 
 class Skipped(_Model):
     """What the run skipped: whole treatments, and cases inside the others."""
