@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from testbed.backends.base import Backend, Handle, external_endpoint
@@ -21,15 +22,19 @@ from testbed.clients.endpoint import Endpoint
 from testbed.config.deployments import AnyDeployment, ExternalDeployment, ServerDeployment
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
-from testbed.servers.adapters import adapter_for
+from testbed.servers.adapters import ServerAdapter, adapter_for
 
 
 def adapter_endpoint(
-    deployment: ServerDeployment, base_url: str, grpc_target: str | None = None
+    deployment: ServerDeployment,
+    base_url: str,
+    grpc_target: str | None = None,
+    adapter: ServerAdapter[Any] | None = None,
 ) -> Endpoint:
     """The endpoint of a server of ``deployment``'s kind that answers at ``base_url``; its
-    TGIS gRPC at ``grpc_target``, by default the same host on the kind's gRPC port."""
-    adapter = adapter_for(deployment.server)
+    TGIS gRPC at ``grpc_target``, by default the same host on the kind's gRPC port.
+    ``adapter``: the kind's, when the caller has looked it up already (a server launch)."""
+    adapter = adapter or adapter_for(deployment.server)
     params = deployment.params
     grpc_port = adapter.container_grpc_port(params)
     if grpc_target is None and grpc_port is not None:

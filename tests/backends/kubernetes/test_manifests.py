@@ -9,8 +9,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
+from testbed.backends.kubernetes.launch import resources
 from testbed.backends.kubernetes.manifest_files import cluster_settings, plan_objects
-from testbed.backends.kubernetes.manifests import resources
 from testbed.backends.kubernetes.names import MANAGED_BY, RUN, WORKER, dns_name, label_value
 from testbed.config.deployments import Resources
 from testbed.config.loader import load_campaign

@@ -98,7 +98,8 @@ def test_what_a_probe_job_cannot_run_is_refused_at_validation(
 
 def test_the_job_reaches_each_worker_through_its_service_variables() -> None:
     deployment = deployment_model({"name": "sim", "server": "sim"})
-    assert service_url("sim-13123b26", deployment) == (
+    backend = KubernetesSettings(kind="kubernetes")
+    assert service_url("sim-13123b26", deployment, backend) == (
         "http://$(TB_SIM_13123B26_SERVICE_HOST):$(TB_SIM_13123B26_SERVICE_PORT_HTTP)"
     )
 

@@ -24,6 +24,7 @@ import yaml
 
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.backend import KubernetesBackend
+from testbed.backends.kubernetes.launch import server_launch
 from testbed.backends.kubernetes.podstate import PodState
 from testbed.backends.kubernetes.readiness import SILENT, explain
 from testbed.clients.kube import Kube
@@ -43,9 +44,8 @@ def _failing_decoy(
     """Another Deployment whose pods carry the worker's labels and crash at once; the name
     of its pod once the cluster reports it failed (CrashLoopBackOff)."""
     decoy = config.model_copy(update={"placement": Placement(pod_annotations=CRASH)})
-    deployment = manifests.worker(
-        backend.run_id, worker_id, decoy, backend.settings, backend.namespace
-    )[0]
+    launch = server_launch(decoy, backend.settings)
+    deployment = manifests.worker(backend.run_id, worker_id, launch, backend.namespace)[0]
     deployment["metadata"]["name"] = "tb-decoy"
     kube.apply(deployment)
     deadline = time.monotonic() + 60

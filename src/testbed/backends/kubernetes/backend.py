@@ -22,16 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from testbed.backends.base import Backend, Handle, ProbeRun
-from testbed.backends.endpoints import adapter_endpoint
 from testbed.backends.kubernetes import manifests
 from testbed.backends.kubernetes.capture import capture
+from testbed.backends.kubernetes.launch import server_launch
 from testbed.backends.kubernetes.lease import ClusterLease, holder_identity
 from testbed.backends.kubernetes.names import (
     RUN,
     owns_namespace,
     run_namespace,
     run_selector,
-    server_image,
     settings_of,
 )
 from testbed.backends.kubernetes.node_fit import infeasible_reason
@@ -148,19 +147,18 @@ class KubernetesBackend(Backend):
             self._created = True  # before the first apply: objects may exist from now on
             with contextlib.suppress(OSError):  # the flag above still knows, in this process
                 self._objects_marker().touch()
-            workers = {f"d{i}": d for i, d in enumerate(deployments)}
-            objects = manifests.run_objects(
+            objects = manifests.shared_objects(
                 self.run_id,
                 self.namespace,
                 owns_namespace(self.settings),
-                workers,
+                deployments,
                 self.settings,
                 resolve,
             )
             done = []
             for obj in objects:
                 key = (obj["kind"], obj["metadata"]["name"])
-                if obj["kind"] in ("Deployment", "Service") or key in self._applied:
+                if key in self._applied:
                     continue
                 if obj["kind"] == "Secret":  # cleanup deletes Secrets by name, never lists them
                     with contextlib.suppress(OSError):
@@ -260,11 +258,11 @@ class KubernetesBackend(Backend):
             return
         if not isinstance(deployment, ServerDeployment):  # open_worker answers external ones
             raise InputError(f"{deployment.name}: a {deployment.server} server is not provisioned")
+        # The server's image, container, ports and probes, resolved once for every step below.
+        launch = server_launch(deployment, self.settings)
         await self._ensure_run([deployment])
         kube = await self.kube()
-        objects = manifests.worker(
-            self.run_id, worker_id, deployment, self.settings, self.namespace
-        )
+        objects = manifests.worker(self.run_id, worker_id, launch, self.namespace)
         follower: LogStream | None = None
         death: asyncio.Task[None] | None = None
         try:
@@ -277,7 +275,7 @@ class KubernetesBackend(Backend):
                 self.namespace,
                 self.run_id,
                 worker_id,
-                deployment,
+                launch.title,
                 self.settings,
                 objects[0],
                 lineage,
@@ -290,21 +288,17 @@ class KubernetesBackend(Backend):
             # Set by the pod's death (watch_death) or by a port-forward nothing answers.
             died: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             async with reach(
-                kube, self.namespace, pod_name, worker_id, deployment, died, self.in_cluster()
-            ) as (
-                base_url,
-                grpc_target,
-            ):
+                kube, self.namespace, pod_name, worker_id, launch, died, self.in_cluster()
+            ) as (base_url, grpc_target):
                 handle = Handle(
-                    adapter_endpoint(deployment, base_url, grpc_target),
+                    launch.endpoint(base_url, grpc_target),
                     died=died,
                     info={
                         "pod": pod_name,
                         "namespace": self.namespace,
                         "node": pod.get("spec", {}).get("nodeName"),
-                        "image": server_image(deployment, self.settings),
-                        "version": f"{deployment.server} image"
-                        f" {server_image(deployment, self.settings)}",
+                        "image": launch.image,
+                        "version": f"{deployment.server} image {launch.image}",
                     },
                 )
                 death = asyncio.ensure_future(

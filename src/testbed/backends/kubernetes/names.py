@@ -98,17 +98,16 @@ def with_tag(image: str, tag: str) -> str:
     return f"{base}:{tag}"
 
 
-def server_image(deployment: ServerDeployment, backend: KubernetesSettings) -> str:
+def server_image(deployment: ServerDeployment, backend: KubernetesSettings, default: str) -> str:
     """The server's image, first that is set wins.
 
     testbed's own servers (sim, hf): the deployment's ``image``, ``backend.images[kind]``,
     ``backend.image``, testbed's image of this version. Servers under test (vllm, tgi, tgis):
     ``backend.server_image`` (``--image``), the deployment's ``image``,
-    ``backend.images[kind]``, the adapter's default; then ``backend.image_tag``
+    ``backend.images[kind]``, the adapter's ``default``; then ``backend.image_tag``
     (``--image-tag``) replaces its tag — tgis-tester's "the build under test".
     """
     kind = deployment.server
-    default = adapter_for(kind).default_image
     images = {str(k): v for k, v in backend.images.items()}
     if kind in OWN_KINDS:
         return deployment.image or images.get(kind) or backend.image or default

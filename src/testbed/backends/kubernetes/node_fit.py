@@ -21,7 +21,7 @@ from typing import Any
 from kubefacts.fit import NodeFacts, PodFacts, shortfall
 from kubefacts.gpu import GPU_MEMORY_LABEL
 from kubefacts.quantity import PODS, format_amount
-from testbed.backends.kubernetes.manifests import resources
+from testbed.backends.kubernetes.launch import resources
 from testbed.config.deployments import ServerDeployment
 from testbed.plan.capacity import estimate
 

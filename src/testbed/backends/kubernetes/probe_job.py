@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from testbed.backends.kubernetes.launch import server_launch
 from testbed.backends.kubernetes.names import (
     dns_name,
     label_value,
@@ -25,9 +26,8 @@ from testbed.backends.kubernetes.names import (
     worker_name,
 )
 from testbed.config.backend_settings import KubernetesSettings
-from testbed.config.deployments import AnyDeployment, ExternalDeployment, ServerDeployment
+from testbed.config.deployments import AnyDeployment, ExternalDeployment
 from testbed.config.stacks import StackDeployment
-from testbed.servers.adapters import adapter_for
 
 PROBE = "testbed.io/probe"
 CAMPAIGN_MOUNT = "/campaign"
@@ -76,7 +76,7 @@ def service_env_name(service: str, suffix: str) -> str:
     return f"{service.upper().replace('-', '_')}_{suffix}"
 
 
-def service_url(worker_id: str, deployment: AnyDeployment) -> str:
+def service_url(worker_id: str, deployment: AnyDeployment, backend: KubernetesSettings) -> str:
     """The worker's Service as a URL of ``$(VAR)`` references the kubelet expands (a stack's
     URL is known once it is ready: the run passes it; a plan shows where it comes from; an
     external deployment's is its own)."""
@@ -87,19 +87,10 @@ def service_url(worker_id: str, deployment: AnyDeployment) -> str:
         what = " ".join(f"{k}={v}" for k, v in endpoint.items())
         return f"<the stack's endpoint once ready: {what}>"
     service = worker_name(worker_id)
-    port = _port_name(deployment)
+    port = server_launch(deployment, backend).http_port_name()
     host = service_env_name(service, "SERVICE_HOST")
     number = service_env_name(service, f"SERVICE_PORT_{port.upper().replace('-', '_')}")
     return f"http://$({host}):$({number})"
-
-
-def _port_name(deployment: ServerDeployment) -> str:
-    adapter = adapter_for(deployment.server)
-    container = adapter.container(deployment, "model")
-    for port in container.get("ports") or []:
-        if int(port["containerPort"]) == adapter.container_port:
-            return str(port["name"])
-    return "http"
 
 
 def configmap(run_id: str, namespace: str, data: Mapping[str, str]) -> dict[str, Any]:
@@ -142,7 +133,7 @@ def probe_job(
         "--stream",
     ]
     for worker_id, deployment in workers.items():
-        url = (urls or {}).get(worker_id) or service_url(worker_id, deployment)
+        url = (urls or {}).get(worker_id) or service_url(worker_id, deployment, backend)
         args += ["--endpoint", f"{deployment.name}={url}"]
     container = {
         "name": CONTAINER,

@@ -32,7 +32,6 @@ from testbed.backends.kubernetes.podstate import (
 )
 from testbed.clients.kube import Changes, Kube
 from testbed.config.backend_settings import KubernetesSettings
-from testbed.config.deployments import ServerDeployment
 from testbed.core.errors import ServerCannotStart, ServerStartError
 from testbed.servers.startup_log import root_cause
 
@@ -81,14 +80,13 @@ async def follow_until_ready(
     namespace: str,
     run_id: str,
     worker_id: str,
-    deployment: ServerDeployment,
+    name: str,
     settings: KubernetesSettings,
     manifest: Mapping[str, Any],
     lineage: Lineage,
 ) -> dict[str, Any]:
     """The worker's Ready pod (one of ``lineage``), or ServerStartError with what the
-    cluster said."""
-    name = f"{deployment.name} ({deployment.server})"
+    cluster said; ``name`` is the server as messages call it (``ServerLaunch.title``)."""
     loop = asyncio.get_running_loop()
     started = loop.time()
     scheduled_by = started + settings.scheduled_timeout_s

@@ -11,10 +11,9 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
+from testbed.backends.kubernetes.launch import ServerLaunch
 from testbed.backends.kubernetes.names import worker_name
 from testbed.clients.kube import Kube, PortForward
-from testbed.config.deployments import ServerDeployment
-from testbed.servers.adapters import adapter_for
 
 
 @contextlib.asynccontextmanager
@@ -23,16 +22,14 @@ async def reach(
     namespace: str,
     pod: str,
     worker_id: str,
-    deployment: ServerDeployment,
+    launch: ServerLaunch,
     died: asyncio.Future[str],
     in_cluster: bool,
 ) -> AsyncIterator[tuple[str, str | None]]:
-    """``(base URL, TGIS gRPC target or None)`` of the worker's server: its Service in
-    the cluster (``in_cluster``), else port-forwards from here; ``died`` is set when a
-    forwarded port finds nothing listening."""
-    adapter = adapter_for(deployment.server)
-    port = adapter.container_port
-    grpc = adapter.container_grpc_port(deployment.params)
+    """``(base URL, TGIS gRPC target or None)`` of the worker's server (its ports are the
+    ``launch``'s): its Service in the cluster (``in_cluster``), else port-forwards from
+    here; ``died`` is set when a forwarded port finds nothing listening."""
+    port, grpc = launch.http_port, launch.grpc_port
     if in_cluster:
         host = f"{worker_name(worker_id)}.{namespace}.svc"
         yield f"http://{host}:{port}", f"{host}:{grpc}" if grpc else None
