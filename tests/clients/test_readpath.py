@@ -324,14 +324,74 @@ def test_the_compiled_decoder_reads_as_decode_chunk(obj: Any, finished: str | No
     assert read(openai.DECODE) == read(openai.decode_chunk)
 
 
-def test_the_compiled_path_is_built() -> None:
+def test_the_compiled_path_is_built_and_narrow() -> None:
     """The test command builds it (``pip install -e`` with a C compiler): a missing compiler
-    is a failed install step here, not a slower client nobody notices."""
+    is a failed install step here, not a slower client nobody notices. Its interface is three
+    pure functions the Python classes call — no C base class that would read their state."""
     from testbed.clients import _readpath
 
-    assert issubclass(http1.CONNECTION, _readpath.ChunkReader)
-    assert issubclass(response.STREAM_SINK, _readpath.EventReader)
-    assert isinstance(openai.DECODE, _readpath.ChoicesDecoder)
+    public = {name for name in vars(_readpath) if not name.startswith("_")}
+    assert public == {"whole_chunk", "whole_event", "plain_choice"}
+    assert http1.CONNECTION.__mro__[1:] == http1.Http1Connection.__mro__
+    assert response.STREAM_SINK.__mro__[1:] == response.StreamSink.__mro__
+    assert openai.DECODE is not openai.decode_chunk
+
+
+def test_whole_chunk_takes_one_whole_chunk_only() -> None:
+    from testbed.clients._readpath import whole_chunk
+
+    assert whole_chunk(b"5\r\nhello\r\n") == b"hello"
+    assert whole_chunk(b"0000000A\r\n0123456789\r\n") == b"0123456789"  # 8 digits, upper case
+    for other in [
+        b"000000005\r\nhello\r\n",  # a size of more than 8 digits: the parser's to read
+        b"5;x=1\r\nhello\r\n",  # an extension
+        b"0\r\n\r\n",  # the last chunk
+        b"5\r\nhello\r\n3\r\nabc\r\n",  # two chunks
+        b"5\r\nhell",  # part of one
+        b"5\r\nhelloXY",  # data not followed by CRLF
+        b"5\nhello\r\n",  # a bare LF after the size
+        b"\r\nhello\r\n",  # no size
+        b"",
+    ]:
+        assert whole_chunk(other) is None, other
+    with pytest.raises(TypeError, match="data must be bytes"):
+        whole_chunk("5\r\nhello\r\n")  # type: ignore[arg-type]
+
+
+def test_whole_event_takes_one_whole_data_event_only() -> None:
+    from testbed.clients._readpath import whole_event
+
+    assert whole_event(b'data: {"a":[1]}\n\n') == {"a": [1]}
+    assert whole_event(b"data: 7\n\n") == 7
+    for other in [
+        b"data: [DONE]\n\n",  # not JSON: the sink's to read
+        b"data: {oops\n\n",
+        b"data: \n\n",
+        b"data: null\n\n",  # JSON null reads as None, "not taken": the sink says what it is
+        b'data: {"a":1}\r\n\r\n',  # CRLF line ends
+        b'data: {"a":1}\n\ndata: {"b":2}\n\n',  # two events
+        b'data: {"a":1}\n',  # part of one
+        b'data:{"a":1}\n\n',  # no space
+        b'event: x\ndata: {"a":1}\n\n',
+        b": ping\n\n",
+    ]:
+        assert whole_event(other) is None, other
+    with pytest.raises(TypeError, match="data must be bytes"):
+        whole_event(bytearray(b"data: 7\n\n"))  # type: ignore[arg-type]
+
+
+def test_plain_choice_gives_values_and_writes_nothing() -> None:
+    from testbed.clients._readpath import plain_choice
+
+    usage = {"completion_tokens": 3}
+    obj = {"choices": [{"index": 0, "text": "a", "finish_reason": "stop"}], "usage": usage}
+    before = json.dumps(obj)
+    assert plain_choice(obj) == ("a", "stop", usage)
+    assert json.dumps(obj) == before
+    assert plain_choice({"choices": [{"delta": {"content": "b"}}]}) == ("b", None, None)
+    assert plain_choice({"choices": [], "usage": None}) == (None, None, None)
+    assert plain_choice({"choices": [{"index": 1, "text": "x"}]}) is None  # decode_chunk's
+    assert plain_choice({"error": {"message": "boom"}}) is None
 
 
 @pytest.mark.parametrize("answer", list(ANSWERS))

@@ -16,9 +16,9 @@ What no server sends is refused, never buffered without end: a head over :data:`
 bytes without its blank line, a chunk-size or trailer line over :data:`MAX_LINE`, chunk data
 not followed by its CRLF (a wrong chunk size) — each a "malformed HTTP response".
 
-The pool opens :data:`CONNECTION`: this class behind the compiled per-read path
-(``_readpath.c``) when it was built — a read carrying one whole chunk, the common read of a
-token-by-token stream, goes to the sink without a Python frame; every other read comes to
+The pool opens :data:`CONNECTION`: this class with its hot path — a read carrying one whole
+chunk, the common read of a token-by-token stream — framed by the compiled per-read path
+(``_readpath.c``: bytes in, the chunk's data out) when it was built; every other read comes to
 :meth:`Http1Connection._parse_read`. Without a C compiler at install time it is this class
 alone (the same answers, more CPU per read).
 """
@@ -274,9 +274,23 @@ def _expect_crlf(buf: bytes, pos: int) -> None:
 #: The connection the pool opens (see the module's docstring).
 CONNECTION: type[Http1Connection] = Http1Connection
 if compiled is not None:
-    compiled.configure(_CHUNK_SIZE)
+    whole_chunk = compiled.whole_chunk
 
-    class CompiledHttp1Connection(compiled.ChunkReader, Http1Connection):
-        """:class:`Http1Connection` with the compiled ``data_received``."""
+    class CompiledHttp1Connection(Http1Connection):
+        """:class:`Http1Connection` whose hot path frames the read in C
+        (``_readpath.whole_chunk``: bytes in, the chunk's data or None out)."""
+
+        def data_received(self, data: bytes) -> None:
+            t_ns = monotonic_ns()
+            self.got_bytes = True
+            sink = self._sink
+            if sink is None:
+                return  # bytes after a finished response: the connection will not be reused
+            if self._state == _CHUNK_SIZE and not self._buf:
+                chunk = whole_chunk(data)
+                if chunk is not None:
+                    sink.on_data(chunk, t_ns)
+                    return
+            self._parse_read(data, t_ns)
 
     CONNECTION = CompiledHttp1Connection

@@ -109,9 +109,31 @@ def error_text(error: Any) -> str:
     return f"an error without a message{said or ': ' + json.dumps(error)[:200]}"
 
 
-#: The decoder the sinks use: :func:`decode_chunk` behind its compiled twin when it was built
-#: (a chunk of the plain shape read without a Python frame; anything else by decode_chunk).
-DECODE: Decoder = decode_chunk if compiled is None else compiled.ChoicesDecoder(decode_chunk)
+def _decode_plain_first(response: Response, obj: Any, t_ns: int) -> None:
+    """:func:`decode_chunk` with a chunk of the plain shape read by the compiled per-read
+    path (``_readpath.plain_choice``: the values to write, or None for anything else)."""
+    plain = plain_choice(obj)
+    if plain is None:
+        decode_chunk(response, obj, t_ns)
+        return
+    text, reason, usage = plain
+    if text is not None:
+        if response.finish_reason is not None:  # content after it: decode_chunk's words
+            decode_chunk(response, obj, t_ns)
+            return
+        response.chunks.append((t_ns, text))
+    if reason is not None:
+        response.finish_reason = reason
+    if usage is not None:
+        response.usage = usage
+
+
+#: The decoder the sinks use: :func:`decode_chunk`, its plain chunks read by the compiled
+#: per-read path when it was built.
+DECODE: Decoder = decode_chunk
+if compiled is not None:
+    plain_choice = compiled.plain_choice
+    DECODE = _decode_plain_first
 
 
 def body_for(api: Api, request: dict[str, Any], *, stream: bool) -> dict[str, Any]:

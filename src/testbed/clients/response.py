@@ -18,10 +18,10 @@ A complete answer's claims are checked last (:func:`~testbed.clients.counts.chec
 counts that cannot be true, given the request's :class:`~testbed.clients.counts.Limits` and
 the content that arrived, and a choice the request did not ask for, are the server's error.
 
-Protocol modules make their streamed sinks with :data:`STREAM_SINK`: :class:`StreamSink`
-behind the compiled per-read path (``_readpath.c``) when it was built — one whole ``data:``
-event, the common read of a token-by-token stream, is parsed and decoded without a Python
-frame of testbed's; everything else comes to :meth:`StreamSink.on_data`.
+Protocol modules make their streamed sinks with :data:`STREAM_SINK`: :class:`StreamSink` with
+its hot path — one whole ``data:`` event, the common read of a token-by-token stream — split
+and parsed by the compiled per-read path (``_readpath.c``: bytes in, the event's JSON out) when
+it was built; everything else comes to :meth:`StreamSink.on_data`.
 """
 
 from __future__ import annotations
@@ -354,12 +354,29 @@ Sink = StreamSink | BodySinkJson
 #: The streamed sink protocol modules make (see the module's docstring).
 STREAM_SINK: type[StreamSink] = StreamSink
 if compiled is not None:
+    whole_event = compiled.whole_event
 
-    class CompiledStreamSink(compiled.EventReader, StreamSink):
-        """:class:`StreamSink` with the compiled ``on_data``; what it does not take goes to
-        ``_on_data_py``."""
+    class CompiledStreamSink(StreamSink):
+        """:class:`StreamSink` whose hot path splits and parses the read in C
+        (``_readpath.whole_event``: bytes in, the one event's JSON or None out)."""
 
         __slots__ = ()
-        _on_data_py = StreamSink.on_data
+
+        def on_data(self, data: bytes, t_ns: int) -> None:
+            response = self.response
+            # Between events, no error body, the stream not ended (what follows its end is
+            # an error StreamSink.on_data words): one whole event is read here.
+            if self._error_body is None and not response.ended and not self._sse.partial:
+                obj = whole_event(data)
+                if obj is not None:
+                    response.events += 1
+                    if self.keep_raw:
+                        response.raw.append(obj)
+                    try:
+                        self._decode(response, obj, t_ns)
+                    except Exception as exc:  # JSON, not in the protocol's shape
+                        self._unreadable(exc, obj)
+                    return
+            StreamSink.on_data(self, data, t_ns)
 
     STREAM_SINK = CompiledStreamSink

@@ -29,17 +29,19 @@ class SseEvent(NamedTuple):
 class SseParser:
     """Feed bytes in, get complete events' data out."""
 
-    __slots__ = ("_buf", "too_long")
+    __slots__ = ("partial", "too_long")
 
     def __init__(self) -> None:
-        self._buf = b""  # the incomplete last event, line ends already normalised to \n
+        #: The incomplete last event, line ends already normalised to \n (empty between
+        #: events: a read may then be one whole event, the hot path's case).
+        self.partial = b""
         self.too_long = False  # an event grew past MAX_EVENT without its end: nothing more
 
     def feed(self, data: bytes) -> list[bytes]:
         """The ``data`` payloads of the events completed by ``data`` (events with no data
         field, such as keep-alive comments, give nothing). This is the hot path."""
         if (
-            not self._buf
+            not self.partial
             and data.startswith(b"data: ")
             and data.find(b"\n") == len(data) - 2
             and data[-1] == 10  # b"\n"
@@ -64,22 +66,22 @@ class SseParser:
     @property
     def pending(self) -> bool:
         """Bytes of an event not finished yet (a stream that ends now ends inside it)."""
-        return bool(self._buf.strip())
+        return bool(self.partial.strip())
 
     def _blocks(self, data: bytes) -> list[bytes]:
         if self.too_long:
             return []
-        buf = self._buf + data if self._buf else data
+        buf = self.partial + data if self.partial else data
         tail = b""
         if b"\r" in buf:
             if buf.endswith(b"\r"):  # its \n may come in the next read
                 buf, tail = buf[:-1], b"\r"
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         blocks = buf.split(b"\n\n")
-        self._buf = blocks.pop() + tail
-        if len(self._buf) > MAX_EVENT:
+        self.partial = blocks.pop() + tail
+        if len(self.partial) > MAX_EVENT:
             self.too_long = True
-            self._buf = b"\0"  # not empty: keeps later reads off the one-event fast path
+            self.partial = b"\0"  # not empty: keeps later reads off the one-event fast path
         return blocks
 
 
