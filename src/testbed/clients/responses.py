@@ -54,10 +54,15 @@ _NAMES = {
 }
 
 
-def request_body(prompt: str, model: str, max_output_tokens: int) -> dict[str, Any]:
-    """The body of one text request. ``store: false``: a load test's answers are not to be
-    kept by the server (vLLM and OpenAI keep stored responses for later retrieval)."""
-    return {"model": model, "input": prompt, "max_output_tokens": max_output_tokens, "store": False}
+def request_body(prompt: str, model: str, max_output_tokens: int | None) -> dict[str, Any]:
+    """The body of one text request (None: no ``max_output_tokens``, the server's limit).
+    ``store: false``: a load test's answers are not to be kept by the server (vLLM and OpenAI
+    keep stored responses for later retrieval)."""
+    body: dict[str, Any] = {"model": model, "input": prompt}
+    if max_output_tokens is not None:
+        body["max_output_tokens"] = max_output_tokens
+    body["store"] = False
+    return body
 
 
 def encode(pool: ConnectionPool, request: dict[str, Any], *, stream: bool) -> bytes:

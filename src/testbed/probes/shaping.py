@@ -1,7 +1,8 @@
-"""Shaped requests on the wire: headers and an extra body, for the load and A/B probes.
+"""Shaped requests on the wire: headers, for the load and A/B probes.
 
-The rules of what may be shaped are :mod:`testbed.config.shaping`'s; here the settings
-become bytes. Headers given for every request go into the connection's fixed header block
+The rules of what may be shaped are :mod:`testbed.config.shaping`'s; here the headers
+become bytes (an extra body is merged by the API's object: :meth:`testbed.clients.apis.Api.
+merge`). Headers given for every request go into the connection's fixed header block
 (HTTP) or its metadata (gRPC), so discovery and ``/tokenize`` carry them too (a gateway may
 route on them) and a request pays nothing for them; a dataset row's own headers go into
 that row's encoded request, once, before the load starts. ``${env:NAME}`` references are
@@ -12,7 +13,6 @@ that echoes one (a server's error quoting a token) is masked.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, with_header
@@ -72,28 +72,3 @@ def with_headers(payload: bytes, headers: Mapping[str, str]) -> bytes:
     for name, value in resolved(headers).items():
         payload = with_header(payload, name.encode("latin-1"), value.encode("latin-1"))
     return payload
-
-
-def merge_body(body: dict[str, Any], api: str, *extras: Mapping[str, Any]) -> dict[str, Any]:
-    """``body`` with each of ``extras`` merged in, later ones winning: at the top of an
-    OpenAI body, into TGI's ``parameters``, into TGIS's ``params`` (one level deep, so
-    ``{sampling: {temperature: 0.7}}`` keeps the stopping criteria testbed set)."""
-    extras = tuple(e for e in extras if e)
-    if not extras:
-        return body
-    out = dict(body)
-    if api == "tgi":
-        merged = {key: value for extra in extras for key, value in extra.items()}
-        out["parameters"] = {**out.get("parameters", {}), **merged}
-    elif api == "tgis":
-        params = dict(out.get("params", {}))
-        for extra in extras:
-            for key, value in extra.items():
-                inner = params.get(key)
-                both = isinstance(inner, dict) and isinstance(value, dict)
-                params[key] = {**inner, **value} if both else value  # type: ignore[dict-item]
-        out["params"] = params
-    else:
-        for extra in extras:
-            out.update(extra)
-    return out

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from testbed.clients.apis import APIS
 from testbed.clients.http import BodySink, ConnectionPool
 from testbed.clients.http_errors import (
     ConnectError,
@@ -46,7 +47,7 @@ class FailingPool(ConnectionPool):
 
 
 def exchange(pool: ConnectionPool) -> None:
-    asyncio.run(send(pool, "openai", BODY, chat=False, stream=True, timeout_s=3.0))
+    asyncio.run(send(pool, APIS["completions"], BODY, stream=True, timeout_s=3.0))
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from testbed.cli import main
+from testbed.clients.apis import APIS
 from testbed.probes.correctness.cases import RequestSpec
-from testbed.probes.correctness.exchange import Exchange, tgis_body
+from testbed.probes.correctness.exchange import Exchange, build_body
 from testbed.probes.correctness.outputs import Output
 from testbed.probes.correctness.stream_check import check_stream
 from testbed.results.files import read_records
@@ -114,7 +115,7 @@ def test_tgis_body_maps_the_neutral_request() -> None:
          "ignore_eos": True, "logprobs": 2,
          "extra": {"temperature": -1, "truncate_input_tokens": 9}}
     )  # fmt: skip
-    body = tgis_body(spec, "m", spec.logprobs)
+    body = build_body(APIS["tgis"], spec, "m", spec.logprobs)
     params: dict[str, Any] = body["params"]
     assert body["requests"] == [{"text": "p"}]
     assert params["method"] == "SAMPLE"

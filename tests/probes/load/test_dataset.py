@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from testbed.clients.apis import APIS
 from testbed.config.load import FileDataset, SyntheticDataset
 from testbed.core.errors import InputError
 from testbed.probes.load import dataset
@@ -91,20 +93,28 @@ def test_missing_file_names_the_path(tmp_path: Path) -> None:
         dataset.build(ds, RuleCounter(), seed=0, base_dir=Path())
 
 
+def _body(item: dataset.Item, api: str, *, ignore_eos: bool) -> dict[str, Any]:
+    return APIS[api].body(dataset.request_of(item, APIS[api], "m", ignore_eos=ignore_eos))
+
+
 def test_request_bodies() -> None:
     item = dataset.Item("p q", 2, 8)
-    assert dataset.request_body(item, "completions", "m", ignore_eos=True) == {
+    assert _body(item, "completions", ignore_eos=True) == {
         "model": "m",
         "max_tokens": 8,
         "prompt": "p q",
         "ignore_eos": True,
     }
-    chat = dataset.request_body(item, "chat", "m", ignore_eos=False)
+    chat = _body(item, "chat", ignore_eos=False)
     assert chat["messages"] == [{"role": "user", "content": "p q"}]
-    assert dataset.request_body(item, "tgi", "m", ignore_eos=True) == {
+    assert "ignore_eos" not in chat
+    # TGI has no way to ask for exact lengths: a load does not send the simulator's extension
+    assert _body(item, "tgi", ignore_eos=True) == {
         "inputs": "p q",
         "parameters": {"max_new_tokens": 8},
     }
+    tgis = _body(item, "tgis", ignore_eos=True)
+    assert tgis["params"] == {"stopping": {"max_new_tokens": 8, "min_new_tokens": 8}}
 
 
 @pytest.fixture

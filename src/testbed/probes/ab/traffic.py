@@ -33,7 +33,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from testbed.clients import openai, tgi, tgis
+from testbed.clients.apis import APIS, Request
 from testbed.clients.counts import token_count
 from testbed.clients.http import ConnectionPool, HttpClientError, ReadTimeout
 from testbed.clients.http_errors import ErrorKind
@@ -41,7 +41,6 @@ from testbed.clients.response import Response
 from testbed.clients.tgis import TgisPool
 from testbed.core.clock import monotonic_ns
 from testbed.probes.ab.prompts import Prompt
-from testbed.probes.shaping import merge_body
 from testbed.results.records import AbRecord
 
 Side = Literal["stable", "canary"]
@@ -108,49 +107,21 @@ class Target:
     extra_body: Mapping[str, Any] = field(default_factory=dict, kw_only=True)
 
     def body(self, prompt: Prompt) -> dict[str, Any]:
-        """The protocol body for ``prompt`` (greedy unless a temperature is set), with the
-        probe's ``extra_body`` merged in."""
-        return merge_body(self._body(prompt), self.api, self.extra_body)
-
-    def _body(self, prompt: Prompt) -> dict[str, Any]:
-        tokens = prompt.max_tokens or self.max_tokens
-        if self.api == "tgis":
-            params: dict[str, Any] = {"stopping": {"max_new_tokens": tokens}}
-            if self.temperature > 0:
-                params.update(method="SAMPLE", sampling={"temperature": self.temperature})
-            return {
-                "model_id": self.model,
-                "requests": [{"text": prompt.as_text()}],
-                "params": params,
-            }
-        if self.api == "tgi":
-            parameters: dict[str, Any] = {"max_new_tokens": tokens}
-            if self.temperature > 0:  # TGI refuses temperature 0; greedy is do_sample=false
-                parameters.update(do_sample=True, temperature=self.temperature)
-            return {"inputs": prompt.as_text(), "parameters": parameters}
-        body: dict[str, Any] = {
-            "model": self.model,
-            "max_tokens": tokens,
-            "temperature": self.temperature,
-        }
-        if self.api == "chat":
-            body["messages"] = prompt.as_messages()
-        else:
-            body["prompt"] = prompt.as_text()
-        return body
+        """The body for ``prompt`` (greedy unless a temperature is set), with the probe's
+        ``extra_body`` merged in."""
+        api = APIS[self.api]
+        request = Request(
+            prompt.as_text(),
+            messages=prompt.as_messages(),
+            model=self.model,
+            max_tokens=prompt.max_tokens or self.max_tokens,
+            temperature=self.temperature,
+        )
+        return api.merge(api.body(request), self.extra_body)
 
     async def send(self, prompt: Prompt) -> Response:
-        if isinstance(self.pool, TgisPool):
-            body = self.body(prompt)
-            sink = tgis.sink(stream=True, limits=tgis.limits_of(body))
-            await self.pool.send(tgis.encode(body, stream=True), sink, self.timeout_s)
-            return sink.response
-        if self.api == "tgi":
-            return await tgi.generate(self.pool, self.body(prompt), timeout_s=self.timeout_s)
-        api: openai.Api = "chat" if self.api == "chat" else "completions"
-        return await openai.complete(
-            self.pool, self.body(prompt), api=api, timeout_s=self.timeout_s
-        )
+        api = APIS[self.api]
+        return await api.send(self.pool, self.body(prompt), timeout_s=self.timeout_s)
 
 
 def record_of(

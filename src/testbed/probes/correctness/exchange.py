@@ -1,38 +1,44 @@
 """One request of a case over one protocol: the body sent, and everything that came back.
 
-Bodies are built from the case's neutral :class:`RequestSpec` (OpenAI completions or chat,
-TGI ``/generate``, or a TGIS ``Generate`` request sent over gRPC), sent with the protocol
-clients of :mod:`testbed.clients`, and the answer is kept twice: decoded into an
-:class:`Output`, and as the raw event payloads of a stream so that :mod:`stream_check` can
-judge the stream itself. The protocol client checks what the server claims against the
-request's limits (``max_tokens``, ``n``; :mod:`testbed.clients.counts`) as the load probe's
-does: a unary answer's error is its output's, a streamed answer's is the first of its stream
-problems — cut short, counts that cannot be true, an error event, content after the finish
-reason — in the client's words. When no answer came the client's own exception goes through
-(:mod:`testbed.clients.http_errors`: a connect error, a timeout, a protocol error — each an
-infrastructure error: the case is ERROR, not FAIL), and an answer cut short by a server that
-then accepts no new connection (it was killed or evicted mid-answer) is a
-:class:`~testbed.clients.http_errors.ConnectError`; one cut short by a server that lives on is
-the server's: FAIL.
+Bodies are built from the case's neutral :class:`RequestSpec` by the API objects of
+:mod:`testbed.clients.apis` (OpenAI completions or chat, TGI ``/generate``, or a TGIS
+``Generate`` request sent over gRPC), which send them and decode the answer; it is kept
+twice: decoded into an :class:`Output`, and as the raw event payloads of a stream so that
+:mod:`stream_check` can judge the stream itself. The API's sink checks what the server
+claims against the request's limits (``max_tokens``, ``n``; :mod:`testbed.clients.counts`)
+as the load probe's does: a unary answer's error is its output's, a streamed answer's is the
+first of its stream problems — cut short, counts that cannot be true, an error event,
+content after the finish reason — in the client's words. When no answer came the client's
+own exception goes through (:mod:`testbed.clients.http_errors`: a connect error, a timeout,
+a protocol error — each an infrastructure error: the case is ERROR, not FAIL), and an answer
+cut short by a server that then accepts no new connection (it was killed or evicted
+mid-answer) is a :class:`~testbed.clients.http_errors.ConnectError`; one cut short by a
+server that lives on is the server's: FAIL.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from testbed.clients import openai, tgi, tgis
+from testbed.clients.apis import Api, Request, of_protocol
 from testbed.clients.http import ConnectError, ConnectionPool, ReadTimeout
 from testbed.clients.response import Response, Sink
 from testbed.clients.sse import SseParser
-from testbed.clients.tgis import TgisPool
+from testbed.clients.tgis import TgisPool, TgisSink
 from testbed.core.clock import monotonic_ns
 from testbed.probes.correctness.cases import ProtocolName, RequestSpec
-from testbed.probes.correctness.outputs import ErrorOutput, Output, error_message, tgis_output
-from testbed.probes.correctness.outputs import openai_output as _openai_output
-from testbed.probes.correctness.outputs import tgi_output as _tgi_output
+from testbed.probes.correctness.outputs import (
+    ErrorOutput,
+    Output,
+    error_message,
+    openai_output,
+    tgi_output,
+    tgis_output,
+)
 
 
 @dataclass
@@ -95,133 +101,62 @@ class _Capture:
             self.payloads.extend(tail)
 
 
-def openai_body(spec: RequestSpec, model: str, logprobs: int | None) -> dict[str, Any]:
-    """The OpenAI completions (or chat) body of ``spec``."""
-    body: dict[str, Any] = {"model": model} if model else {}
-    if spec.messages is not None:
-        body["messages"] = [m.model_dump() for m in spec.messages]
-        if logprobs is not None:
-            body["logprobs"] = True
-            body["top_logprobs"] = logprobs
-    else:
-        body["prompt"] = spec.prompt
-        if logprobs is not None:
-            body["logprobs"] = logprobs
-    if spec.max_new_tokens is not None:
-        body["max_tokens"] = spec.max_new_tokens
-    body["temperature"] = spec.temperature
-    for name in ("seed", "top_p", "top_k", "stop", "ignore_eos"):
-        value = getattr(spec, name)
-        if value is not None:
-            body[name] = value
-    body.update(spec.extra)
-    return body
+def api_of(protocol: ProtocolName, spec: RequestSpec) -> Api:
+    """The API a case's request goes to over ``protocol`` (OpenAI's: chat or completions)."""
+    return of_protocol(protocol, chat=spec.chat)
 
 
-def tgi_body(spec: RequestSpec, logprobs: int | None) -> dict[str, Any]:
-    """The TGI ``/generate`` body of ``spec`` (greedy unless temperature > 0)."""
-    parameters: dict[str, Any] = {"details": True, "do_sample": not spec.greedy}
-    if not spec.greedy:
-        parameters["temperature"] = spec.temperature
-    if spec.max_new_tokens is not None:
-        parameters["max_new_tokens"] = spec.max_new_tokens
-    for name in ("seed", "top_p", "top_k", "ignore_eos"):
-        value = getattr(spec, name)
-        if value is not None:
-            parameters[name] = value
-    if spec.stop:
-        parameters["stop"] = spec.stop
-    if logprobs:
-        parameters["top_n_tokens"] = logprobs
-    parameters.update(spec.extra)
-    return {"inputs": spec.prompt, "parameters": parameters}
+def request_of(spec: RequestSpec, model: str, logprobs: int | None) -> Request:
+    """The case's request in the API objects' terms; ``logprobs``: the alternatives per
+    token to ask (the case's, or the differential's), None for none."""
+    messages = None if spec.messages is None else [m.model_dump() for m in spec.messages]
+    return Request(
+        spec.prompt or "",
+        messages=messages,
+        model=model,
+        max_tokens=spec.max_new_tokens,
+        temperature=spec.temperature,
+        ignore_eos=spec.ignore_eos,
+        seed=spec.seed,
+        top_p=spec.top_p,
+        top_k=spec.top_k,
+        stop=spec.stop,
+        logprobs=logprobs,
+        extra=spec.extra,
+    )
 
 
-def tgis_body(spec: RequestSpec, model: str, logprobs: int | None) -> dict[str, Any]:
-    """The TGIS ``Generate`` request of ``spec`` (proto field names; greedy unless
-        temperature > 0). ``ignore_eos`` becomes ``min_new_tokens`` = ``max_new_tokens``, TGIS's
-        way to get exact lengths; ``extra`` goes into ``params`` (TGI's parameter names where TGIS
-    keeps them)."""
-    params: dict[str, Any] = {"method": "GREEDY" if spec.greedy else "SAMPLE"}
-    if not spec.greedy:
-        sampling: dict[str, Any] = {"temperature": spec.temperature}
-        for name in ("seed", "top_p", "top_k"):
-            if getattr(spec, name) is not None:
-                sampling[name] = getattr(spec, name)
-        params["sampling"] = sampling
-    stopping: dict[str, Any] = {}
-    if spec.max_new_tokens is not None:
-        stopping["max_new_tokens"] = spec.max_new_tokens
-        if spec.ignore_eos:
-            stopping["min_new_tokens"] = spec.max_new_tokens
-    if spec.stop:
-        stopping["stop_sequences"] = list(spec.stop)
-    if stopping:
-        params["stopping"] = stopping
-    if logprobs is not None:
-        params["response"] = {
-            "generated_tokens": True,
-            "token_logprobs": True,
-            "top_n_tokens": logprobs,
-        }
-    _extra(params, spec.extra)
-    return {"model_id": model, "requests": [{"text": spec.prompt}], "params": params}
+def build_body(api: Api, spec: RequestSpec, model: str, logprobs: int | None) -> dict[str, Any]:
+    """The body of ``spec`` in ``api``'s words (greedy unless temperature > 0)."""
+    return api.body(request_of(spec, model, logprobs))
 
 
-#: TGI parameter names in ``extra`` and where TGIS keeps them, so a case's ``extra`` (a bad
-#: temperature, say) means the same on both protocols; other keys are ``Parameters`` fields.
-_TGIS_PLACES = {
-    "temperature": "sampling",
-    "top_k": "sampling",
-    "top_p": "sampling",
-    "typical_p": "sampling",
-    "seed": "sampling",
-    "max_new_tokens": "stopping",
-    "min_new_tokens": "stopping",
-    "repetition_penalty": "decoding",
+#: What an answer's JSON objects (or TGIS's messages) decode to, by the endpoint protocol.
+_OUTPUT: dict[ProtocolName, Callable[[list[Any]], Output]] = {
+    "openai": openai_output,
+    "tgi": tgi_output,
+    "tgis": tgis_output,
 }
 
 
-def _extra(params: dict[str, Any], extra: dict[str, Any]) -> None:
-    for key, value in extra.items():
-        place = _TGIS_PLACES.get(key)
-        if place is None:
-            params[key] = value
-            continue
-        params.setdefault(place, {})[key] = value
-        if place == "sampling":
-            params["method"] = "SAMPLE"
-
-
-def build_body(
-    protocol: ProtocolName, spec: RequestSpec, model: str, logprobs: int | None
-) -> dict[str, Any]:
-    if protocol == "openai":
-        return openai_body(spec, model, logprobs)
-    if protocol == "tgis":
-        return tgis_body(spec, model, logprobs)
-    return tgi_body(spec, logprobs)
-
-
 def decode(protocol: ProtocolName, objects: list[Any]) -> Output:
-    if protocol == "tgis":
-        return tgis_output(objects)
-    return _openai_output(objects) if protocol == "openai" else _tgi_output(objects)
+    return _OUTPUT[protocol](objects)
 
 
 async def send_tgis(
-    pool: TgisPool, body: dict[str, Any], *, stream: bool, timeout_s: float
+    pool: TgisPool, api: Api, body: dict[str, Any], *, stream: bool, timeout_s: float
 ) -> Exchange:
     """:func:`send` over gRPC: the messages are kept as mappings (a stream's also as the
     JSON payloads :mod:`stream_check` reads)."""
-    capture = tgis.sink(stream=stream, keep_raw=True, limits=tgis.limits_of(body))
+    capture = api.sink(stream=stream, keep_raw=True, limits=api.limits_of(body))
+    assert isinstance(capture, TgisSink)
     started = monotonic_ns()
     try:
-        await pool.send(tgis.encode(body, stream=stream), capture, timeout_s)
+        await pool.send(api.encode(None, body, stream=stream), capture, timeout_s)
     except ReadTimeout as exc:  # the same kind, its message naming the setting
         raise ReadTimeout(f"no complete answer within {timeout_s:g} s (timeout_s)") from exc
     response = capture.response
-    exchange = Exchange("tgis", stream, body, Output(), response.status)
+    exchange = Exchange(api.protocol, stream, body, Output(), response.status)
     exchange.duration_ms = round((monotonic_ns() - started) / 1e6, 3)
     if response.error is not None and response.status != 200:  # a gRPC error status
         exchange.output = Output(error=ErrorOutput(response.status, response.error))
@@ -244,26 +179,20 @@ def _unfinished(output: Output, response: Response, stream: bool) -> Output:
 
 async def send(
     pool: ConnectionPool | TgisPool,
-    protocol: ProtocolName,
+    api: Api,
     body: dict[str, Any],
     *,
-    chat: bool,
     stream: bool,
     timeout_s: float,
 ) -> Exchange:
     """Send ``body`` once and return the exchange; the client's error when no answer.
     ``pool`` is the gRPC channel for tgis, the HTTP pool otherwise."""
     if isinstance(pool, TgisPool):
-        return await send_tgis(pool, body, stream=stream, timeout_s=timeout_s)
-    if protocol == "openai":
-        api: openai.Api = "chat" if chat else "completions"
-        payload = openai.encode(pool, api, body, stream=stream)
-        limits = openai.limits_of(body)
-        capture = _Capture(openai.sink(stream=stream, keep_raw=True, limits=limits), stream)
-    else:
-        payload = tgi.encode(pool, body, stream=stream)
-        limits = tgi.limits_of(body)
-        capture = _Capture(tgi.sink(stream=stream, keep_raw=True, limits=limits), stream)
+        return await send_tgis(pool, api, body, stream=stream, timeout_s=timeout_s)
+    payload = api.encode(pool, body, stream=stream)
+    inner = api.sink(stream=stream, keep_raw=True, limits=api.limits_of(body))
+    assert not isinstance(inner, TgisSink)
+    capture = _Capture(inner, stream)
     started = monotonic_ns()
     try:
         await pool.send(payload, capture, timeout_s)
@@ -274,7 +203,7 @@ async def send(
         # Killed or evicted mid-answer: the infrastructure's doing (ERROR), unlike an answer
         # cut short by a server that lives on (FAIL).
         raise ConnectError(f"{response.error}; then no new connection: the server went away")
-    exchange = Exchange(protocol, stream, body, Output(), capture.status)
+    exchange = Exchange(api.protocol, stream, body, Output(), capture.status)
     exchange.duration_ms = round((monotonic_ns() - started) / 1e6, 3)
     if not 200 <= capture.status < 300:
         message = error_message(b"".join(capture.body))
@@ -288,7 +217,7 @@ async def send(
         message = response.error or "the body is not JSON"
         exchange.output = Output(error=ErrorOutput(capture.status, message))
         return exchange
-    exchange.output = _unfinished(decode(protocol, objects), response, stream)
+    exchange.output = _unfinished(decode(api.protocol, objects), response, stream)
     return exchange
 
 

@@ -35,7 +35,7 @@ from testbed.probes.correctness.cases import (
     ProtocolName,
     load_case_file,
 )
-from testbed.probes.correctness.exchange import build_body, send
+from testbed.probes.correctness.exchange import api_of, build_body, send
 from testbed.probes.correctness.outputs import Output
 from testbed.probes.correctness.runner import protocols_of
 from testbed.probes.correctness.skip import skip_reason
@@ -94,15 +94,14 @@ async def _answers(
     case: Case, protocols: list[ProtocolName], endpoint: Endpoint, timeout_s: float
 ) -> dict[ProtocolName, Output]:
     pool = pool_for(endpoint, max_connections=2)
-    grpc = tgis.pool_for(endpoint) if "tgis" in protocols else None
+    apis = {protocol: api_of(protocol, case.request) for protocol in protocols}
+    grpc = tgis.pool_for(endpoint) if any(api.grpc for api in apis.values()) else None
     try:
         answers = {}
-        for protocol in protocols:
-            body = build_body(protocol, case.request, endpoint.model, case.request.logprobs)
-            channel = grpc if protocol == "tgis" and grpc is not None else pool
-            exchange = await send(
-                channel, protocol, body, chat=case.request.chat, stream=False, timeout_s=timeout_s
-            )
+        for protocol, api in apis.items():
+            body = build_body(api, case.request, endpoint.model, case.request.logprobs)
+            channel = grpc if api.grpc and grpc is not None else pool
+            exchange = await send(channel, api, body, stream=False, timeout_s=timeout_s)
             answers[protocol] = exchange.output
         return answers
     finally:

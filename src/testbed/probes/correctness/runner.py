@@ -28,7 +28,7 @@ from testbed.probes.correctness.evaluators import (
     run_evaluator,
     twin_check,
 )
-from testbed.probes.correctness.exchange import Exchange, build_body, send
+from testbed.probes.correctness.exchange import Exchange, api_of, build_body, send
 from testbed.probes.correctness.outputs import Output
 from testbed.probes.correctness.skip import skip_reason
 from testbed.probes.correctness.stream_check import check_stream
@@ -195,17 +195,17 @@ class Runner:
 
     async def _exchange(self, item: Item, stream: bool) -> Exchange | Result:
         case = item.case
-        body = build_body(item.protocol, case.request, self.model, self._logprobs(case))
+        api = api_of(item.protocol, case.request)
+        body = build_body(api, case.request, self.model, self._logprobs(case))
         started = monotonic_ns()
         try:
-            pool = self.grpc if item.protocol == "tgis" else self.pool
+            pool = self.grpc if api.grpc else self.pool
             if pool is None:
                 raise InfrastructureError("the endpoint has no gRPC address for the tgis protocol")
             return await send(
                 pool,
-                item.protocol,
+                api,
                 body,
-                chat=case.request.chat,
                 stream=stream,
                 timeout_s=self.config.timeout_s,
             )

@@ -9,10 +9,12 @@ with the unary answer elsewhere (the streaming twin); here each problem is one l
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from testbed.probes.correctness.cases import ProtocolName
 from testbed.probes.correctness.exchange import Exchange
 
 
@@ -43,18 +45,10 @@ def check_stream(exchange: Exchange) -> list[str]:
     if not objects:
         problems.append("the stream carried no event")
         return problems
-    if exchange.protocol == "openai":
-        if done_at is None:
-            problems.append("the stream did not end with data: [DONE]")
-        problems += _openai(objects)
-    elif exchange.protocol == "tgis":
-        problems += _tgis(objects)
-    else:
-        problems += _tgi(objects)
-    return problems
+    return problems + _CHECKS[exchange.protocol](objects, done_at is not None)
 
 
-def _tgis(messages: list[dict[str, Any]]) -> list[str]:
+def _tgis(messages: list[dict[str, Any]], _done: bool) -> list[str]:
     """A TGIS stream: the input token count first, counts that only grow, one stop reason
     (on the last message)."""
     problems = []
@@ -76,8 +70,8 @@ def _tgis(messages: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def _openai(chunks: list[dict[str, Any]]) -> list[str]:
-    problems = []
+def _openai(chunks: list[dict[str, Any]], done: bool) -> list[str]:
+    problems = [] if done else ["the stream did not end with data: [DONE]"]
     ids = {c.get("id") for c in chunks if "error" not in c}
     if len(ids) > 1:
         problems.append(f"chunks carry {len(ids)} different ids; a stream is one response")
@@ -138,7 +132,7 @@ def _logprob_tokens(chunks: list[dict[str, Any]]) -> int | None:
     return count if seen else None
 
 
-def _tgi(events: list[dict[str, Any]]) -> list[str]:
+def _tgi(events: list[dict[str, Any]], _done: bool) -> list[str]:
     problems = []
     if any(e.get("error") for e in events):
         problems.append(f"the stream carried an error: {str(events[-1].get('error'))[:200]}")
@@ -176,3 +170,12 @@ def _tgi(events: list[dict[str, Any]]) -> list[str]:
                 f"generated_text {whole[:60]!r} is not the tokens' texts joined {merged[:60]!r}"
             )
     return problems
+
+
+#: The checks of each endpoint protocol's stream: its events, and whether ``data: [DONE]``
+#: came (OpenAI's end; TGI's and TGIS's streams end with their final event).
+_CHECKS: dict[ProtocolName, Callable[[list[dict[str, Any]], bool], list[str]]] = {
+    "openai": _openai,
+    "tgi": _tgi,
+    "tgis": _tgis,
+}

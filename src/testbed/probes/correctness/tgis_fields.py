@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from testbed.clients.apis import APIS
 from testbed.clients.tgis import request_message
 from testbed.config.correctness import CorrectnessProbe
 from testbed.core.errors import CampaignError, InputError
 from testbed.probes.correctness.cases import CaseFile
-from testbed.probes.correctness.exchange import tgis_body
+from testbed.probes.correctness.exchange import build_body
 from testbed.probes.correctness.runner import protocols_of
 
 
@@ -30,7 +31,8 @@ def refuse_openai_only_fields(files: Iterable[CaseFile], config: CorrectnessProb
             if "tgis" not in protocols_of(case, config) or spec.chat:
                 continue
             for key, value in spec.extra.items():
-                body = tgis_body(spec.model_copy(update={"extra": {key: value}}), "model", None)
+                alone = spec.model_copy(update={"extra": {key: value}})
+                body = build_body(APIS["tgis"], alone, "model", None)
                 try:
                     request_message(body, stream=False)
                 except InputError:

@@ -2,9 +2,10 @@
 
 :func:`build` turns a dataset section into :class:`Item` s — prompt text, its measured
 input token count and the output length to ask for — seeded, so the same seed gives the
-same prompts. :func:`encode` turns items into the wire bytes of one protocol, once, before
-the load starts (no JSON encoding in the hot path): each with its model, the load's
-``extra_body`` and the row's own ``headers``/``extra_body`` (:mod:`testbed.probes.shaping`).
+same prompts. :func:`encode` turns items into the wire bytes of one API (its object in
+:mod:`testbed.clients.apis` writes the body), once, before the load starts (no JSON encoding
+in the hot path): each with its model, the load's ``extra_body`` and the row's own
+``headers``/``extra_body`` (:mod:`testbed.probes.shaping`).
 
 A JSONL row may shape its own request: ``model`` (a model or adapter name), ``headers``
 (an object; a secret's value as ``${env:NAME}``) and ``extra_body`` (an object merged over
@@ -19,15 +20,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from testbed.clients import embeddings as embeddings_client
-from testbed.clients import openai, responses, tgi, tgis
+from testbed.clients.apis import Api, Request
 from testbed.clients.http import ConnectionPool
 from testbed.config import shaping
 from testbed.config.lengths import FixedLength, Length, ListLength, NormalLength, UniformLength
 from testbed.config.load import Dataset, FileDataset, SyntheticDataset
 from testbed.core.errors import InputError
 from testbed.probes.load.tokens import TokenCounter
-from testbed.probes.shaping import merge_body, with_headers
+from testbed.probes.shaping import with_headers
 
 _DEFAULT_OUTPUT = 64  # tokens, when a file gives no output length
 
@@ -206,40 +206,24 @@ def _sharegpt_pairs(rows: list[Any]) -> list[_Pair]:
     return pairs
 
 
-def request_body(item: Item, api: str, model: str, *, ignore_eos: bool) -> dict[str, Any]:
-    """The protocol body for one item (stream flags are added by the client)."""
-    if api == "tgi":
-        return {"inputs": item.prompt, "parameters": {"max_new_tokens": item.output_tokens}}
-    if api == "tgis":  # min_new_tokens is TGIS's way to get exact lengths (no ignore_eos)
-        stopping = {"max_new_tokens": item.output_tokens}
-        if ignore_eos:
-            stopping["min_new_tokens"] = item.output_tokens
-        return {
-            "model_id": model,
-            "requests": [{"text": item.prompt}],
-            "params": {"stopping": stopping},
-        }
-    if api == "embeddings":
-        # a batch of prompts (dimensions, encoding_format: the item's body fields)
-        return embeddings_client.request_body(list(item.inputs or (item.prompt,)), model)
-    if api == "responses":
-        asked = responses.request_body(item.prompt, model, item.output_tokens)
-        return {**asked, "ignore_eos": True} if ignore_eos else asked
-    body: dict[str, Any] = {"model": model, "max_tokens": item.output_tokens}
-    if api == "chat":
-        body["messages"] = [{"role": "user", "content": item.prompt}]
-    else:
-        body["prompt"] = item.prompt
-    if ignore_eos:
-        body["ignore_eos"] = True
-    return body
+def request_of(item: Item, api: Api, model: str, *, ignore_eos: bool) -> Request:
+    """What ``item`` asks, for ``api``: its prompt (an embeddings batch's inputs), output
+    tokens, model; exact lengths when ``ignore_eos`` and the API has a way to ask them."""
+    exact = True if ignore_eos and api.exact_lengths else None
+    return Request(
+        item.prompt,
+        inputs=item.inputs,
+        model=model,
+        max_tokens=item.output_tokens,
+        ignore_eos=exact,
+    )
 
 
 def encode(
     items: list[Item],
     pool: ConnectionPool,
     *,
-    api: str,
+    api: Api,
     model: str,
     stream: bool,
     ignore_eos: bool,
@@ -249,23 +233,13 @@ def encode(
     ``extra_body`` and then its row's own fields merged into the body, its row's headers."""
     out = []
     for item in items:
-        body = request_body(item, api, item.model or model, ignore_eos=ignore_eos)
-        body = merge_body(body, api, extra_body or {}, item.extra_body or {})
-        if api == "tgi":
-            payload = tgi.encode(pool, body, stream=stream)
-        elif api == "tgis":
-            if item.headers:
-                raise InputError(
-                    "a dataset row's headers need an HTTP api: TGIS's metadata is the"
-                    " channel's (load.headers sends it with every call)"
-                )
-            payload = tgis.encode(body, stream=stream)
-        elif api == "embeddings":
-            payload = embeddings_client.encode(pool, body)
-        elif api == "responses":
-            payload = responses.encode(pool, body, stream=stream)
-        else:
-            route: openai.Api = "chat" if api == "chat" else "completions"
-            payload = openai.encode(pool, route, body, stream=stream)
+        body = api.body(request_of(item, api, item.model or model, ignore_eos=ignore_eos))
+        body = api.merge(body, extra_body or {}, item.extra_body or {})
+        if item.headers and api.grpc:
+            raise InputError(
+                "a dataset row's headers need an HTTP api: TGIS's metadata is the"
+                " channel's (load.headers sends it with every call)"
+            )
+        payload = api.encode(pool, body, stream=stream)
         out.append(with_headers(payload, item.headers) if item.headers else payload)
     return out

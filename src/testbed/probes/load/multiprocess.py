@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kubefacts.process_group import signal_child
+from testbed.clients.apis import APIS
 from testbed.core.clock import monotonic_ns
 from testbed.core.errors import InfrastructureError
 from testbed.probes.load.runner import StageRun
@@ -200,32 +201,41 @@ def _merged_run(runs: list[StageRun], processes: int) -> StageRun:
 # -- the child -----------------------------------------------------------------------------
 
 
-async def _child(spec: dict[str, Any]) -> None:
-    import orjson
-
+def _pools(spec: dict[str, Any], key: str | None) -> tuple[Any, Any]:
+    """The child's HTTP pool (it encodes every request) and what sends them: that pool, or
+    the gRPC channel of an API spoken over gRPC."""
     from testbed.clients.endpoint import Tls
     from testbed.clients.http import ConnectionPool
     from testbed.clients.tgis import TgisPool
+    from testbed.probes.shaping import resolved
+
+    shaped = resolved(spec["headers"])
+    auth = {"Authorization": f"Bearer {key}"} if key else {}
+    pool = ConnectionPool(spec["base_url"], headers={**auth, **shaped}, tls=Tls(**spec["tls"]))
+    if not APIS[spec["api"]].grpc:
+        return pool, pool
+    metadata = tuple((name.lower(), value) for name, value in shaped.items())
+    return pool, TgisPool(spec["grpc_target"], api_key=key, metadata=metadata)
+
+
+async def _child(spec: dict[str, Any]) -> None:
+    import orjson
+
     from testbed.probes.load import dataset
     from testbed.probes.load.recording import BackgroundWriter
     from testbed.probes.load.runner import Options, Stage
     from testbed.probes.load.tokens import counter_from_spec
     from testbed.probes.load.workload import factory_in_child
-    from testbed.probes.shaping import resolved, secret_values
+    from testbed.probes.shaping import secret_values
 
     key = os.environ.get(_KEY_ENV)
-    shaped = resolved(spec["headers"])
-    auth = {"Authorization": f"Bearer {key}"} if key else {}
-    pool = ConnectionPool(spec["base_url"], headers={**auth, **shaped}, tls=Tls(**spec["tls"]))
-    sender: ConnectionPool | TgisPool = pool
-    if spec["api"] == "tgis":
-        metadata = tuple((name.lower(), value) for name, value in shaped.items())
-        sender = TgisPool(spec["grpc_target"], api_key=key, metadata=metadata)
+    pool, sender = _pools(spec, key)
+    api = APIS[spec["api"]]
     items = [dataset.Item(**item) for item in spec["items"]]
     payloads = dataset.encode(
         items,
         pool,
-        api=spec["api"],
+        api=api,
         model=spec["model"],
         stream=spec["stream"],
         ignore_eos=spec["ignore_eos"],

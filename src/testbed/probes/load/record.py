@@ -14,6 +14,7 @@ has, or — where no chat template adds its own — more.
 
 from __future__ import annotations
 
+from testbed.clients.apis import Api
 from testbed.clients.counts import disagreement, whole_number
 from testbed.clients.http_errors import ErrorKind
 from testbed.clients.response import Response
@@ -28,7 +29,7 @@ def request_record(
     error: str | None,
     asked: Item,
     counter: TokenCounter,
-    api: str,
+    api: Api,
     place: RequestPlace,
     error_kind: ErrorKind | None = None,
 ) -> LoadRecord:
@@ -88,7 +89,7 @@ def _counts_disagree(
     server_in: int | None,
     item: Item,
     counter: TokenCounter,
-    api: str,
+    api: Api,
 ) -> str | None:
     """Why the server's counts cannot be those of the text the client counted exactly."""
     by = f"the client counted {{}} with {counter.name}, more apart than re-tokenisation explains"
@@ -99,6 +100,6 @@ def _counts_disagree(
         return None
     # a chat template (chat, responses) and an embedding model's special tokens per input
     # (embeddings) only add to the prompt
-    if server_in < prompt or api not in ("chat", "responses", "embeddings"):
+    if server_in < prompt or not api.adds_to_prompt:
         return f"usage.prompt_tokens {server_in}, but {by.format(f'{prompt} in the prompt')}"
     return None

@@ -24,14 +24,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from testbed.clients import embeddings as embeddings_client
-from testbed.clients import openai, responses, tgi, tgis
+from testbed.clients.apis import APIS, AnySink, Api
 from testbed.clients.counts import Limits
 from testbed.clients.embeddings import Expect
 from testbed.clients.http import HttpClientError, ReadTimeout
 from testbed.clients.http_errors import ErrorKind
-from testbed.clients.response import Response, Sink
-from testbed.clients.tgis import TgisSink
+from testbed.clients.response import Response
 from testbed.core.clock import monotonic_ns
 from testbed.core.secrets import mask
 from testbed.probes.load import embeddings
@@ -139,9 +137,10 @@ class LoadGenerator:
         #: what the headers' references resolved to: an error that quotes one is masked
         self._secrets = secrets or []
         self._counter, self._write, self._opt = counter, write, options
-        self._make_sink = _sink_factory(options.api, options.stream)
+        self._api = APIS[options.api]
+        self._make_sink = _sink_factory(self._api, options.stream)
         # what each request allows its answer (checked by its sink when it ends)
-        self._limits = [_limits(options.api, item) for item in items]
+        self._limits = [_limits(self._api, item) for item in items]
         self._next = options.proc  # global request number; processes interleave
         self.lags: list[int] = []
         self.capped = 0
@@ -297,7 +296,7 @@ class LoadGenerator:
             "scheduled_ns": scheduled,
             "queued_ns": queued,
         }
-        record = request_record(response, error, asked, self._counter, self._opt.api, place, kind)
+        record = request_record(response, error, asked, self._counter, self._api, place, kind)
         if self._opt.keep_text:
             record["text"] = response.text
         if self._secrets and record["error"]:  # only a failed request pays for this
@@ -346,16 +345,14 @@ def _rate_of(offsets: list[int], stage: Stage) -> float:
     return (len(offsets) - 1) / (offsets[-1] / 1e9) if len(offsets) > 1 and offsets[-1] else 0.0
 
 
-def _sink_factory(api: str, stream: bool) -> Callable[[Any], Sink | TgisSink]:
+def _sink_factory(api: Api, stream: bool) -> Callable[[Any], AnySink]:
     """Sinks that keep no raw chunks: the text (``keep_text``) is joined from the content
     chunks, and raw JSON would cost memory and CPU on the hot path. An embeddings answer is
     one body, whatever ``stream`` says; its sink keeps no vectors."""
-    if api == "embeddings":
-        return embeddings_client.EmbeddingsSink
-    module: Any = {"tgi": tgi, "tgis": tgis, "responses": responses}.get(api, openai)
-    return lambda limits: module.sink(stream=stream, keep_raw=False, limits=limits)
+    sink = api.sink
+    return lambda limits: sink(stream=stream, keep_raw=False, limits=limits)
 
 
-def _limits(api: str, item: Item) -> Limits | Expect:
+def _limits(api: Api, item: Item) -> Limits | Expect:
     """What the answer to ``item`` may hold: its output tokens; an embeddings batch's vectors."""
-    return embeddings.expect(item) if api == "embeddings" else Limits(item.output_tokens)
+    return embeddings.expect(item) if api.embeds else Limits(item.output_tokens)

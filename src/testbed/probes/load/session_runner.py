@@ -27,19 +27,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from testbed.clients import openai, tgi, tgis
+from testbed.clients.apis import Api
 from testbed.clients.counts import Limits
 from testbed.clients.http import ConnectionPool
 from testbed.core.clock import monotonic_ns
-from testbed.probes.load.dataset import Item, request_body
+from testbed.probes.load.dataset import Item, request_of
 from testbed.probes.load.runner import LoadGenerator, Options, RecordSink, Sender, Stage, StageRun
 from testbed.probes.load.schedule import PreciseTimer
 from testbed.probes.load.sessions import Conversation
 from testbed.probes.load.tokens import TokenCounter
-from testbed.probes.shaping import merge_body
 
 
 @dataclass
@@ -60,13 +59,13 @@ class LiveSession:
 
 
 class TurnEncoder:
-    """A session's next turn as the protocol's wire bytes (encoded when it is sent)."""
+    """A session's next turn as the API's wire bytes (encoded when it is sent)."""
 
     def __init__(
         self,
         pool: ConnectionPool,
         *,
-        api: str,
+        api: Api,
         model: str,
         stream: bool,
         ignore_eos: bool,
@@ -81,8 +80,8 @@ class TurnEncoder:
 
     def next_request(self, live: LiveSession) -> tuple[Item, bytes]:
         """The item (prompt so far, its tokens, output asked) and the bytes of the turn."""
-        turn = live.conversation.turns[live.turn]
-        if self._api == "chat":
+        api, turn = self._api, live.conversation.turns[live.turn]
+        if api.chat:
             live.messages.append({"role": "user", "content": turn.text})
             prompt = turn.text
         else:
@@ -90,22 +89,15 @@ class TurnEncoder:
             prompt = live.prompt
         model = self._models[live.item] if self._models else self._model
         item = Item(prompt, live.input_tokens + turn.tokens, turn.output_tokens, model or None)
-        body = request_body(item, self._api, model, ignore_eos=self._ignore_eos)
-        body = merge_body(body, self._api, self._extra_body)
-        if self._api == "chat":
-            body["messages"] = list(live.messages)
-        if self._api == "tgi":
-            return item, tgi.encode(self._pool, body, stream=self._stream)
-        if self._api == "tgis":
-            return item, tgis.encode(body, stream=self._stream)
-        chat = self._api == "chat"
-        return item, openai.encode(
-            self._pool, "chat" if chat else "completions", body, stream=self._stream
-        )
+        request = request_of(item, api, model, ignore_eos=self._ignore_eos)
+        if api.chat:
+            request = replace(request, messages=live.messages)
+        body = api.merge(api.body(request), self._extra_body)
+        return item, api.encode(self._pool, body, stream=self._stream)
 
     def answered(self, live: LiveSession, item: Item, answer: str, answer_tokens: int) -> None:
         """Grow the history by the answer; the next turn is due."""
-        if self._api == "chat":
+        if self._api.chat:
             live.messages.append({"role": "assistant", "content": answer})
         else:
             live.prompt += answer

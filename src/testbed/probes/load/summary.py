@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from testbed.clients.apis import APIS
 from testbed.config.load import LoadProbe
 from testbed.probes.load import embeddings
 from testbed.probes.load.runner import Stage, StageRun
@@ -79,7 +80,7 @@ def stage_summary(
     sessions = session_figures(records, win)
     if sessions is not None:  # a multi-turn load: figures per turn index and per session
         summary.update(sessions)
-    if config.api == "embeddings":  # inputs and their tokens per second, batch sizes
+    if APIS[config.api].embeds:  # inputs and their tokens per second, batch sizes
         summary["embeddings"] = embeddings.figures(records, win)
     by_model = per_model(records, win, slo, several=config.models is not None)
     if by_model is not None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from testbed.clients.apis import APIS
 from testbed.clients.http import ConnectionPool
 from testbed.config.load import Dataset, LoadProbe
 from testbed.config.workload import SessionDataset, TraceDataset
@@ -85,7 +86,7 @@ def generator_factory(
     conversations = [sessions.Conversation.from_json(c) for c in spec["conversations"]]
     encoder = TurnEncoder(
         pool,
-        api=api,
+        api=APIS[api],
         model=model,
         stream=stream,
         ignore_eos=ignore_eos,
