@@ -6,7 +6,7 @@ every other object in the order written, each through API discovery (any kind th
 serves, custom resources included). Before an object is created its reference goes into
 the worker's journal (``stack_journal``), so even after a SIGKILL ``testbed cleanup`` knows
 every object the stack may have made. Then the ``ready`` conditions are watched, all at
-once, each with its own timeout (``conditions``); the endpoint is reached (``stack_reach``);
+once, each with its own timeout (``stack_watch``); the endpoint is reached (``stack_reach``);
 while the probes run the ready objects stay watched, and one that fails or goes resolves
 ``Handle.died``. Leaving deletes the objects in reverse order and waits until they are
 gone. Only objects that carry this run's and worker's labels are ever replaced or deleted:
@@ -32,7 +32,7 @@ import yaml
 
 from testbed.backends.base import Handle
 from testbed.backends.endpoints import stack_endpoint
-from testbed.backends.kubernetes import conditions, rollout, stack_pods
+from testbed.backends.kubernetes import conditions, stack_pods
 from testbed.backends.kubernetes.names import (
     RUN,
     WORKER,
@@ -52,10 +52,11 @@ from testbed.backends.kubernetes.stack_journal import (
 from testbed.backends.kubernetes.stack_reach import reach
 from testbed.backends.kubernetes.stack_render import StackObject, render_stack
 from testbed.backends.kubernetes.stack_scope import CRD, is_cluster_scoped
-from testbed.clients.kube import Changes, Kube
+from testbed.backends.kubernetes.stack_watch import wait_ready, watch_serving, watch_until
+from testbed.clients.kube import Kube
 from testbed.clients.kube.rest import KindInfo
 from testbed.config.backend_settings import KubernetesSettings
-from testbed.config.stacks import ReadyCondition, StackDeployment
+from testbed.config.stacks import StackDeployment
 from testbed.core.errors import ClusterConflict, ClusterError, InputError, ServerStartError
 
 CRD_INFO = KindInfo("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False)
@@ -123,9 +124,10 @@ class Stacks:
             worker = _Worker(
                 kube, backend.namespace, backend.run_id, worker_id, journal, admin_owned
             )
+            selector = worker_selector(backend.run_id, worker_id)  # not managed-by: Helm's
             try:
                 placed = await worker.apply(objects)
-                await worker.wait_ready(deployment, placed)
+                await wait_ready(kube, backend.namespace, selector, deployment, placed)
                 died: asyncio.Future[str] = asyncio.get_running_loop().create_future()
                 async with reach(
                     kube, backend.namespace, deployment, placed, backend.in_cluster(), died
@@ -138,7 +140,10 @@ class Stacks:
                         "version": f"stack {deployment.manifests}",
                     }
                     endpoint = stack_endpoint(deployment, where.base_url, where.metrics_urls)
-                    watching = asyncio.ensure_future(worker.watch_serving(deployment, placed, died))
+                    serving = watch_serving(
+                        kube, backend.namespace, selector, deployment, placed, died
+                    )
+                    watching = asyncio.ensure_future(serving)
                     try:
                         yield Handle(endpoint, died=died, info=info)
                     finally:
@@ -254,75 +259,6 @@ class _Worker:
             f"{item.describe()} to be Established",
         )  # fmt: skip
 
-    async def wait_ready(
-        self, deployment: StackDeployment, placed: Sequence[tuple[StackObject, KindInfo]]
-    ) -> None:
-        """Every ``ready`` entry at once; the first failure ends the wait."""
-        selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
-        waits = []
-        for entry in deployment.ready:
-            item, info = next(
-                (o, i) for o, i in placed if o.kind == entry.kind and o.name == entry.name
-            )
-            namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
-            check, what = rollout.check_for(entry)
-            timeout = entry.timeout_s or deployment.startup_timeout_s
-            waits.append(
-                watch_until(self.kube, info, namespace if info.namespaced else None,
-                            entry.name, selector, check, timeout, what, self.namespace)
-            )  # fmt: skip
-        try:
-            async with asyncio.TaskGroup() as group:
-                # a pod that will not start ends the wait at once, in its own words
-                pods = group.create_task(stack_pods.fail_fast(self.kube, self.namespace, selector))
-                await asyncio.gather(*(group.create_task(w) for w in waits))
-                pods.cancel()
-        except* ServerStartError as failed:
-            raise failed.exceptions[0] from None
-
-    async def watch_serving(
-        self,
-        deployment: StackDeployment,
-        placed: Sequence[tuple[StackObject, KindInfo]],
-        died: asyncio.Future[str],
-    ) -> None:
-        """Resolve ``died`` when an object of ``ready`` fails or is deleted while the stack
-        serves (the ERROR's reason is the object's own words)."""
-        selector = worker_selector(self.run_id, self.worker_id)  # not managed-by: Helm's stays
-        async with asyncio.TaskGroup() as group:
-            for entry in deployment.ready:
-                item, info = next(
-                    (o, i) for o, i in placed if o.kind == entry.kind and o.name == entry.name
-                )
-                namespace = (item.obj.get("metadata") or {}).get("namespace") or self.namespace
-                where = namespace if info.namespaced else None
-                group.create_task(self._watch_one(entry, info, where, selector, died))
-
-    async def _watch_one(
-        self,
-        entry: ReadyCondition,
-        info: KindInfo,
-        namespace: str | None,
-        selector: str,
-        died: asyncio.Future[str],
-    ) -> None:
-        changes = Changes(self.kube, info, namespace, selector)
-        try:
-            async for event, obj in changes:
-                if obj["metadata"].get("name") != entry.name:
-                    continue
-                why = "was deleted"
-                if event != "DELETED":
-                    reading = rollout.check_for(entry)[0](obj)
-                    if reading.state != "failed":
-                        continue
-                    why = f"failed: {reading.why}"
-                if not died.done():
-                    died.set_result(f"{entry.kind}/{entry.name} {why} while serving")
-                return
-        finally:
-            changes.close()
-
     async def remove(self, work_dir: Path | None = None) -> None:
         """Delete what this worker made; first keep its pods' logs in ``work_dir/pods``."""
         if work_dir is not None:
@@ -347,55 +283,3 @@ def _served(kube: Kube, crd: StackObject) -> bool:
     except (InputError, ClusterError):
         return False
     return True
-
-
-async def watch_until(
-    kube: Kube,
-    info: KindInfo,
-    namespace: str | None,
-    name: str,
-    selector: str | None,
-    check: Any,
-    timeout_s: float,
-    what: str,
-    pods_in: str | None = None,
-) -> dict[str, Any]:
-    """Watch object ``name`` until ``check`` reads it ``ready`` (returned); ServerStartError
-    with the object's own state when it reads ``failed`` or the time runs out (and, given
-    ``pods_in``, where the ``selector``'s pods of that namespace stand)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    changes = Changes(kube, info, namespace, selector)
-    last: dict[str, Any] | None = None
-    reading: conditions.Reading | None = None
-    try:
-        while (remaining := deadline - loop.time()) > 0:
-            event = await changes.next(remaining)
-            if event is None or event[1]["metadata"].get("name") != name:
-                continue
-            kind, last = event
-            if kind == "DELETED":
-                raise ServerStartError(f"waiting for {what}: it was deleted")
-            reading = check(last)
-            if reading.state == "ready":
-                return last
-            if reading.state == "failed":
-                raise ServerStartError(f"waiting for {what}: {reading.why}")
-    finally:
-        changes.close()
-    state = "it does not exist"
-    if last is not None:
-        state = f"its conditions: {conditions.describe(last)}"
-        if reading is not None and reading.why and reading.why != conditions.describe(last):
-            state = f"{reading.why}; {state}"  # what its kind publishes: counts, revisions
-    seen = ""
-    if namespace is not None:
-        with contextlib.suppress(Exception):  # the events are evidence, not a requirement
-            notes = await asyncio.to_thread(kube.warnings, namespace, name)
-            seen = f"; the cluster's last warnings: {'; '.join(notes)}" if notes else ""
-    if pods_in is not None and selector is not None:
-        seen += await asyncio.to_thread(stack_pods.describe_pods, kube, pods_in, selector)
-    raise ServerStartError(
-        f"timeout: waited {timeout_s:.0f} s for {what} (ready[].timeout_s or"
-        f" startup_timeout_s); {state}{seen}"
-    )
