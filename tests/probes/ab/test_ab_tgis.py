@@ -54,3 +54,16 @@ async def test_a_side_without_tgis_is_refused(tmp_path: Path) -> None:
             ctx = ProbeContext(endpoints, config, tmp_path, records, base_dir=tmp_path)
             with pytest.raises(InputError, match="does not speak TGIS"):
                 await run(ctx)
+
+
+async def test_an_openai_api_on_sides_that_serve_only_tgis_is_refused(tmp_path: Path) -> None:
+    config = AbProbe.model_validate({"stable": "a", "canary": "b", "api": "chat", "requests": 2})
+    only_tgis = Endpoint("http://127.0.0.1:9", protocols=("tgis",), grpc_target="127.0.0.1:9")
+    with RecordWriter(tmp_path / "records.jsonl") as records:
+        ctx = ProbeContext({"a": only_tgis, "b": only_tgis}, config, tmp_path, records)
+        with pytest.raises(
+            InputError,
+            match=r"does not speak OPENAI \(it serves tgis\);"
+            r" set ab.api to one of tgis$",
+        ):
+            await run(ctx)

@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from testbed.clients import openai
+from testbed.clients.apis import APIS
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import HttpClientError
 from testbed.config.ab import AbProbe
@@ -60,20 +61,23 @@ def _config(ctx: ProbeContext) -> AbProbe:
 
 async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) -> Target:
     """A connection pool and the model name for one side (asked from the server if unset)."""
-    if config.api in ("tgi", "tgis") and config.api not in endpoint.protocols:
+    api = APIS[config.api]
+    if api.protocol not in endpoint.protocols:
+        served = ", ".join(endpoint.protocols)
+        instead = "completions" if "openai" in endpoint.protocols else f"one of {served}"
         raise InputError(
-            f"deployment '{name}' does not speak {config.api.upper()}; set ab.api to"
-            f" completions{' or serve tgis (params.protocols)' if config.api == 'tgis' else ''}"
+            f"deployment '{name}' does not speak {api.protocol.upper()} (it serves {served});"
+            f" set ab.api to {instead}{' or serve tgis (params.protocols)' if api.grpc else ''}"
         )
     connections = 1024 if config.rate is not None else config.concurrency + 4
     model = endpoint.model
-    if config.api == "tgis":  # TGIS ignores the model id: nothing to discover
+    if api.grpc:  # TGIS ignores the model id: nothing to discover
         channel = shaping.grpc_pool(endpoint, config.headers)
         return Target(side, name, channel, model, config.api, config.max_tokens,
                       config.temperature, config.timeout_s,
                       extra_body=config.extra_body)  # fmt: skip
     pool = shaping.http_pool(endpoint, config.headers, max_connections=connections)
-    if not model and config.api != "tgi":
+    if not model and api.lists_models:
         try:
             model = await openai.find_model(pool, config.timeout_s, "name its model (model:)")
         except HttpClientError as exc:
