@@ -298,20 +298,22 @@ def _endpoint(args: argparse.Namespace, config: Any) -> Any:
     libraries want it) is taken without it: testbed adds ``/v1/…`` itself."""
     import sys
 
+    from testbed.clients.apis import APIS
     from testbed.clients.endpoint import Endpoint, Tls
     from testbed.core.urls import check_base_url
 
+    api = APIS[config.api]
     base_url = check_base_url(args.url)
-    if base_url.endswith("/v1") and config.api not in ("tgi", "tgis"):
+    if base_url.endswith("/v1") and api.protocol == "openai":  # whose paths start /v1/
         base_url = base_url.removesuffix("/v1")
         print(f"note: using {base_url} (testbed adds /v1/… itself)", file=sys.stderr)
-    if (config.api == "tgis") != bool(args.grpc):
+    if api.grpc != bool(args.grpc):
         raise InputError("--api tgis and --grpc HOST:PORT go together (TGIS speaks gRPC)")
     if (args.insecure or args.ca_bundle) and not base_url.startswith("https://"):
         raise InputError("--insecure and --ca-bundle apply to https:// URLs only")
     return Endpoint(
         base_url=base_url,
-        protocols=(config.api,) if config.api in ("tgi", "tgis") else ("openai",),
+        protocols=(api.protocol,),
         grpc_target=args.grpc,
         model=args.model or "",
         tokenizer=args.tokenizer,
