@@ -22,17 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from testbed.clients import embeddings, openai, responses, tgi, tgis
 from testbed.clients.counts import NO_LIMITS, Limits
 from testbed.clients.embeddings import EmbeddingsSink, Expect
+from testbed.clients.endpoint import Protocol
 from testbed.clients.http import ConnectionPool
 from testbed.clients.response import Response, Sink
 from testbed.clients.tgis import TgisPool, TgisSink
 
-#: The endpoint protocols (a deployment's ``protocols``): each serves one or more APIs.
-ProtocolName = Literal["openai", "tgi", "tgis"]
 AnySink = Sink | TgisSink | EmbeddingsSink
 AnyLimits = Limits | Expect
 
@@ -72,7 +71,7 @@ class Api:
     """An API's body, merge, encoding and sink; subclasses say what differs."""
 
     name: str
-    protocol: ProtocolName = "openai"
+    protocol: Protocol = "openai"  # the endpoint protocol that serves it
     grpc = False  # sent over the gRPC channel (else the HTTP pool)
     streams = True  # the answer may be streamed (embeddings: one body, always)
     names_model = True  # the body names the model (TGI serves one and names none)
@@ -124,10 +123,11 @@ class Api:
     ) -> Response:
         """Send ``body`` once through ``pool`` (the gRPC channel for ``tgis``) and return what
         came back; the client's exception when no answer came."""
-        target: Any = self.sink(stream=stream, keep_raw=keep_raw, limits=self.limits_of(body))
+        target = self.sink(stream=stream, keep_raw=keep_raw, limits=self.limits_of(body))
         http = pool if isinstance(pool, ConnectionPool) else None
-        await pool.send(self.encode(http, body, stream=stream), target, timeout_s)
-        return target.response  # type: ignore[no-any-return]
+        sink: Any = target  # each pool takes its own protocol's sinks, which this API makes
+        await pool.send(self.encode(http, body, stream=stream), sink, timeout_s)
+        return target.response
 
 
 def _http(pool: ConnectionPool | None) -> ConnectionPool:
@@ -244,7 +244,7 @@ class Tgi(Api):
     the wire, after every other parameter."""
 
     name = "tgi"
-    protocol: ProtocolName = "tgi"
+    protocol: Protocol = "tgi"
     names_model = False
     lists_models = False
     #: TGI has no ignore_eos (the simulator's parameter of that name is its own extension):
@@ -305,7 +305,7 @@ class Tgis(Api):
     go only with a temperature above 0 (greedy decoding reads none)."""
 
     name = "tgis"
-    protocol: ProtocolName = "tgis"
+    protocol: Protocol = "tgis"
     grpc = True
     lists_models = False  # TGIS ignores the model id: nothing to discover
 
@@ -370,7 +370,7 @@ APIS: Mapping[str, Api] = {
 }
 
 
-def of_protocol(protocol: ProtocolName, *, chat: bool) -> Api:
+def of_protocol(protocol: Protocol, *, chat: bool) -> Api:
     """The API a request goes to over an endpoint ``protocol``: OpenAI's is chat or
     completions by the request's shape; TGI and TGIS are one API each."""
     if protocol == "openai":
