@@ -162,7 +162,8 @@ async def record_file(
             continue
         reason = skip_reason(case, deployment)
         protocols = [p for p in protocols_of(case, config) if p in served]
-        protocols = [p for p in protocols if not (p in ("tgi", "tgis") and case.request.chat)]
+        # a chat case goes only where the protocol has a chat API
+        protocols = [p for p in protocols if api_of(p, case.request).chat == case.request.chat]
         if case.skip_check or reason or not protocols:
             why = "skip_check" if case.skip_check else reason or "no protocol served"
             recorded.notes.append(f"{case.name}: left as it was ({why})")

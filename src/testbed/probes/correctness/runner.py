@@ -119,7 +119,7 @@ def plan_items(
                 reason = skip_reason(case, deployment)
                 if reason is None and protocol not in served:
                     reason = f"the server does not speak the {protocol} protocol"
-                if reason is None and protocol in ("tgi", "tgis") and case.request.chat:
+                if reason is None and api_of(protocol, case.request).chat != case.request.chat:
                     reason = "a chat case needs the OpenAI protocol"
                 if reason is None and case.needs_expected() and not case.expected_for(protocol):
                     reason = f"no expected answer for {protocol}: record one with `testbed record`"
