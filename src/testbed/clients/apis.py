@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from testbed.clients import embeddings, openai, responses, tgi, tgis
-from testbed.clients.counts import NO_LIMITS, Limits
+from testbed.clients.counts import Limits
 from testbed.clients.embeddings import EmbeddingsSink, Expect
 from testbed.clients.endpoint import Protocol
 from testbed.clients.http import ConnectionPool
@@ -108,8 +108,9 @@ class Api:
         """What ``body`` allows its answer (the sink checks the server's claims by it)."""
         raise NotImplementedError
 
-    def sink(self, *, stream: bool, keep_raw: bool = False, limits: Any = NO_LIMITS) -> AnySink:
-        """A fresh sink that decodes and checks one answer, its claims held to ``limits``."""
+    def sink(self, *, stream: bool, limits: Any, keep_raw: bool = False) -> AnySink:
+        """A fresh sink that decodes and checks one answer, its claims held to ``limits``
+        (what :meth:`limits_of` the request's body says)."""
         raise NotImplementedError
 
     async def send(
@@ -168,7 +169,7 @@ class Completions(Api):
     def limits_of(self, body: dict[str, Any]) -> Limits:
         return openai.limits_of(body)
 
-    def sink(self, *, stream: bool, keep_raw: bool = False, limits: Any = NO_LIMITS) -> Sink:
+    def sink(self, *, stream: bool, limits: Any, keep_raw: bool = False) -> Sink:
         return openai.sink(stream=stream, keep_raw=keep_raw, limits=limits)
 
 
@@ -209,7 +210,7 @@ class Responses(Api):
     def limits_of(self, body: dict[str, Any]) -> Limits:
         return responses.limits_of(body)
 
-    def sink(self, *, stream: bool, keep_raw: bool = False, limits: Any = NO_LIMITS) -> Sink:
+    def sink(self, *, stream: bool, limits: Any, keep_raw: bool = False) -> Sink:
         return responses.sink(stream=stream, keep_raw=keep_raw, limits=limits)
 
 
@@ -232,9 +233,7 @@ class Embeddings(Api):
     def limits_of(self, body: dict[str, Any]) -> Expect:
         return embeddings.expect_of(body)
 
-    def sink(
-        self, *, stream: bool, keep_raw: bool = False, limits: Any = NO_LIMITS
-    ) -> EmbeddingsSink:
+    def sink(self, *, stream: bool, limits: Any, keep_raw: bool = False) -> EmbeddingsSink:
         """The vectors are kept when ``keep_raw`` (a load keeps none)."""
         return EmbeddingsSink(limits, keep_vectors=keep_raw)
 
@@ -281,7 +280,7 @@ class Tgi(Api):
     def limits_of(self, body: dict[str, Any]) -> Limits:
         return tgi.limits_of(body)
 
-    def sink(self, *, stream: bool, keep_raw: bool = False, limits: Any = NO_LIMITS) -> Sink:
+    def sink(self, *, stream: bool, limits: Any, keep_raw: bool = False) -> Sink:
         return tgi.sink(stream=stream, keep_raw=keep_raw, limits=limits)
 
 
@@ -360,7 +359,7 @@ class Tgis(Api):
     def limits_of(self, body: dict[str, Any]) -> Limits:
         return tgis.limits_of(body)
 
-    def sink(self, *, stream: bool, keep_raw: bool = False, limits: Any = NO_LIMITS) -> TgisSink:
+    def sink(self, *, stream: bool, limits: Any, keep_raw: bool = False) -> TgisSink:
         return tgis.sink(stream=stream, keep_raw=keep_raw, limits=limits)
 
 
