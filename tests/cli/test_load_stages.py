@@ -90,7 +90,8 @@ def test_a_fraction_rate_names_its_stage_without_a_dot(tmp_path: Path) -> None:
 
     plan = expand(load_campaign(path))
     (section, *_) = (c for key, c in plan.probe_configs.items() if key.startswith("load:"))
-    stages = profiles.first_stages(LoadProbe.model_validate(section))
+    assert isinstance(section, LoadProbe)  # the plan's section, as the probe gets it
+    stages = profiles.first_stages(section)
     assert [s.name for s in stages] == ["rate-2", "rate-2_5"]
 
 

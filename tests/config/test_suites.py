@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from testbed.cli import main
+from testbed.config.correctness import CorrectnessProbe
 from testbed.config.loader import load_campaign
 from testbed.core.errors import CampaignError
 from testbed.execution.case_counts import case_counts
@@ -60,12 +61,14 @@ def test_each_suite_plans_its_own_cases_reference_and_deployments(tmp_path: Path
         for t in plan.treatments
     }
     assert sorted(by_deployment) == ["a-one", "a-two", "b-one"]  # one treatment each
-    assert by_deployment["a-one"]["cases"] == ["a.yaml"]
-    assert by_deployment["a-two"]["reference"] == "a-one"
-    assert by_deployment["b-one"]["cases"] == ["b.yaml"]
-    assert by_deployment["b-one"]["reference"] is None
-    assert {c["concurrency"] for c in by_deployment.values()} == {2}  # shared settings
-    assert all("suites" not in c or not c["suites"] for c in by_deployment.values())
+    suites = {name: c for name, c in by_deployment.items() if isinstance(c, CorrectnessProbe)}
+    assert suites == by_deployment  # each suite's section is a correctness model
+    assert suites["a-one"].cases == ["a.yaml"]
+    assert suites["a-two"].reference == "a-one"
+    assert suites["b-one"].cases == ["b.yaml"]
+    assert suites["b-one"].reference is None
+    assert {c.concurrency for c in suites.values()} == {2}  # shared settings
+    assert all(not c.suites for c in suites.values())
     counts = {
         plan.workers[t.workers[0]].deployment: count
         for t in plan.treatments
@@ -121,10 +124,11 @@ def test_plan_shows_case_counts_after_skips(
 def test_the_example_has_one_suite_per_model() -> None:
     loaded = load_campaign(EXAMPLES / "tgis-correctness.yaml")
     plan = expand(loaded)
-    references = {
-        plan.workers[t.workers[0]].deployment: plan.probe_configs[t.probe_key]["reference"]
+    sections = {
+        plan.workers[t.workers[0]].deployment: plan.probe_configs[t.probe_key]
         for t in plan.treatments
     }
+    references = {n: c.reference for n, c in sections.items() if isinstance(c, CorrectnessProbe)}
     assert references == {
         "fp32-threads1": "fp32-threads1", "fp32-batch1": "fp32-threads1",
         "bf16": "fp32-threads1", "t5-fp32": "t5-fp32", "t5-batch1": "t5-fp32",

@@ -160,8 +160,17 @@ def test_secret_template_holds_placeholders_never_values(
     }
 
 
-def test_the_configmap_reproduces_the_same_treatment_ids(tmp_path: Path) -> None:
-    loaded = load_campaign(EXAMPLES / "tgis-correctness.yaml", sets=["correctness.concurrency=2"])
+@pytest.mark.parametrize(
+    ("example", "sets"),
+    [
+        ("tgis-correctness.yaml", ["correctness.concurrency=2"]),
+        ("scale-test.yaml", []),  # its workload template travels with it
+    ],
+)
+def test_the_configmap_reproduces_the_same_treatment_ids(
+    tmp_path: Path, example: str, sets: list[str]
+) -> None:
+    loaded = load_campaign(EXAMPLES / example, sets=sets)
     plan = expand(loaded)
     options = options_for(
         loaded, namespace=None, image=None, upload="s3://b/p", s3_endpoint_url=None
@@ -176,6 +185,7 @@ def test_the_configmap_reproduces_the_same_treatment_ids(tmp_path: Path) -> None
         path.write_text(configmap["data"][item["key"]])
     again = expand(load_campaign(tmp_path / "campaign.yaml"))
     assert [t.id for t in again.planned()] == [t.id for t in plan.planned()]
+    assert again.probe_configs == plan.probe_configs  # the worker's probe gets these models
     assert main(["validate", str(tmp_path / "campaign.yaml")]) == 0
 
 

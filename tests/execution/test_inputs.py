@@ -30,6 +30,16 @@ HEAD = textwrap.dedent(
             "7:31",
             "load.dataset.path",
         ),
+        (  # a sessions' conversations and a trace are the dataset's file too
+            "load:\n  requests: 2\n  dataset: {kind: sessions, path: gone.jsonl}\n",
+            "7:35",
+            "load.dataset.path",
+        ),
+        (
+            "load:\n  profile: trace\n  dataset: {kind: trace, path: gone.jsonl}\n",
+            "7:32",
+            "load.dataset.path",
+        ),
     ],
 )
 def test_a_missing_file_is_refused_at_its_line(

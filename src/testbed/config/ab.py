@@ -166,6 +166,17 @@ class AbProbe(Strict):
             raise ValueError("extra_body.temperature: ab has its own `temperature` — set it")
         return check_extra_body(value)
 
+    @property
+    def asks(self) -> str | None:
+        """The value of this section's protocol field (``api``), which
+        :func:`testbed.config.protocols.unreachable` checks against a server."""
+        return self.api
+
+    def files(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """The campaign's files this section reads, each with where it is named: its
+        prompts file, when it has one."""
+        return [(("ab", "prompts"), self.prompts)] if self.prompts else []
+
     @model_validator(mode="after")
     def _distinct(self) -> AbProbe:
         if self.stable == self.canary:

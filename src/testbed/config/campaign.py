@@ -134,18 +134,18 @@ class Campaign(Strict):
 
     def _protocol_problem(self) -> tuple[str, tuple[int | str, ...]] | None:
         """Each probe's protocol must be one its deployments serve (``config.protocols``)."""
-        wanted: list[tuple[str, dict[str, Any], list[str] | None]] = []
+        wanted: list[tuple[str, str | None, list[str] | None]] = []
         if self.correctness is not None:
             for part in self.correctness.split():
-                wanted.append(("correctness", part.model_dump(), part.deployments))
+                wanted.append(("correctness", part.asks, part.deployments))
         if self.load is not None:
-            wanted.append(("load", self.load.model_dump(), self.load.deployments))
+            wanted.append(("load", self.load.asks, self.load.deployments))
         if self.ab is not None:
-            wanted.append(("ab", self.ab.model_dump(), [self.ab.stable, self.ab.canary]))
-        for section, settings, names in wanted:
+            wanted.append(("ab", self.ab.asks, [self.ab.stable, self.ab.canary]))
+        for section, asked, names in wanted:
             for d in self.deployments:
                 problem = (
-                    unreachable(section, settings, d) if names is None or d.name in names else None
+                    unreachable(section, asked, d) if names is None or d.name in names else None
                 )
                 if problem is not None:
                     return problem, (section, FIELDS[section])

@@ -108,6 +108,17 @@ class CorrectnessProbe(Strict):
                 )
         return self
 
+    @property
+    def asks(self) -> str | None:
+        """The value of this section's protocol field (``protocol``), which
+        :func:`testbed.config.protocols.unreachable` checks against a server."""
+        return self.protocol
+
+    def files(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """The campaign's files this section reads, each with where it is named: its case
+        files (one suite's, in a plan's section)."""
+        return [(("correctness", "cases", j), path) for j, path in enumerate(self.cases)]
+
     def split(self) -> list[CorrectnessProbe]:
         """One section per suite (the section itself when it has none)."""
         return [CorrectnessProbe.model_validate(section) for section in split_sections(

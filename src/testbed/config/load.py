@@ -304,6 +304,19 @@ class LoadProbe(_Strict):
         return check_extra_body(value)
 
     @property
+    def asks(self) -> str | None:
+        """The value of this section's protocol field (``api``), which
+        :func:`testbed.config.protocols.unreachable` checks against a server."""
+        return self.api
+
+    def files(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """The campaign's files this section reads, each with where it is named: its
+        dataset's file (prompts, sessions' conversations or a trace), when it has one."""
+        dataset = self.dataset
+        path = None if isinstance(dataset, SyntheticDataset) else dataset.path
+        return [(("load", "dataset", "path"), path)] if path else []
+
+    @property
     def stage_duration_s(self) -> float | None:
         """What bounds each stage in time: ``duration_s`` as given; unset, nothing when
         ``requests`` counts the stage (it runs them all), else the default duration."""

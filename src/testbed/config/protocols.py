@@ -13,7 +13,6 @@ embeddings case (``api: embeddings``) is the exception: a server without ``/v1/e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from testbed.config.embeddings import ENDPOINTS
@@ -55,11 +54,11 @@ def served(deployment: Any) -> tuple[ServerProtocol, ...]:
     return kind.protocols
 
 
-def unreachable(probe: str, section: Mapping[str, Any], deployment: Any) -> str | None:
-    """Why ``probe`` configured as ``section`` cannot reach ``deployment``'s server (the
-    message, to follow the field's name, names the server and the fix), or None."""
+def unreachable(probe: str, value: str | None, deployment: Any) -> str | None:
+    """Why ``probe`` asking protocol ``value`` (its section's ``asks``: the value of its
+    field in :data:`FIELDS`) cannot reach ``deployment``'s server (the message, to follow
+    the field's name, names the server and the fix), or None."""
     field = FIELDS.get(probe)
-    value = section.get(field) if field else None
     if value is None or value not in _ASKS:
         return None
     offered = served(deployment)

@@ -162,6 +162,16 @@ class ScaleProbe(Strict):
             raise ValueError(f"unknown stage {value!r}; stages are {', '.join(STAGES[1:])}")
         return value
 
+    @property
+    def asks(self) -> str | None:
+        """No protocol: scale submits cluster objects and asks no server anything."""
+        return None
+
+    def files(self) -> list[tuple[tuple[str | int, ...], str]]:
+        """The campaign's files this section reads, each with where it is named: its
+        workload template, when it is not a built-in one."""
+        return [(("scale", "template"), self.template)] if self.template else []
+
     @model_validator(mode="after")
     def _pacing(self) -> ScaleProbe:
         if self.rate is not None and self.delay_s:

@@ -35,14 +35,13 @@ def case_counts(loaded: LoadedCampaign, plan: Plan) -> dict[str, tuple[int, int]
     files: dict[tuple[str, ...], list[CaseFile]] = {}
     counts = {}
     for treatment in plan.treatments:
-        if treatment.probe != "correctness" or not treatment.workers:
+        config = plan.probe_configs[treatment.probe_key]
+        if not isinstance(config, CorrectnessProbe) or not treatment.workers:
             continue
-        section = plan.probe_configs[treatment.probe_key]
-        names = tuple(section["cases"])
+        names = tuple(config.cases)
         if names not in files:
             files[names] = load_case_files([loaded.base_dir / name for name in names])
         worker = plan.workers[treatment.workers[0]]
-        config = CorrectnessProbe.model_validate(section)
         offered = served(worker.config)
         items, skipped = plan_items(files[names], config, worker.document, offered)
         vectors, unrun = plan_embedding_items(files[names], worker.document, offered)

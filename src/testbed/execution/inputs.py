@@ -1,7 +1,8 @@
 """The files and models a campaign names, checked before anything starts.
 
-Case files, A/B prompt files, load dataset files and TLS CA bundles are relative to the
-campaign file's folder.
+Case files, A/B prompt files, a load dataset's file (prompts, sessions' conversations, a
+trace), a scale template (what each probe section's ``files()`` names) and TLS CA bundles
+are relative to the campaign file's folder.
 A file that is missing is a :class:`CampaignError` (exit 2) placed at the line that names
 it, never an ERROR found halfway through a run. Case files are parsed too (their own errors
 carry their own file and line), and an embeddings case is refused where its deployment's
@@ -13,11 +14,16 @@ catalogue, an existing folder, or s3:// — not a hub id (testbed runs offline).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from testbed.backends import backend_class
+from testbed.config.ab import AbProbe
+from testbed.config.correctness import CorrectnessProbe
+from testbed.config.diagnostics import dotted
+from testbed.config.load import LoadProbe
 from testbed.config.loader import LoadedCampaign
+from testbed.config.probe_settings import ProbeSettings
 from testbed.config.provenance import Path as DocPath
+from testbed.config.scale import ScaleProbe
 from testbed.config.server_kinds import kind_of
 from testbed.core.errors import CampaignError, InputError
 from testbed.plan.model import Plan
@@ -32,15 +38,9 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
         bundle = getattr(getattr(deployment, "tls", None), "ca_bundle", None)
         if bundle:
             _exists(loaded, loaded.base_dir, bundle, ("deployments", i, "tls", "ca_bundle"))
-    for probe, config in _probe_configs(plan):
-        if probe == "correctness":
-            for j, case in enumerate(config["cases"]):
-                _exists(loaded, loaded.base_dir, case, ("correctness", "cases", j))
-        elif probe == "ab" and config.get("prompts"):
-            _exists(loaded, loaded.base_dir, config["prompts"], ("ab", "prompts"))
-        elif probe == "load" and config["dataset"].get("kind") == "file":
-            path = config["dataset"]["path"]
-            _exists(loaded, loaded.base_dir, path, ("load", "dataset", "path"))
+    for section in _sections(plan):
+        for at, name in section.files():
+            _exists(loaded, loaded.base_dir, name, at)
     if loaded.campaign.correctness is not None:
         _check_case_files(loaded, plan)
 
@@ -48,17 +48,17 @@ def check_files(loaded: LoadedCampaign, plan: Plan) -> None:
 def _check_case_files(loaded: LoadedCampaign, plan: Plan) -> None:
     """Each correctness section's case files parse, say nothing TGIS's request cannot
     carry, and send embeddings cases only to servers that answer ``/v1/embeddings``."""
-    from testbed.config.correctness import CorrectnessProbe
     from testbed.probes.correctness.cases import load_case_files
     from testbed.probes.correctness.embedding_runner import unserved
     from testbed.probes.correctness.tgis_fields import refuse_openai_only_fields
 
-    treatments = [t for t in plan.treatments if t.probe == "correctness"]
-    for key in dict.fromkeys(t.probe_key for t in treatments):
+    for key in dict.fromkeys(t.probe_key for t in plan.treatments):
         config = plan.probe_configs[key]
-        files = load_case_files([loaded.base_dir / path for path in config["cases"]])
-        refuse_openai_only_fields(files, CorrectnessProbe.model_validate(config))
-        workers = {w for t in treatments if t.probe_key == key for w in t.workers}
+        if not isinstance(config, CorrectnessProbe):
+            continue
+        files = load_case_files([loaded.base_dir / path for path in config.cases])
+        refuse_openai_only_fields(files, config)
+        workers = {w for t in plan.treatments if t.probe_key == key for w in t.workers}
         for worker in sorted(workers):
             problems = unserved(files, plan.workers[worker].config)
             if problems:
@@ -86,20 +86,18 @@ def check_api_keys(loaded: LoadedCampaign) -> None:
 def check_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
     """Each load and A/B section (matrix levels included) must fit this machine's open files
     and memory, when its traffic starts here (CampaignError at the field's line)."""
-    from testbed.config.ab import AbProbe
-    from testbed.config.load import LoadProbe
     from testbed.probes.limits import Limits
     from testbed.probes.load import capacity as load_capacity
 
     limits = Limits.here()
-    for probe, config in _probe_configs(plan):
-        if probe == "load":
-            found = load_capacity.excess(LoadProbe.model_validate(config), limits)
-        elif probe == "ab":
+    for section in _sections(plan):
+        if isinstance(section, LoadProbe):
+            probe, found = "load", load_capacity.excess(section, limits)
+        elif isinstance(section, AbProbe):
             # here, not above: the A/B package brings numpy (~0.1 s of every run's start)
             from testbed.probes.ab import capacity as ab_capacity
 
-            found = ab_capacity.excess(AbProbe.model_validate(config), limits)
+            probe, found = "ab", ab_capacity.excess(section, limits)
         else:
             continue
         if found is not None:
@@ -111,12 +109,11 @@ def _check_scale_templates(loaded: LoadedCampaign, plan: Plan) -> None:
     """Scale templates are rendered now: a missing file or placeholder is an input error."""
     if loaded.campaign.scale is None:
         return
-    from testbed.config.scale import ScaleProbe
     from testbed.probes.scale.submit import check_template
 
-    for probe, config in _probe_configs(plan):
-        if probe == "scale":
-            check_template(ScaleProbe.model_validate(config), loaded.base_dir)
+    for section in _sections(plan):
+        if isinstance(section, ScaleProbe):
+            check_template(section, loaded.base_dir)
 
 
 def _check_local_models(loaded: LoadedCampaign) -> None:
@@ -151,10 +148,10 @@ def _where(loaded: LoadedCampaign, at: DocPath) -> str:
     return origin.describe() if origin else loaded.file
 
 
-def _probe_configs(plan: Plan) -> list[tuple[str, dict[str, Any]]]:
-    """Each distinct resolved probe section of the plan (matrix levels included)."""
-    keys = dict.fromkeys((t.probe, t.probe_key) for t in plan.treatments)
-    return [(probe, plan.probe_configs[key]) for probe, key in keys]
+def _sections(plan: Plan) -> list[ProbeSettings]:
+    """Each distinct resolved probe section of the plan's treatments (matrix levels
+    included), in the treatments' order."""
+    return [plan.probe_configs[key] for key in dict.fromkeys(t.probe_key for t in plan.treatments)]
 
 
 def _exists(loaded: LoadedCampaign, base: Path, name: str, at: DocPath) -> None:
@@ -162,5 +159,6 @@ def _exists(loaded: LoadedCampaign, base: Path, name: str, at: DocPath) -> None:
     if path.is_file():
         return
     where = _where(loaded, at)
-    field = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in at).replace(".[", "[")
-    raise CampaignError(f"{where}: {field}: no file {name} (relative to {base}) — check the path")
+    raise CampaignError(
+        f"{where}: {dotted(at)}: no file {name} (relative to {base}) — check the path"
+    )

@@ -18,6 +18,7 @@ import yaml
 
 from testbed.backends.base import ShippedCampaign
 from testbed.config.loader import LoadedCampaign
+from testbed.config.probe_settings import section_document
 from testbed.core.secrets import names
 from testbed.execution.export.objects import ExportOptions, campaign_volume
 from testbed.plan.model import Plan
@@ -42,5 +43,6 @@ def shipped_campaign(loaded: LoadedCampaign, plan: Plan) -> ShippedCampaign | No
         **volume.configmap["data"],
         "campaign.yaml": yaml.safe_dump(loaded.document, sort_keys=False),
     }
-    configs = [plan.probe_configs[t.probe_key] for t in plan.planned()]
-    return ShippedCampaign(data, volume.items, tuple(names(json.dumps(configs))))
+    # the env names of every planned section, as its probe will read them (plan.json's form)
+    sections = [section_document(plan.probe_configs[t.probe_key]) for t in plan.planned()]
+    return ShippedCampaign(data, volume.items, tuple(names(json.dumps(sections))))

@@ -19,11 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed.backends.base import Backend, Handle, ProbeRun, ShippedCampaign
-from testbed.config.ab import AbProbe
 from testbed.config.backend_settings import BackendSettings, KubernetesSettings
-from testbed.config.correctness import CorrectnessProbe
-from testbed.config.load import LoadProbe
-from testbed.config.scale import ScaleProbe
+from testbed.config.probe_settings import ProbeSettings
 from testbed.core.clock import monotonic_ns, wall_label
 from testbed.core.errors import InfrastructureError, InputError
 from testbed.plan.model import Plan, Treatment
@@ -33,12 +30,6 @@ from testbed.results.rundir import RECORDS, SUMMARY
 from testbed.results.verdict import Status, Verdict
 
 SUMMARY_VERSION = 1
-_SECTIONS: dict[str, Any] = {
-    "correctness": CorrectnessProbe,
-    "load": LoadProbe,
-    "ab": AbProbe,
-    "scale": ScaleProbe,
-}
 
 
 @dataclass
@@ -68,9 +59,7 @@ async def run_treatment(
     out_dir.mkdir(parents=True, exist_ok=True)
     workers = [setting.plan.workers[w] for w in treatment.workers]
     offsets = {w: _size(p) for w, p in logs.items()}
-    config = _SECTIONS[treatment.probe].model_validate(
-        setting.plan.probe_configs[treatment.probe_key]
-    )
+    config = setting.plan.probe_configs[treatment.probe_key]  # validated by the planner
     started_label, started = wall_label(), monotonic_ns()
     outcome: ProbeOutcome | None = None
     ship = setting.campaign  # what a probe run elsewhere is given of the campaign
@@ -161,9 +150,10 @@ def write_summary(
     )
 
 
-async def _probe(name: str, ctx: ProbeContext) -> ProbeOutcome:
-    """Run probe ``name`` (a key of ``_SECTIONS``, as the plan says) in this process; its
-    package is imported only when a treatment runs it (scale's needs the cluster client)."""
+async def _probe(name: str, ctx: ProbeContext[ProbeSettings]) -> ProbeOutcome:
+    """Run probe ``name`` (the treatment's, whose settings ``ctx.config`` holds) in this
+    process; its package is imported only when a treatment runs it (scale's needs the
+    cluster client)."""
     module = importlib.import_module(f"testbed.probes.{name}")
     result: ProbeOutcome = await module.run(ctx)
     return result

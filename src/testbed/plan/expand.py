@@ -16,18 +16,27 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from testbed.config.ab import AbProbe
 from testbed.config.campaign import Campaign
-from testbed.config.correctness import split_sections
+from testbed.config.correctness import CorrectnessProbe, split_sections
 from testbed.config.deployments import deployment_model, worker_gpus
 from testbed.config.diagnostics import dotted
+from testbed.config.load import LoadProbe
 from testbed.config.loader import LoadedCampaign
 from testbed.config.overrides import assign, targets
+from testbed.config.probe_settings import (
+    PROBES,
+    SETTINGS,
+    ProbeName,
+    ProbeSettings,
+    section_document,
+)
 from testbed.config.protocols import FIELDS, unreachable
 from testbed.config.server_kinds import gpu_note
 from testbed.core.errors import CampaignError
 from testbed.core.ids import short_hash, slugify
 from testbed.plan.capacity import estimate
-from testbed.plan.model import PROBES, Plan, ProbeName, Treatment, Worker
+from testbed.plan.model import Plan, Treatment, Worker
 from testbed.plan.points import Level, Point, matrix_points
 
 _SECTIONS = ("deployments", *PROBES)
@@ -47,7 +56,7 @@ class _Expander:
         self.active: list[ProbeName] = [p for p in PROBES if self.base.get(p) is not None]
         self.workers: dict[str, Worker] = {}
         self.treatments: list[Treatment] = []
-        self.probe_configs: dict[str, dict[str, Any]] = {}
+        self.probe_configs: dict[str, ProbeSettings] = {}
         self.seen: set[str] = set()
         self._deployment_cache: dict[tuple[str, ...], list[Worker]] = {}
         self._probe_cache: dict[tuple[str, tuple[Any, ...]], str] = {}
@@ -110,24 +119,25 @@ class _Expander:
             mine = [lv for lv in point if lv.factor.split(".", 1)[0] == probe]
             if probe == "correctness":  # one section per suite, each with its deployments
                 for suite in range(max(1, len(self.base[probe].get("suites") or []))):
-                    probe_hash = self._resolve_probe(probe, mine, suite)
-                    only = self.probe_configs[f"{probe}:{probe_hash}"].get("deployments")
-                    for worker in workers:
-                        if only is None or worker.deployment in only:
-                            self._add(probe, (worker,), probe_hash, mine)
-                continue
-            probe_hash = self._resolve_probe(probe, mine)
-            if probe == "load":
-                only = self.base[probe].get("deployments")
-                for worker in workers:
-                    if only is None or worker.deployment in only:
-                        self._add(probe, (worker,), probe_hash, mine)
-            elif probe == "ab":
-                by_name = {w.deployment: w for w in workers}
-                pair = (by_name[self.base["ab"]["stable"]], by_name[self.base["ab"]["canary"]])
-                self._add(probe, pair, probe_hash, mine)
+                    self._add_section(probe, self._resolve_probe(probe, mine, suite), workers, mine)
             else:
-                self._add(probe, (), probe_hash, mine)
+                self._add_section(probe, self._resolve_probe(probe, mine), workers, mine)
+
+    def _add_section(
+        self, probe: ProbeName, probe_hash: str, workers: list[Worker], mine: list[Level]
+    ) -> None:
+        """The treatments of one resolved probe section on the point's workers: one per
+        deployment it runs against (correctness, load), the named pair (ab), none (scale)."""
+        section = self.probe_configs[f"{probe}:{probe_hash}"]
+        if isinstance(section, CorrectnessProbe | LoadProbe):
+            for worker in workers:
+                if section.deployments is None or worker.deployment in section.deployments:
+                    self._add(probe, (worker,), probe_hash, mine)
+        elif isinstance(section, AbProbe):
+            pair = {w.deployment: w for w in workers}
+            self._add(probe, (pair[section.stable], pair[section.canary]), probe_hash, mine)
+        else:
+            self._add(probe, (), probe_hash, mine)
 
     def _add(
         self, probe: ProbeName, workers: tuple[Worker, ...], probe_hash: str, mine: list[Level]
@@ -170,7 +180,7 @@ class _Expander:
         (a matrix may vary either side; the campaign as written was checked already)."""
         section = self.probe_configs[f"{probe}:{probe_hash}"]
         for worker in workers:
-            problem = unreachable(probe, section, worker.config)
+            problem = unreachable(probe, section.asks, worker.config)
             if problem is not None:
                 levels = {**worker.params, **{lv.factor: lv.value for lv in mine}}
                 combo = ", ".join(f"{f}={v}" for f, v in levels.items()) or "no factors"
@@ -240,16 +250,16 @@ class _Expander:
                     assign(doc, path, lv.value)
             raw = split_sections(doc[probe])[suite] if probe == "correctness" else doc[probe]
             section = self._validate_probe(probe, raw, mine)
-            cached = self._probe_cache[key] = short_hash(section)
+            # the id hashes the section as plan.json shows it: every field, defaults included
+            cached = self._probe_cache[key] = short_hash(section_document(section))
             self.probe_configs[f"{probe}:{cached}"] = section
         return cached
 
     def _validate_probe(
         self, probe: ProbeName, raw: dict[str, Any], mine: list[Level]
-    ) -> dict[str, Any]:
-        model_type = type(getattr(self.campaign, probe))
+    ) -> ProbeSettings:
         try:
-            return model_type.model_validate(raw).model_dump(mode="json")  # type: ignore[no-any-return]
+            return SETTINGS[probe].model_validate(raw)
         except ValidationError as exc:
             combo = ", ".join(f"{lv.factor}={lv.value}" for lv in mine)
             problems = "; ".join(

@@ -1,6 +1,10 @@
-"""The plan's data: workers (one provisioned deployment each) and treatments.
+"""The plan's data: workers (one provisioned deployment each), treatments, and the
+validated settings of each distinct probe section they run.
 
-Plain slotted dataclasses, not pydantic models: a plan may hold 100,000 treatments.
+Plain slotted dataclasses, not pydantic models: a plan may hold 100,000 treatments. What
+they hold of the campaign is typed: a worker its deployment's model, the plan each probe
+section's settings model (:mod:`testbed.config.probe_settings`), validated once by the
+planner and read by attribute everywhere after.
 """
 
 from __future__ import annotations
@@ -10,11 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from testbed.config.deployments import AnyDeployment
+from testbed.config.probe_settings import ProbeName, ProbeSettings, section_document
 from testbed.core.errors import InputError
 from testbed.core.secrets import redact
-
-ProbeName = Literal["correctness", "load", "ab", "scale"]
-PROBES: tuple[ProbeName, ...] = ("correctness", "load", "ab", "scale")
 
 
 @dataclass(slots=True)
@@ -62,7 +64,7 @@ class Plan:
     campaign: str
     workers: dict[str, Worker]
     treatments: list[Treatment]
-    probe_configs: dict[str, dict[str, Any]]
+    probe_configs: dict[str, ProbeSettings]  # Treatment.probe_key -> its probe's settings
     notes: list[str] = field(default_factory=list)
 
     def planned(self) -> list[Treatment]:
@@ -91,6 +93,8 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         """The plan as a JSON document (``plan.json``, ``testbed plan --json``); secrets masked."""
+        # dumped once per distinct section, not per treatment (100,000 share a few)
+        sections = {key: section_document(s) for key, s in self.probe_configs.items()}
         document: dict[str, Any] = _redacted(
             {
                 "campaign": self.campaign,
@@ -106,7 +110,7 @@ class Plan:
                         "status": t.status,
                         "reason": t.reason,
                         "params": t.params,
-                        "config": self.probe_configs[t.probe_key],
+                        "config": sections[t.probe_key],
                     }
                     for t in self.treatments
                 ],

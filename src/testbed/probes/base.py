@@ -12,24 +12,29 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from testbed.clients.endpoint import Endpoint
 from testbed.results.files import RecordWriter
 from testbed.results.outcome import ProbeOutcome
 
-if TYPE_CHECKING:  # only an annotation: `testbed load` need not import the campaign's schema
+if TYPE_CHECKING:  # only annotations: `testbed load` need not import the campaign's schema
     from testbed.config.backend_settings import KubernetesSettings
+    from testbed.config.probe_settings import ProbeSettings
 
-__all__ = ["ProbeContext", "ProbeOutcome"]
+__all__ = ["ProbeContext", "ProbeOutcome", "Settings"]
+
+#: The settings model of the probe a context is for: a probe's ``run`` takes
+#: ``ProbeContext[LoadProbe]`` (its own model), the pipeline passes ``ProbeSettings``.
+Settings = TypeVar("Settings", bound="ProbeSettings")
 
 
 @dataclass
-class ProbeContext:
+class ProbeContext(Generic[Settings]):
     """Everything a probe needs, passed explicitly."""
 
     endpoints: Mapping[str, Endpoint]  # deployment name -> endpoint (ab has two)
-    config: Any  # the probe's own validated section of the campaign
+    config: Settings  # the probe's own section of the campaign, validated by the planner
     out_dir: Path  # the treatment directory
     records: RecordWriter  # records.jsonl of the treatment
     seed: int = 0

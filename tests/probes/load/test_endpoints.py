@@ -118,11 +118,11 @@ class _Deployment:
 
 @pytest.mark.parametrize("api", ["embeddings", "responses"])
 def test_a_server_without_the_endpoint_is_refused_with_the_fix(api: str) -> None:
-    problem = unreachable("load", {"api": api}, _Deployment("hf"))
+    problem = unreachable("load", api, _Deployment("hf"))
     assert problem is not None
     assert f"{api} needs /v1/{api}, but deployment 'd' (hf) serves /v1/completions" in problem
     assert "set load.api: completions or chat" in problem
-    assert unreachable("load", {"api": api}, _Deployment("vllm")) is None
+    assert unreachable("load", api, _Deployment("vllm")) is None
 
 
 def test_testbed_load_refuses_embeddings_flags_for_another_api(

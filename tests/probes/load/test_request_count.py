@@ -23,7 +23,7 @@ EXAMPLES = Path(__file__).parents[3] / "examples"
 TINY = {"kind": "synthetic", "input_tokens": 4, "output_tokens": 8}
 
 
-def _planned(config: dict[str, Any]) -> list[tuple[float | None, int | None]]:
+def _planned(config: dict[str, Any] | LoadProbe) -> list[tuple[float | None, int | None]]:
     """(duration, request count) of each stage the load section plans first."""
     stages = profiles.first_stages(LoadProbe.model_validate(config))
     return [(s.duration_s, s.max_requests) for s in stages]
@@ -60,8 +60,8 @@ def test_a_ramp_needs_its_length_not_a_count() -> None:
     [("quickstart.yaml", [], 24), ("inference-scheduling.yaml", ["smoke"], 500)],
 )
 def test_campaign_treatments_run_their_count(example: str, presets: list[str], count: int) -> None:
-    """What a load treatment runs is its section re-validated from the plan (as
-    execution/treatment.py does): the count survives, and no default duration cuts it."""
+    """What a load treatment runs is its plan's section (execution/treatment.py hands it
+    to the probe): the count survives, and no default duration cuts it."""
     plan = expand(load_campaign(EXAMPLES / example, presets=presets))
     sections = [c for key, c in plan.probe_configs.items() if key.startswith("load:")]
     assert sections

@@ -16,6 +16,7 @@ import yaml
 from kubefacts.limits import MAX_DATA_BYTES
 from testbed.backends import backend_class
 from testbed.config.backend_settings import KubernetesSettings
+from testbed.config.diagnostics import dotted
 from testbed.config.loader import LoadedCampaign
 from testbed.config.stacks import StackDeployment
 from testbed.core.errors import InputError
@@ -215,24 +216,17 @@ def _stack_files(loaded: LoadedCampaign) -> list[str]:
 
 
 def _probe_files(loaded: LoadedCampaign, plan: Plan) -> list[str]:
-    """The files the planned treatments' probes read, relative to the campaign's folder:
-    correctness case files, a load dataset's file (rows, sessions' conversations, a trace)
-    and A/B prompt files — a probe in a pod resolves them under /campaign as here."""
+    """The files the planned treatments' probes read (each section's ``files()``), relative
+    to the campaign's folder: correctness case files, a load dataset's file (rows, sessions'
+    conversations, a trace), A/B prompt files and a scale template — a probe in a pod
+    resolves them under /campaign as here."""
     found: dict[str, None] = {}
-    for treatment in plan.planned():
-        config = plan.probe_configs[treatment.probe_key]
-        named: list[tuple[tuple[str, ...], str]] = []
-        if treatment.probe == "correctness":
-            named = [(("correctness", "cases"), path) for path in config["cases"]]
-        elif treatment.probe == "load" and config["dataset"].get("path"):
-            named = [(("load", "dataset", "path"), config["dataset"]["path"])]
-        elif treatment.probe == "ab" and config.get("prompts"):
-            named = [(("ab", "prompts"), config["prompts"])]
-        for at, path in named:
+    for key in dict.fromkeys(t.probe_key for t in plan.planned()):
+        for at, path in plan.probe_configs[key].files():
             given = PurePosixPath(path)
             if given.is_absolute() or ".." in given.parts:
                 raise InputError(
-                    f"{loaded.where(at)}: {'.'.join(at)}: {path}: a probe in a pod gets the"
+                    f"{loaded.where(at)}: {dotted(at)}: {path}: a probe in a pod gets the"
                     " campaign's files in a ConfigMap, so they must sit inside the campaign's"
                     " folder (a relative path without '..')"
                 )

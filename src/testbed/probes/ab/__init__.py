@@ -55,10 +55,6 @@ Scorer = Callable[[str, str], Awaitable[float]]
 PROMPTS_FILE = "ab-prompts.jsonl"
 
 
-def _config(ctx: ProbeContext) -> AbProbe:
-    return ctx.config if isinstance(ctx.config, AbProbe) else AbProbe.model_validate(ctx.config)
-
-
 async def _target(side: Side, name: str, endpoint: Endpoint, config: AbProbe) -> Target:
     """A connection pool and the model name for one side (asked from the server if unset)."""
     api = APIS[config.api]
@@ -132,7 +128,10 @@ def _embedding_scorer(model_dir: str | None) -> Scorer:
 
 
 async def _send_all(
-    ctx: ProbeContext, config: AbProbe, order: Sequence[AbRequest], targets: Mapping[Side, Target]
+    ctx: ProbeContext[AbProbe],
+    config: AbProbe,
+    order: Sequence[AbRequest],
+    targets: Mapping[Side, Target],
 ) -> list[AbRecord]:
     records: list[AbRecord] = []
 
@@ -153,10 +152,10 @@ async def _send_all(
     return records
 
 
-async def run(ctx: ProbeContext, *, scorer: Scorer | None = None) -> ProbeOutcome:
+async def run(ctx: ProbeContext[AbProbe], *, scorer: Scorer | None = None) -> ProbeOutcome:
     """Run the A/B probe of ``ctx.config``. ``scorer`` replaces the embedding model when
     ``similarity: embedding`` (tests pass a cheap one)."""
-    config = _config(ctx)
+    config = ctx.config
     names = {"stable": config.stable, "canary": config.canary}
     missing = [n for n in names.values() if n not in ctx.endpoints]
     if missing:

@@ -30,7 +30,6 @@ from testbed.probes.correctness.differential import Divergence, differential
 from testbed.probes.correctness.embedding import Embedder
 from testbed.probes.correctness.embedding_runner import EmbeddingRunner, plan_embedding_items
 from testbed.probes.correctness.evaluators import Settings
-from testbed.probes.correctness.exchange import api_of
 from testbed.probes.correctness.runner import UNCHECKED, Result, Runner, plan_items
 from testbed.results.verdict import Status, Verdict
 
@@ -44,9 +43,9 @@ __all__ = [
 ]
 
 
-async def run(ctx: ProbeContext) -> ProbeOutcome:
+async def run(ctx: ProbeContext[CorrectnessProbe]) -> ProbeOutcome:
     """Run the campaign's case files against the treatment's endpoint."""
-    config: CorrectnessProbe = ctx.config
+    config = ctx.config
     seed = config.shuffle_seed if config.shuffle_seed is not None else ctx.seed
     try:
         files = load_case_files([ctx.base_dir / path for path in config.cases])
@@ -82,8 +81,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     for result in skipped:
         emit(result)
     pool = pool_for(endpoint, max_connections=config.concurrency * 2)
-    over_grpc = any(api_of(i.protocol, i.case.request).grpc for i in items)
-    grpc = tgis.pool_for(endpoint) if over_grpc else None
+    grpc = tgis.pool_for(endpoint) if any(i.protocol == "tgis" for i in items) else None
     try:
         model = await _model(endpoint, pool, served)
         settings = Settings(

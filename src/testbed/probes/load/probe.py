@@ -16,7 +16,6 @@ from typing import Any
 import orjson
 
 from testbed.clients import openai
-from testbed.clients.apis import APIS
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.readpath import compiled
@@ -72,14 +71,13 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
     """Discover the model and tokenizer, build and encode the prompts (a dataset file's
     relative path starts at ``base_dir``)."""
     capacity.raise_open_files(capacity.open_files_needed(config))
-    api = APIS[config.api]
     connections = max(config.max_in_flight, config.concurrency) + 8
     pool = shaping.http_pool(endpoint, config.headers, max_connections=connections)
     try:
         model = config.model or endpoint.model
         if config.models:
             model = config.models[0].name  # the mix names every request's model
-        if not model and api.lists_models:
+        if not model and config.api not in ("tgi", "tgis"):
             model = await openai.find_model(
                 pool, min(10.0, config.timeout_s), "name the model (--model, or model:)"
             )
@@ -95,7 +93,7 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
         payloads = dataset.encode(
             items,
             pool,
-            api=api,
+            api=config.api,
             model=model,
             stream=config.stream,
             ignore_eos=config.ignore_eos,
@@ -114,7 +112,7 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
         request_ids=f"tb-{secrets.token_hex(4)}",
     )
     try:
-        sender = shaping.grpc_pool(endpoint, config.headers) if api.grpc else pool
+        sender = shaping.grpc_pool(endpoint, config.headers) if config.api == "tgis" else pool
     except InputError:
         await pool.aclose()
         raise
@@ -127,22 +125,17 @@ def _items(
     config: LoadProbe, counter: TokenCounter, seed: int, base_dir: Path, model: str
 ) -> list[dataset.Item]:
     """The prompts, each with the model it goes to (its row's, the mix's, or ``model``)."""
-    api = APIS[config.api]
     items = items_of(config.dataset, counter, seed, base_dir)
-    if api.embeds:  # the prompts, in batches: each one request's inputs
+    if config.api == "embeddings":  # the prompts, in batches: each one request's inputs
         items = embeddings.batched(items, config.embeddings, seed)
-    if not api.names_model and any(item.model for item in items):
-        raise InputError(
-            f"a dataset row names a model, but api {api.name} serves one and names none"
-        )
+    if config.api == "tgi" and any(item.model for item in items):
+        raise InputError("a dataset row names a model, but api tgi serves one and names none")
     return mix.assign(items, config.models, model)
 
 
-async def run(ctx: ProbeContext) -> ProbeOutcome:
+async def run(ctx: ProbeContext[LoadProbe]) -> ProbeOutcome:
     """Run the load probe of ``ctx.config`` against the (first) endpoint."""
-    config = (
-        ctx.config if isinstance(ctx.config, LoadProbe) else LoadProbe.model_validate(ctx.config)
-    )
+    config = ctx.config
     if not ctx.endpoints:
         raise InputError("the load probe needs an endpoint")
     name, endpoint = next(iter(ctx.endpoints.items()))
@@ -182,7 +175,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
         "url": endpoint.base_url,
         "model": setup.model,
         "api": config.api,
-        "stream": config.stream and APIS[config.api].streams,  # embeddings: one body, always
+        "stream": config.stream and config.api != "embeddings",  # one body, always
         "tokenizer": setup.counter.name,
         "token_counts_exact": setup.counter.exact,
         "prompts": len(setup.items),
@@ -213,7 +206,7 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
 
 
 async def execute_stage(
-    stage: Stage, setup: Setup, config: LoadProbe, ctx: ProbeContext, seed: int
+    stage: Stage, setup: Setup, config: LoadProbe, ctx: ProbeContext[LoadProbe], seed: int
 ) -> tuple[StageRun, list[dict[str, Any]]]:
     if config.processes == 1:
         records: list[dict[str, Any]] = []
@@ -292,7 +285,9 @@ def _raise_if_down(records: list[dict[str, Any]], endpoint: Endpoint) -> None:
 
 
 def _plots(
-    ctx: ProbeContext, stage_records: dict[str, list[dict[str, Any]]], summaries: list[Any]
+    ctx: ProbeContext[LoadProbe],
+    stage_records: dict[str, list[dict[str, Any]]],
+    summaries: list[Any],
 ) -> list[str]:
     """Write the PNGs; a plotting failure is noted, never fatal."""
     try:

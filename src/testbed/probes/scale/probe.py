@@ -55,8 +55,8 @@ def finished(out_dir: Path, wait_for: str, submitting: threading.Event) -> Calla
     return check
 
 
-async def run(ctx: ProbeContext) -> ProbeOutcome:
-    config: ScaleProbe = ctx.config
+async def run(ctx: ProbeContext[ScaleProbe]) -> ProbeOutcome:
+    config = ctx.config
     kube = await asyncio.to_thread(connection, ctx.cluster)
     given = ctx.cluster.namespace if ctx.cluster is not None else None
     namespace = config.namespace or given or DEFAULT_NAMESPACE
@@ -113,7 +113,9 @@ async def run(ctx: ProbeContext) -> ProbeOutcome:
     return _judge(ctx, config, outcome, stats)
 
 
-def _judge(ctx: ProbeContext, config: ScaleProbe, outcome: Outcome, stats: Stats) -> ProbeOutcome:
+def _judge(
+    ctx: ProbeContext[ScaleProbe], config: ScaleProbe, outcome: Outcome, stats: Stats
+) -> ProbeOutcome:
     """The plotter's step on the treatment directory, the records, the summary, the verdict."""
     result = analysis.analyze(
         ctx.out_dir,
