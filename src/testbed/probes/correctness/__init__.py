@@ -30,6 +30,7 @@ from testbed.probes.correctness.differential import Divergence, differential
 from testbed.probes.correctness.embedding import Embedder
 from testbed.probes.correctness.embedding_runner import EmbeddingRunner, plan_embedding_items
 from testbed.probes.correctness.evaluators import Settings
+from testbed.probes.correctness.exchange import api_of
 from testbed.probes.correctness.runner import UNCHECKED, Result, Runner, plan_items
 from testbed.results.verdict import Status, Verdict
 
@@ -81,7 +82,8 @@ async def run(ctx: ProbeContext[CorrectnessProbe]) -> ProbeOutcome:
     for result in skipped:
         emit(result)
     pool = pool_for(endpoint, max_connections=config.concurrency * 2)
-    grpc = tgis.pool_for(endpoint) if any(i.protocol == "tgis" for i in items) else None
+    over_grpc = any(api_of(i.protocol, i.case.request).grpc for i in items)
+    grpc = tgis.pool_for(endpoint) if over_grpc else None
     try:
         model = await _model(endpoint, pool, served)
         settings = Settings(

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from testbed.clients import openai
+from testbed.clients.apis import APIS
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.http import ConnectionPool, HttpClientError
 from testbed.clients.readpath import compiled
@@ -71,13 +72,14 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
     """Discover the model and tokenizer, build and encode the prompts (a dataset file's
     relative path starts at ``base_dir``)."""
     capacity.raise_open_files(capacity.open_files_needed(config))
+    api = APIS[config.api]
     connections = max(config.max_in_flight, config.concurrency) + 8
     pool = shaping.http_pool(endpoint, config.headers, max_connections=connections)
     try:
         model = config.model or endpoint.model
         if config.models:
             model = config.models[0].name  # the mix names every request's model
-        if not model and config.api not in ("tgi", "tgis"):
+        if not model and api.lists_models:
             model = await openai.find_model(
                 pool, min(10.0, config.timeout_s), "name the model (--model, or model:)"
             )
@@ -93,7 +95,7 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
         payloads = dataset.encode(
             items,
             pool,
-            api=config.api,
+            api=api,
             model=model,
             stream=config.stream,
             ignore_eos=config.ignore_eos,
@@ -112,7 +114,7 @@ async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Pa
         request_ids=f"tb-{secrets.token_hex(4)}",
     )
     try:
-        sender = shaping.grpc_pool(endpoint, config.headers) if config.api == "tgis" else pool
+        sender = shaping.grpc_pool(endpoint, config.headers) if api.grpc else pool
     except InputError:
         await pool.aclose()
         raise
@@ -125,11 +127,14 @@ def _items(
     config: LoadProbe, counter: TokenCounter, seed: int, base_dir: Path, model: str
 ) -> list[dataset.Item]:
     """The prompts, each with the model it goes to (its row's, the mix's, or ``model``)."""
+    api = APIS[config.api]
     items = items_of(config.dataset, counter, seed, base_dir)
-    if config.api == "embeddings":  # the prompts, in batches: each one request's inputs
+    if api.embeds:  # the prompts, in batches: each one request's inputs
         items = embeddings.batched(items, config.embeddings, seed)
-    if config.api == "tgi" and any(item.model for item in items):
-        raise InputError("a dataset row names a model, but api tgi serves one and names none")
+    if not api.names_model and any(item.model for item in items):
+        raise InputError(
+            f"a dataset row names a model, but api {api.name} serves one and names none"
+        )
     return mix.assign(items, config.models, model)
 
 
@@ -175,7 +180,7 @@ async def run(ctx: ProbeContext[LoadProbe]) -> ProbeOutcome:
         "url": endpoint.base_url,
         "model": setup.model,
         "api": config.api,
-        "stream": config.stream and config.api != "embeddings",  # one body, always
+        "stream": config.stream and APIS[config.api].streams,  # embeddings: one body, always
         "tokenizer": setup.counter.name,
         "token_counts_exact": setup.counter.exact,
         "prompts": len(setup.items),
