@@ -118,7 +118,8 @@ class _Expander:
         for probe in self.active:
             mine = [lv for lv in point if lv.factor.split(".", 1)[0] == probe]
             if probe == "correctness":  # one section per suite, each with its deployments
-                for suite in range(max(1, len(self.base[probe].get("suites") or []))):
+                written = self.campaign.correctness
+                for suite in range(max(1, len(written.suites) if written else 0)):
                     self._add_section(probe, self._resolve_probe(probe, mine, suite), workers, mine)
             else:
                 self._add_section(probe, self._resolve_probe(probe, mine), workers, mine)
