@@ -1,4 +1,4 @@
-"""Plan expansion: pure, deterministic, unique ids, shared workers, capacity, rules."""
+"""Plan expansion: pure, deterministic, unique ids, shared workers, model fit, rules."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_any_field_change_changes_the_id() -> None:
     assert all(base[s] == changed[s] for s in base if "-correctness" in s)
 
 
-def test_capacity_planner_skips_with_numbers() -> None:
+def test_model_fit_check_skips_with_numbers() -> None:
     plan = plan_of(sets=["deployments.ref.resources.memory_gb=0.1"])
     skipped = [t for t in plan.treatments if t.status == "skipped"]
     assert skipped
@@ -125,7 +125,7 @@ def test_plan_json_shape_and_secret_masking() -> None:
 
 
 @pytest.mark.parametrize(("memory", "skipped"), [(0.1, True), (40, False)])
-def test_gpu_memory_gb_is_the_capacity_of_a_gpu_worker(memory: float, skipped: bool) -> None:
+def test_gpu_memory_gb_is_the_memory_of_a_gpu_worker(memory: float, skipped: bool) -> None:
     """With GPUs the planner weighs the model against gpu × gpu_memory_gb, not memory_gb."""
     sets = [
         "deployments.ref.server=vllm",

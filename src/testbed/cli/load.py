@@ -200,7 +200,7 @@ def _shaping(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-#: Fields of the load section the capacity check may name, and their flags.
+#: Fields of the load section the footprint check may name, and their flags.
 _FIELD_FLAGS = {
     **{key: flag for flag, key in _FLAT.items()},
     "sweep.max_concurrency": "sweep_max_concurrency",
@@ -280,7 +280,7 @@ def _config(args: argparse.Namespace) -> Any:
 
     from testbed.config.load import LoadProbe
     from testbed.probes.limits import Limits
-    from testbed.probes.load.capacity import excess
+    from testbed.probes.load.footprint import excess
 
     try:
         config = LoadProbe.model_validate(section(args))

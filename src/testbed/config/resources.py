@@ -1,7 +1,7 @@
 """What a worker may use and where it may run: CPU, memory, GPUs or MIG slices (requests and
 limits on Kubernetes), and the node selector, tolerations and accounts of its pod.
 
-The local backend budgets its cores from these numbers, the capacity planner sizes weights
+The local backend budgets its cores from these numbers, the model-fit check sizes weights
 and KV cache against the GPU memory, and the Kubernetes backend writes them into the pod.
 """
 
@@ -16,7 +16,7 @@ from testbed.config.strict import Strict
 
 
 class Resources(Strict):
-    """What a worker may use: the local backend's CPU budget and the capacity planner's
+    """What a worker may use: the local backend's CPU budget and the model-fit check's
     numbers, and on Kubernetes the pod's requests and limits (tgis-tester's names
     ``request_cpu``/``request_memory_gb`` are accepted for ``cpu``/``memory_gb``)."""
 

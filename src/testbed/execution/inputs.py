@@ -83,21 +83,21 @@ def check_api_keys(loaded: LoadedCampaign) -> None:
             )
 
 
-def check_capacity(loaded: LoadedCampaign, plan: Plan) -> None:
+def check_footprint(loaded: LoadedCampaign, plan: Plan) -> None:
     """Each load and A/B section (matrix levels included) must fit this machine's open files
     and memory, when its traffic starts here (CampaignError at the field's line)."""
     from testbed.probes.limits import Limits
-    from testbed.probes.load import capacity as load_capacity
+    from testbed.probes.load import footprint as load_footprint
 
     limits = Limits.here()
     for section in _sections(plan):
         if isinstance(section, LoadProbe):
-            probe, found = "load", load_capacity.excess(section, limits)
+            probe, found = "load", load_footprint.excess(section, limits)
         elif isinstance(section, AbProbe):
             # here, not above: the A/B package brings numpy (~0.1 s of every run's start)
-            from testbed.probes.ab import capacity as ab_capacity
+            from testbed.probes.ab import footprint as ab_footprint
 
-            probe, found = "ab", ab_capacity.excess(section, limits)
+            probe, found = "ab", ab_footprint.excess(section, limits)
         else:
             continue
         if found is not None:

@@ -20,7 +20,7 @@ from testbed.core.clock import wall_label
 from testbed.core.errors import InfrastructureError, InputError, Interrupted
 from testbed.core.ids import short_hash
 from testbed.execution.grouping import WorkerSet, make_worker_sets
-from testbed.execution.inputs import check_api_keys, check_capacity, check_files
+from testbed.execution.inputs import check_api_keys, check_files, check_footprint
 from testbed.execution.remote_probes import check_shippable
 from testbed.execution.run import Run, RunOptions
 from testbed.execution.steps import check_steps
@@ -59,7 +59,7 @@ def check_inputs(loaded: LoadedCampaign) -> Plan:
     check_files(loaded, plan)
     check_shippable(loaded, plan)
     if not loaded.campaign.backend.remote_probes:  # a probe run elsewhere has limits of its own
-        check_capacity(loaded, plan)
+        check_footprint(loaded, plan)
     check_steps(loaded)  # templates, named commands, toolbox scripts, keep
     return plan
 

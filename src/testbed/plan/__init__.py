@@ -1,1 +1,1 @@
-"""Expanding a campaign into a plan: matrix points, treatments, workers, capacity checks."""
+"""Expanding a campaign into a plan: matrix points, treatments, workers, model-fit checks."""

@@ -35,8 +35,8 @@ from testbed.config.protocols import FIELDS, unreachable
 from testbed.config.server_kinds import gpu_note
 from testbed.core.errors import CampaignError
 from testbed.core.ids import short_hash, slugify
-from testbed.plan.capacity import estimate
 from testbed.plan.model import Plan, Treatment, Worker
+from testbed.plan.model_fit import model_fit
 from testbed.plan.points import Level, Point, matrix_points
 
 _SECTIONS = ("deployments", *PROBES)
@@ -62,7 +62,7 @@ class _Expander:
         self._probe_cache: dict[tuple[str, tuple[Any, ...]], str] = {}
         self.worker_slugs: dict[str, tuple[str, list[str]]] = {}
         self.slug = slugify(self.campaign.name, 30)
-        self._capacity: dict[str, str] = {}
+        self._unfit: dict[str, str] = {}
         self._notes: list[str] = []  # what the plan says beside its tables (gpu_note)
         self._check_factors()
 
@@ -103,7 +103,7 @@ class _Expander:
     def run(self) -> Plan:
         for point in matrix_points(self.campaign.matrix):
             self._add_point(point)
-        notes = sorted((set(self._capacity.values()) | set(self._notes)) - {""})
+        notes = sorted((set(self._unfit.values()) | set(self._notes)) - {""})
         # Worker-major order reads best and matches execution (a worker serves its
         # treatments one after the other); indices are assigned after sorting.
         order = {wid: i for i, wid in enumerate(self.workers)}
@@ -159,7 +159,7 @@ class _Expander:
             params[lv.factor] = lv.value
             parts.append(lv.slug)
         slug = "-".join(parts)[:60].rstrip("-")
-        reason = next((self._capacity[w.id] for w in workers if self._capacity.get(w.id)), "")
+        reason = next((self._unfit[w.id] for w in workers if self._unfit.get(w.id)), "")
         self.treatments.append(
             Treatment(
                 index=len(self.treatments) + 1,
@@ -236,8 +236,8 @@ class _Expander:
             settings = {**written, **factors}
             self.workers[wid] = Worker(wid, model.name, model.server, model, params, settings)
             self.worker_slugs[wid] = (slugify(model.name, 30), [lv.slug for lv in levels])
-            fit = estimate(model)
-            self._capacity[wid] = "" if fit is None or fit.fits else fit.reason()
+            fit = model_fit(model)
+            self._unfit[wid] = "" if fit is None or fit.fits else fit.reason()
             self._notes.append(gpu_note(model, worker_gpus(model)))
         return self.workers[wid]
 

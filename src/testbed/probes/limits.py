@@ -1,5 +1,5 @@
 """What this process may hold — open files and memory — for the checks that refuse a probe
-section asking for more (``probes/load/capacity.py``, ``probes/ab/capacity.py``)."""
+section asking for more (``probes/load/footprint.py``, ``probes/ab/footprint.py``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Capacity from the cluster's nodes: can any node ever hold a worker's pod?
 
-The plan's capacity check (``plan.capacity``) trusts the resources a campaign declares; on a
+The plan's model-fit check (``plan.model_fit``) trusts the resources a campaign declares; on a
 cluster the nodes say what exists. A worker fits when one schedulable node's *allocatable*
 CPU, memory, ``nvidia.com/gpu`` and MIG slices (``nvidia.com/mig-1g.10gb`` …) cover its pod's
 requests — summed and compared as the scheduler does (``kubefacts.fit``) — and, where the
@@ -23,7 +23,7 @@ from kubefacts.gpu import GPU_MEMORY_LABEL
 from kubefacts.quantity import PODS, format_amount
 from testbed.backends.kubernetes.launch import resources
 from testbed.config.deployments import ServerDeployment
-from testbed.plan.capacity import estimate
+from testbed.plan.model_fit import model_fit
 
 
 def schedulable(node: Mapping[str, Any]) -> bool:
@@ -78,5 +78,5 @@ def _gpu_memory_short(config: ServerDeployment, node: Mapping[str, Any]) -> list
     if not label or not gpu or isinstance(gpu, dict):
         return []
     res = config.resources.model_copy(update={"gpu_memory_gb": float(label) / 1024})
-    fit = estimate(config.model_copy(update={"resources": res}))
+    fit = model_fit(config.model_copy(update={"resources": res}))
     return [] if fit is None or fit.fits else [f"GPU memory: {fit.reason()}"]

@@ -21,7 +21,7 @@ Latency
 
 Every interval is two-sided at ``confidence``; an :class:`Estimate` with ``None`` bounds
 means the data cannot give one. scipy is imported by the functions that use it: importing it
-costs ~0.5 s of CPU, which validating a campaign with an A/B section (its capacity check
+costs ~0.5 s of CPU, which validating a campaign with an A/B section (its footprint check
 imports this package) should not pay.
 """
 

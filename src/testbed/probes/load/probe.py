@@ -28,9 +28,9 @@ from testbed.core.secrets import resolve
 from testbed.probes import server_metrics, shaping
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.load import (
-    capacity,
     dataset,
     embeddings,
+    footprint,
     mix,
     multiprocess,
     profiles,
@@ -71,7 +71,7 @@ class Setup:
 async def prepare(endpoint: Endpoint, config: LoadProbe, seed: int, base_dir: Path) -> Setup:
     """Discover the model and tokenizer, build and encode the prompts (a dataset file's
     relative path starts at ``base_dir``)."""
-    capacity.raise_open_files(capacity.open_files_needed(config))
+    footprint.raise_open_files(footprint.open_files_needed(config))
     api = APIS[config.api]
     connections = max(config.max_in_flight, config.concurrency) + 8
     pool = shaping.http_pool(endpoint, config.headers, max_connections=connections)

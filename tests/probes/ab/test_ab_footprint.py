@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from testbed.config.ab import AbProbe
-from testbed.probes.ab.capacity import excess
+from testbed.probes.ab.footprint import excess
 from testbed.probes.limits import Limits
 
 GIB = 1024**3
@@ -54,7 +54,7 @@ def test_the_message_says_the_numbers() -> None:
 
 
 def test_validating_an_ab_campaign_does_not_import_scipy(tmp_path: Path) -> None:
-    """The capacity check imports the A/B package; scipy (~0.5 s of CPU) waits for a run."""
+    """The footprint check imports the A/B package; scipy (~0.5 s of CPU) waits for a run."""
     campaign = tmp_path / "ab.yaml"
     campaign.write_text(
         "name: ab\nbackend: {kind: local}\ndeployments:\n"

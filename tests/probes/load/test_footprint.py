@@ -9,7 +9,7 @@ import pytest
 
 from testbed.config.load import LoadProbe
 from testbed.probes.limits import Limits
-from testbed.probes.load.capacity import excess, open_files_needed, raise_open_files
+from testbed.probes.load.footprint import excess, open_files_needed, raise_open_files
 
 GIB = 1024**3
 SMALL = Limits(open_files=20_000, memory_bytes=16 * GIB, memory_source="physical memory")

@@ -1,4 +1,4 @@
-"""Capacity planner (Tekton seed): does a deployment's model fit in its resources?
+"""The model-fit check (Tekton seed): does a deployment's model fit in its resources?
 
 memory = weights + KV cache, where
   weights  = parameters × bytes per element of the dtype,
@@ -24,7 +24,7 @@ _OVERHEAD = 1.10
 
 
 @dataclass(frozen=True)
-class Estimate:
+class ModelFit:
     needed_gib: float
     available_gib: float
     detail: str
@@ -40,7 +40,7 @@ class Estimate:
         )
 
 
-def estimate(deployment: AnyDeployment) -> Estimate | None:
+def model_fit(deployment: AnyDeployment) -> ModelFit | None:
     """The memory estimate of a resolved deployment, or None when it cannot be known."""
     kind = server_kind(deployment.server)
     shape = model_shape(deployment.model)
@@ -63,4 +63,4 @@ def estimate(deployment: AnyDeployment) -> Estimate | None:
         kv_text = f"KV {kv / GIB:.1f} GiB for {context} tokens × {batch} seqs"
     available = gpu_memory_total(res) if res.gpu_count else res.memory_gb
     detail = f"weights {weights / GIB:.2f} GiB {params.dtype} + {kv_text} + 10 %"
-    return Estimate((weights + kv) * _OVERHEAD / GIB, available, detail)
+    return ModelFit((weights + kv) * _OVERHEAD / GIB, available, detail)

@@ -1,5 +1,5 @@
 """What one A/B comparison asks of this machine, checked before it starts (as the load
-probe's :mod:`testbed.probes.load.capacity`): a connection pool per side (``concurrency``
+probe's :mod:`testbed.probes.load.footprint`): a connection pool per side (``concurrency``
 + 4 each, or 1,024 in open loop), every request's record with its output text until the
 comparison, the prompts, and the bootstrap's resample matrix (``bootstrap_resamples`` ×
 requests). A section this machine cannot hold is refused at validation, naming the field.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from testbed.config.ab import AbProbe
 from testbed.probes.limits import Excess, Limits, memory_excess
-from testbed.probes.load.capacity import IN_FLIGHT_BYTES, PROMPT_TOKEN_BYTES, RESERVED_FILES
+from testbed.probes.load.footprint import IN_FLIGHT_BYTES, PROMPT_TOKEN_BYTES, RESERVED_FILES
 
 RECORD_BYTES = 2048  # one request's record and what the comparison keeps of it
 OUTPUT_TOKEN_BYTES = 16  # an output token as text, on each side
