@@ -117,7 +117,7 @@ def history(work: Path) -> None:
                 id=f"t{n}", dir="001__sim-load__c4", probe="load", params_key="k",
                 params={"load.concurrency": 4}, status="PASS", metrics={"ttft_ms.p50": value},
             )  # fmt: skip
-            index.record(
+            index.add_run(
                 RunEntry(
                     run_id=f"run-{n:02d}", campaign="nightly", campaign_hash="c",
                     started=f"2026-10-{n:02d}T02:00:00Z", status="PASS", testbed_version="0.1",
@@ -147,7 +147,7 @@ def run_history(work: Path, today: Path) -> None:
                 id=row["id"], dir=row["dir"], probe="load", params_key=row["params_key"],
                 params=row["params"], status="PASS", metrics={"ttft_ms.p50": value},
             )  # fmt: skip
-            index.record(
+            index.add_run(
                 RunEntry(
                     run_id=f"run-{n:02d}", campaign="nightly", campaign_hash="c",
                     started=f"2020-01-{n:02d}T02:00:00Z", status="PASS", testbed_version="0.1",

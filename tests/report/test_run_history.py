@@ -42,7 +42,7 @@ def synthetic(url: str, row: dict[str, Any], values: list[float]) -> None:
                 id=row["id"], dir=row["dir"], probe="load", params_key=row["params_key"],
                 params=row["params"], status="PASS", metrics={"ttft_ms.p50": value},
             )  # fmt: skip
-            index.record(
+            index.add_run(
                 RunEntry(
                     run_id=f"run-{n:02d}", campaign="nightly", campaign_hash="c0ffee",
                     started=f"2020-01-{n:02d}T00:00:00Z", status="PASS", testbed_version="0.1",

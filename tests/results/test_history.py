@@ -23,7 +23,7 @@ def index_of(tmp_path: Path, values: list[float], metric: str = "ttft_ms.p50") -
     url = f"sqlite:///{tmp_path / 'index.sqlite'}"
     with ResultsIndex(url) as index:
         for n, value in enumerate(values, start=1):
-            index.record(
+            index.add_run(
                 RunEntry(
                     run_id=f"run-{n:02d}",
                     campaign="nightly",

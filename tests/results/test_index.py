@@ -56,9 +56,9 @@ def run_entry(run_id: str, started: str, p99: float, *, tid: str = "abc123") -> 
 
 def test_record_and_history(index_url: str) -> None:
     with ResultsIndex(index_url) as index:
-        index.record(run_entry("r2", "2026-01-02T00:00:00Z", 12.0))
-        index.record(run_entry("r1", "2026-01-01T00:00:00Z", 10.0))
-        index.record(run_entry("r3", "2026-01-03T00:00:00Z", 11.0))
+        index.add_run(run_entry("r2", "2026-01-02T00:00:00Z", 12.0))
+        index.add_run(run_entry("r1", "2026-01-01T00:00:00Z", 10.0))
+        index.add_run(run_entry("r3", "2026-01-03T00:00:00Z", 11.0))
         assert [r.run_id for r in index.runs("demo")] == ["r1", "r2", "r3"]
         assert index.runs("other") == []
         history = index.history("ttft_ms.p99", config_hash="abc123")
@@ -74,8 +74,8 @@ def test_record_and_history(index_url: str) -> None:
 
 def test_recording_again_replaces_the_run(index_url: str) -> None:
     with ResultsIndex(index_url) as index:
-        index.record(run_entry("r1", "2026-01-01T00:00:00Z", 10.0))
-        index.record(run_entry("r1", "2026-01-01T00:00:00Z", 20.0))
+        index.add_run(run_entry("r1", "2026-01-01T00:00:00Z", 10.0))
+        index.add_run(run_entry("r1", "2026-01-01T00:00:00Z", 20.0))
         history = index.history("ttft_ms.p99", config_hash="abc123")
         assert [(p.run_id, p.value) for p in history] == [("r1", 20.0)]
         assert len(index.runs()) == 1
@@ -86,8 +86,8 @@ def test_recording_again_replaces_the_run(index_url: str) -> None:
 
 def test_history_by_params_key_pairs_changed_ids(index_url: str) -> None:
     with ResultsIndex(index_url) as index:
-        index.record(run_entry("r1", "2026-01-01T00:00:00Z", 10.0, tid="old111"))
-        index.record(run_entry("r2", "2026-01-02T00:00:00Z", 13.0, tid="new222"))
+        index.add_run(run_entry("r1", "2026-01-01T00:00:00Z", 10.0, tid="old111"))
+        index.add_run(run_entry("r2", "2026-01-02T00:00:00Z", 13.0, tid="new222"))
         key = params_key("load", ["sim"], {"load.concurrency": 4})
         assert [p.value for p in index.history("ttft_ms.p99", params_key=key)] == [10.0, 13.0]
         assert [p.value for p in index.history("ttft_ms.p99", config_hash="new222")] == [13.0]

@@ -227,7 +227,7 @@ def handle(args: argparse.Namespace) -> int:
     from testbed.probes.load import run
     from testbed.probes.load.loops import run_fast
     from testbed.report.live import ProgressLines
-    from testbed.report.load_run import load_document, run_record
+    from testbed.report.load_run import load_document, run_section
     from testbed.results.files import RecordWriter, write_json
     from testbed.results.tables import write_tables
     from testbed.results.verdict import exit_code
@@ -256,7 +256,7 @@ def handle(args: argparse.Namespace) -> int:
     summary = {**outcome.summary, "verdict": outcome.verdict.model_dump(mode="json")}
     # the folder is a run of one treatment for `testbed report`/`compare` (report/load_run.py)
     params = config.model_dump(mode="json", exclude_defaults=True)
-    summary["run"] = run_record(params, started, time.monotonic() - clock)
+    summary["run"] = run_section(params, started, time.monotonic() - clock)
     write_json(out / "summary.json", summary)
     write_tables(out, load_document(out).treatments)  # records.csv, summary.csv
     if args.json:

@@ -105,7 +105,7 @@ async def _record_section(
     from pathlib import Path
 
     from testbed.execution.single import provision_one
-    from testbed.probes.correctness.record import record_files
+    from testbed.probes.correctness.goldens import generate_files
 
     paths = [loaded.base_dir / case for case in config.cases]
     with tempfile.TemporaryDirectory(prefix="testbed-record-") as work:
@@ -114,7 +114,7 @@ async def _record_section(
             endpoint = running.handle.endpoint
             source = f"{name} ({running.config.server}, {running.config.model})"
             console.print(f"recording from {source} at {endpoint.base_url}")
-            recorded = await record_files(
+            recorded = await generate_files(
                 paths, endpoint, config, running.document, lambda m: console.print(f"  {m}")
             )
     return recorded, source
@@ -124,7 +124,7 @@ async def _from_url(args: argparse.Namespace, path: Any, console: Any) -> tuple[
     from testbed.clients.endpoint import Endpoint
     from testbed.config.correctness import CorrectnessProbe
     from testbed.core.errors import InputError
-    from testbed.probes.correctness.record import record_files
+    from testbed.probes.correctness.goldens import generate_files
 
     protocols: Any = ("openai", "tgi") if args.protocol == "both" else (args.protocol,)
     if args.protocol == "tgis" and not args.grpc:
@@ -139,12 +139,12 @@ async def _from_url(args: argparse.Namespace, path: Any, console: Any) -> tuple[
     config = CorrectnessProbe(cases=[str(path)], protocol=args.protocol)
     deployment = {"name": "external", "server": "external", "url": args.url, "params": {}}
     console.print(f"recording from {args.url}")
-    recorded = await record_files([path], endpoint, config, deployment, console.print)
+    recorded = await generate_files([path], endpoint, config, deployment, console.print)
     return recorded, args.url
 
 
 def _report(recorded: list[Any], source: str, out: Any, console: Any) -> None:
-    from testbed.probes.correctness.record import write
+    from testbed.probes.correctness.goldens import write
 
     for item in recorded:
         target = write(item, source, out)

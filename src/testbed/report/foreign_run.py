@@ -198,15 +198,15 @@ def publish(foreign: ForeignResults, console: Console, to: PublishTo) -> int:
     console.print(f"report: {target}")
     url = to.index_url or os.environ.get(ENV_URL)
     if to.use_index and url:
-        _record(run.document, url, console)
+        _index_run(run.document, url, console)
     return exit_code(run.document.status, to.fail_on)
 
 
-def _record(document: RunSummary, url: str, console: Console) -> None:
+def _index_run(document: RunSummary, url: str, console: Console) -> None:
     from testbed.results.index import ResultsIndex, RunEntry
 
     try:
         with ResultsIndex(url) as index:
-            index.record(RunEntry.of(document))
+            index.add_run(RunEntry.of(document))
     except TestbedError as exc:
         console.print(f"[yellow]warning:[/yellow] not recorded in the index: {exc}")

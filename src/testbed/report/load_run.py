@@ -107,8 +107,8 @@ def load_document(path: Path) -> RunSummary:
     )
 
 
-def run_record(config: dict[str, Any], started: str, duration_s: float) -> dict[str, Any]:
-    """What ``testbed load`` records about itself in its summary (``run``): what the flags
+def run_section(config: dict[str, Any], started: str, duration_s: float) -> dict[str, Any]:
+    """What ``testbed load`` writes about itself in its summary (``run``): what the flags
     set, when, how long, on which machine, by which testbed."""
     from testbed.results.machine import machine_info
 

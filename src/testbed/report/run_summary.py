@@ -122,7 +122,7 @@ def publish(path: Path, console: Console, options: PublishOptions) -> int:
     run_history.print_changes(changed, str(document.run["run_id"]), console)
     console.print(f"report: {html_path}  ·  junit: {path / JUNIT}")
     if options.use_index:
-        _record(path, document, options.index_url or settings.get("index"), console)
+        _index_run(path, document, options.index_url or settings.get("index"), console)
     code = outcome_code(document, options.fail_on)
     if code == EXIT_NOTHING_TESTED:
         console.print(f"[bold red]{nothing_tested_reason(document)}[/bold red] (exit 5)")
@@ -148,11 +148,11 @@ def campaign_results(path: Path) -> dict[str, Any]:
     return dict(section) if isinstance(section, dict) else {}
 
 
-def _record(path: Path, document: RunSummary, url: str | None, console: Console) -> None:
+def _index_run(path: Path, document: RunSummary, url: str | None, console: Console) -> None:
     chosen = resolve_url(None, url, path.parent)
     try:
         with ResultsIndex(chosen) as index:
-            index.record(RunEntry.of(document))
+            index.add_run(RunEntry.of(document))
     except TestbedError as exc:
         console.print(f"[yellow]warning:[/yellow] run not recorded in the index: {exc}")
 

@@ -119,7 +119,7 @@ class TreatmentEntry:
 
 @dataclass
 class RunEntry:
-    """One run: what :meth:`ResultsIndex.record` stores."""
+    """One run: what :meth:`ResultsIndex.add_run` stores."""
 
     run_id: str
     campaign: str
@@ -220,8 +220,8 @@ class ResultsIndex:
     ) -> None:
         self.close()
 
-    def record(self, run: RunEntry) -> None:
-        """Store ``run``, replacing any earlier record of the same run id."""
+    def add_run(self, run: RunEntry) -> None:
+        """Store ``run``, replacing what the index held for the same run id."""
         try:
             with Session(self.engine) as session, session.begin():
                 for table in (MetricRow, TreatmentRow, RunRow):  # children first: no cascade

@@ -8,6 +8,11 @@ version, so log noise is never taken for data. Records carry a sequence number: 
 stream that is re-read after a dropped connection skips what it already wrote, and the
 summary's record count tells the controller whether anything went missing.
 
+A stream *line* has a ``kind``: ``record`` (its data is one request's record, the line it has
+in records.jsonl), ``file`` or ``summary``. These kind names are wire format, not
+vocabulary to tidy: a worker image of an older testbed in the cluster speaks them, so they
+never change (``docs/layout.md``, Names).
+
 Stream mode owns the process's stdout: the original descriptor is kept for the stream and
 file descriptor 1 is pointed at stderr, so nothing else (a library's print, a child
 process) can write into the middle of a stream line.

@@ -21,7 +21,7 @@ from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness import run
 from testbed.probes.correctness.differential import differential_summary
 from testbed.probes.correctness.evaluators import close
-from testbed.probes.correctness.record import record_file
+from testbed.probes.correctness.goldens import generate_file
 from testbed.results.files import RecordWriter, read_records
 from testbed.results.verdict import Status
 
@@ -47,7 +47,7 @@ async def test_smollm2_goldens_against_the_reference_server(
     copy = tmp_path / "smollm2.yaml"
     shutil.copy(EXAMPLES / "cases" / "smollm2.yaml", copy)
     config = CorrectnessProbe(cases=[str(copy)])
-    again = await record_file(copy, running.handle.endpoint, config, running.document)
+    again = await generate_file(copy, running.handle.endpoint, config, running.document)
     for outcome in (first, second):
         counts = outcome.summary["cases"]
         assert outcome.verdict.status == Status.PASS, outcome.summary

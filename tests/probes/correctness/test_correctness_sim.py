@@ -26,7 +26,7 @@ from testbed.execution.pipeline import execute, open_new
 from testbed.execution.run import RunOptions
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.probes.correctness import run
-from testbed.probes.correctness.record import record_file, write
+from testbed.probes.correctness.goldens import generate_file, write
 from testbed.results.files import RecordWriter, read_records
 from testbed.results.verdict import Status
 from testbed.servers.sim import SimServer
@@ -158,7 +158,7 @@ async def test_record_then_run_passes_and_keeps_rules(tmp_path: Path) -> None:
     config = CorrectnessProbe(cases=[str(cases)])
     async with SimServer(sim_params()) as server:
         endpoint = Endpoint(server.url, ("openai", "tgi"))
-        recorded = await record_file(cases, endpoint, config, DEPLOYMENT)
+        recorded = await generate_file(cases, endpoint, config, DEPLOYMENT)
         write(recorded, "sim")
         document = yaml.safe_load(cases.read_text())
         outcome, _ = await probe(server.url, tmp_path / "run", cases=cases)

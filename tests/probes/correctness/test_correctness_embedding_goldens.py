@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from tests.fixtures.scripted import Answer, ScriptedServer, scripted_server
 
 from testbed.cli import main
 from testbed.clients.endpoint import Endpoint
@@ -20,8 +19,9 @@ from testbed.config.correctness import CorrectnessProbe
 from testbed.config.sim import SimParams
 from testbed.core.errors import InfrastructureError
 from testbed.probes.correctness.cases import load_case_file
-from testbed.probes.correctness.record import record_file, write
+from testbed.probes.correctness.goldens import generate_file, write
 from testbed.servers.sim import SimServer
+from tests.fixtures.scripted import Answer, ScriptedServer, scripted_server
 
 CASES = """\
 # my embeddings goldens
@@ -52,7 +52,7 @@ async def test_goldens_are_recorded_where_each_case_keeps_them(tmp_path: Path) -
     path.write_text(CASES)
     config = CorrectnessProbe(cases=[str(path)])
     async with SimServer(SimParams(seed=4, max_model_len=8, embedding_dimensions=32)) as server:
-        recorded = await record_file(path, Endpoint(server.url), config, DEPLOYMENT)
+        recorded = await generate_file(path, Endpoint(server.url), config, DEPLOYMENT)
         write(recorded, "sim")
     assert recorded.notes == [
         "fresh: embedding 1 × 32 → cases.goldens/fresh.json",
@@ -122,7 +122,7 @@ async def test_a_wrong_answer_from_the_reference_records_nothing(
     path.write_text(CASES)
     config = CorrectnessProbe(cases=[str(path)])
     with pytest.raises(InfrastructureError) as info:
-        await record_file(path, Endpoint(liar.url), config, DEPLOYMENT)
+        await generate_file(path, Endpoint(liar.url), config, DEPLOYMENT)
     assert str(info.value) == (
         "fresh: the reference's answer cannot be a golden: 0 embeddings in the answer to a"
         " request with 1 inputs"

@@ -7,7 +7,7 @@ request, evaluators, skip rules, ``skip_check`` — is written back as the user 
 so is the file's leading comment block. A hand-written ``error.message`` that the new
 message still contains is kept (it may be deliberately loose, to hold on other servers).
 Token texts and logprobs are recorded only for cases that ask for logprobs. An embeddings
-case's golden vectors are recorded where it keeps them (:mod:`.embedding_record`).
+case's golden vectors are recorded where it keeps them (:mod:`.embedding_goldens`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from testbed.config.correctness import CorrectnessProbe
 from testbed.config.yamlsource import safe_load
 from testbed.core.clock import wall_label
 from testbed.core.errors import CampaignError, InfrastructureError
-from testbed.probes.correctness import embedding_record
+from testbed.probes.correctness import embedding_goldens
 from testbed.probes.correctness.cases import (
     PROTOCOLS,
     Case,
@@ -47,7 +47,7 @@ KEY_ORDER = ("name", "description", "api", "protocol", "request", "expected", "e
 
 
 @dataclass
-class Recorded:
+class CaseFileGoldens:
     """One case file with its new expectations."""
 
     path: Path
@@ -55,7 +55,7 @@ class Recorded:
     notes: list[str] = field(default_factory=list)  # what changed or was left alone
     header: list[str] = field(default_factory=list)  # the file's leading comment lines
     #: golden files of embeddings cases, written beside the case file with it
-    goldens: list[embedding_record.Golden] = field(default_factory=list)
+    goldens: list[embedding_goldens.Golden] = field(default_factory=list)
 
 
 def expected_from(output: Output, case: Case) -> dict[str, Any]:
@@ -140,23 +140,23 @@ def _ordered(raw: dict[str, Any]) -> dict[str, Any]:
     return first | {k: v for k, v in raw.items() if k not in first}
 
 
-async def record_file(
+async def generate_file(
     path: Path,
     endpoint: Endpoint,
     config: CorrectnessProbe,
     deployment: Mapping[str, Any],
     progress: Callable[[str], None] = lambda _m: None,
-) -> Recorded:
+) -> CaseFileGoldens:
     """New expectations for every case of ``path`` from ``endpoint``."""
     case_file: CaseFile = load_case_file(path, require_expected=False, read_goldens=False)
     typed: dict[str, Case | EmbeddingCase] = {c.name: c for c in case_file.cases}
     typed |= {c.name: c for c in case_file.embedding_cases}
-    recorded = Recorded(path, [], header=_header(path))
+    recorded = CaseFileGoldens(path, [], header=_header(path))
     served = set(endpoint.protocols)
     for raw in _raw_cases(path):
         case = typed[raw["name"]]
         if isinstance(case, EmbeddingCase):
-            await _record_embedding(raw, case, endpoint, config, deployment, recorded)
+            await _generate_embedding(raw, case, endpoint, config, deployment, recorded)
             progress(recorded.notes[-1])
             recorded.document.append(_ordered(raw))
             continue
@@ -175,13 +175,13 @@ async def record_file(
     return recorded
 
 
-async def _record_embedding(
+async def _generate_embedding(
     raw: dict[str, Any],
     case: EmbeddingCase,
     endpoint: Endpoint,
     config: CorrectnessProbe,
     deployment: Mapping[str, Any],
-    recorded: Recorded,
+    recorded: CaseFileGoldens,
 ) -> None:
     """Record one embeddings case's golden (or refusal) into ``raw`` and ``recorded``."""
     reason = skip_reason(case, deployment)
@@ -193,14 +193,14 @@ async def _record_embedding(
         why = "skip_check" if case.skip_check else reason
         recorded.notes.append(f"{case.name}: left as it was ({why})")
         return
-    found = await embedding_record.answer(case, endpoint, config.timeout_s)
+    found = await embedding_goldens.answer(case, endpoint, config.timeout_s)
     if isinstance(found, Output):
         raw.pop("expected", None)
         raw["error"] = error_from(found, case)
         assert found.error is not None
         recorded.notes.append(f"{case.name}: error {found.error.status}")
         return
-    note, golden = embedding_record.apply(raw, case, found, recorded.path)
+    note, golden = embedding_goldens.apply(raw, case, found, recorded.path)
     recorded.notes.append(note)
     if golden is not None:
         recorded.goldens.append(golden)
@@ -256,14 +256,14 @@ _Dumper.add_representer(dict, _dict)
 _Dumper.add_representer(list, _list)
 # an inline golden vector: hundreds of numbers, in flow style (a few lines, not hundreds)
 _Dumper.add_representer(
-    embedding_record.Vector,
+    embedding_goldens.Vector,
     lambda dumper, value: dumper.represent_sequence(
         "tag:yaml.org,2002:seq", value, flow_style=True
     ),
 )
 
 
-def render(recorded: Recorded, source: str) -> str:
+def render(recorded: CaseFileGoldens, source: str) -> str:
     """The new text of the case file."""
     stamp = f"{HEADER} from {source} on {wall_label()}."
     body = yaml.dump(
@@ -278,24 +278,24 @@ def render(recorded: Recorded, source: str) -> str:
     return "\n".join([*recorded.header, stamp, ""]) + "\n" + spaced
 
 
-def write(recorded: Recorded, source: str, out: Path | None = None) -> Path:
+def write(recorded: CaseFileGoldens, source: str, out: Path | None = None) -> Path:
     """Write the recorded file (in place unless ``out``), atomically; the path written."""
     target = out or recorded.path
     for golden in recorded.goldens:  # first: the case file names them
-        embedding_record.write_golden(golden, target)
+        embedding_goldens.write_golden(golden, target)
     write_atomic(target, render(recorded, source))
     return target
 
 
-async def record_files(
+async def generate_files(
     paths: list[Path],
     endpoint: Endpoint,
     config: CorrectnessProbe,
     deployment: Mapping[str, Any],
     progress: Callable[[str], None] = lambda _m: None,
-) -> list[Recorded]:
+) -> list[CaseFileGoldens]:
     """Every file in turn (cases one by one: goldens are recorded alone, not in a batch)."""
     done = []
     for path in paths:
-        done.append(await record_file(path, endpoint, config, deployment, progress))
+        done.append(await generate_file(path, endpoint, config, deployment, progress))
     return done
