@@ -21,7 +21,7 @@ from testbed.core.errors import (
 def test_server_and_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TESTER_SERVICE_ACCOUNT_TOKEN", "s3cr3t")
     spec = ConnectionSpec(
-        server="https://api.example:6443", token="${env:TESTER_SERVICE_ACCOUNT_TOKEN}"
+        api_server="https://api.example:6443", token="${env:TESTER_SERVICE_ACCOUNT_TOKEN}"
     )
     api = connect(spec)
     config = api.configuration
@@ -33,10 +33,10 @@ def test_server_and_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
 
 def test_literal_or_unset_tokens_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="env:NAME"):
-        connect(ConnectionSpec(server="https://k", token="literal"))
+        connect(ConnectionSpec(api_server="https://k", token="literal"))
     monkeypatch.delenv("NOPE_TOKEN", raising=False)
     with pytest.raises(InputError, match="NOPE_TOKEN"):
-        connect(ConnectionSpec(server="https://k", token="${env:NOPE_TOKEN}"))
+        connect(ConnectionSpec(api_server="https://k", token="${env:NOPE_TOKEN}"))
 
 
 def test_missing_kubeconfig_and_unknown_context(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 Three ways, first that applies wins:
 
-1. ``server`` (a URL) with a bearer ``token`` given as ``${env:NAME}`` — tgis-tester's
-   ``TESTER_SERVICE_ACCOUNT_TOKEN`` flow. The variable is read at connect time; the token
-   lives only in the client's memory, never in a log, a plan or a file testbed writes.
+1. ``api_server`` (the API server's URL, a campaign's ``backend.server``) with a bearer
+   ``token`` given as ``${env:NAME}`` — tgis-tester's ``TESTER_SERVICE_ACCOUNT_TOKEN`` flow.
+   The variable is read at connect time; the token lives only in the client's memory, never
+   in a log, a plan or a file testbed writes. (The campaign key keeps tgis-tester's name;
+   in code ``server`` means testbed's server kind only.)
 2. a kubeconfig: ``kubeconfig`` (a path), else ``$KUBECONFIG``, else ``~/.kube/config``,
    with ``context`` choosing one of its contexts.
 3. the pod's service account, when testbed itself runs in a cluster
@@ -34,7 +36,7 @@ class ConnectionSpec:
 
     context: str | None = None
     kubeconfig: str | None = None
-    server: str | None = None
+    api_server: str | None = None  # the API server URL (the campaign's backend.server)
     token: str | None = None
     certificate_authority: str | None = None
     insecure_skip_tls_verify: bool = False
@@ -45,7 +47,7 @@ class ConnectionSpec:
         return cls(
             context=backend.context,
             kubeconfig=backend.kubeconfig,
-            server=backend.server,
+            api_server=backend.server,
             token=backend.token,
             certificate_authority=backend.certificate_authority,
             insecure_skip_tls_verify=backend.insecure_skip_tls_verify,
@@ -53,8 +55,8 @@ class ConnectionSpec:
 
     def describe(self) -> str:
         """Where this spec points, for messages (never the token)."""
-        if self.server:
-            return f"server {self.server}"
+        if self.api_server:
+            return f"API server {self.api_server}"
         path = self.kubeconfig_path()
         if path is not None:
             return f"kubeconfig {path}" + (f" context {self.context}" if self.context else "")
@@ -82,7 +84,7 @@ def connect(spec: ConnectionSpec | None = None) -> Any:
         raise MissingDependency("kubernetes", "kubernetes") from exc
     spec = spec or ConnectionSpec()
     configuration = client.Configuration()
-    if spec.server:
+    if spec.api_server:
         _token_config(spec, configuration)
     else:
         path = spec.kubeconfig_path()
@@ -120,7 +122,7 @@ def _check_context(config: Any, path: Path, context: str | None) -> None:
 def _token_config(spec: ConnectionSpec, configuration: Any) -> None:
     if not spec.token:
         raise InputError(
-            f"backend.server is {spec.server} but backend.token is not set; set"
+            f"backend.server is {spec.api_server} but backend.token is not set; set"
             " backend.token: ${env:NAME} (e.g. ${env:TESTER_SERVICE_ACCOUNT_TOKEN})"
         )
     if not is_reference(spec.token):
@@ -128,7 +130,7 @@ def _token_config(spec: ConnectionSpec, configuration: Any) -> None:
             "backend.token must be an ${env:NAME} reference, never the token itself: a literal"
             " token would be written into the run directory"
         )
-    configuration.host = spec.server.rstrip("/") if spec.server else ""
+    configuration.host = spec.api_server.rstrip("/") if spec.api_server else ""
     configuration.api_key = {"authorization": resolve(spec.token)}
     configuration.api_key_prefix = {"authorization": "Bearer"}
     if spec.certificate_authority:
