@@ -120,7 +120,7 @@ class ServerLaunch:
         return adapter_endpoint(self.deployment, base_url, grpc_target, self.adapter)
 
 
-def _probe(path: str, port: int, failures: int) -> dict[str, Any]:
+def _kubelet_probe(path: str, port: int, failures: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": port},
         "periodSeconds": PROBE_PERIOD_S,
@@ -145,9 +145,9 @@ def server_launch(deployment: ServerDeployment, backend: KubernetesSettings) -> 
     # Startup covers the whole startup timeout; liveness starts only after it succeeded,
     # so a slow model load is never killed as "dead".
     startup = max(1, math.ceil(deployment.startup_timeout_s / PROBE_PERIOD_S))
-    spec["startupProbe"] = _probe(path, port, startup)
-    spec["readinessProbe"] = _probe(path, port, 3)
-    spec["livenessProbe"] = {**_probe(path, port, 5), "periodSeconds": 10}
+    spec["startupProbe"] = _kubelet_probe(path, port, startup)
+    spec["readinessProbe"] = _kubelet_probe(path, port, 3)
+    spec["livenessProbe"] = {**_kubelet_probe(path, port, 5), "periodSeconds": 10}
     spec["imagePullPolicy"] = "IfNotPresent"
     if model.mounts:
         spec["volumeMounts"] = model.mounts
