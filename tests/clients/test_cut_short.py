@@ -13,11 +13,11 @@ import socket
 from typing import Any
 
 import pytest
-from tests.fixtures.hostile import SENT, TOKENS, HostileServer, hostile_server
 
 from testbed.clients import openai, tgi, tgis
 from testbed.clients.http import ConnectionPool
 from testbed.clients.response import Response
+from tests.fixtures.hostile import SENT, TOKENS, HostileServer, hostile_server
 
 #: cut → (text chunks that arrive, words in the error) for a stream.
 STREAM_CUTS = {

@@ -15,6 +15,8 @@ import struct
 
 import pytest
 from hpack import Encoder, NeverIndexedHeaderTuple
+
+from testbed.clients.grpc_channel import GrpcChannel, GrpcError
 from tests.fixtures.h2_server import (
     CONTINUATION,
     DATA,
@@ -36,8 +38,6 @@ from tests.fixtures.h2_server import (
     message,
     scripted,
 )
-
-from testbed.clients.grpc_channel import GrpcChannel, GrpcError
 
 PATH = "/test.Service/Method"
 

@@ -16,6 +16,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+from testbed.clients import openai, tgi, tgis
+from testbed.clients.http import ConnectionPool
+from testbed.clients.response import Response
 from tests.fixtures.scripted import (
     Answer,
     ScriptedServer,
@@ -26,10 +30,6 @@ from tests.fixtures.scripted import (
     tgi_stream,
     usage,
 )
-
-from testbed.clients import openai, tgi, tgis
-from testbed.clients.http import ConnectionPool
-from testbed.clients.response import Response
 
 PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 

@@ -15,6 +15,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
+from testbed.clients import tgis
+from testbed.clients.http_errors import ConnectError, RemoteProtocolError
+from testbed.proto.fmaas import generation_pb2 as pb
 from tests.fixtures.h2_server import (
     DATA,
     OK_HEAD,
@@ -25,10 +29,6 @@ from tests.fixtures.h2_server import (
     message,
     scripted,
 )
-
-from testbed.clients import tgis
-from testbed.clients.http_errors import ConnectError, RemoteProtocolError
-from testbed.proto.fmaas import generation_pb2 as pb
 
 
 def generation(**fields: Any) -> bytes:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client, config
+
 from tests.emulator.test_kubectl import Kubectl
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes import client, config
-from tests.fixtures.cluster import emulated_cluster
 
 from testbed.cli import main
+from tests.fixtures.cluster import emulated_cluster
 
 pytestmark = pytest.mark.kubernetes
 

@@ -213,6 +213,7 @@ def test_an_unschedulable_gpu_pod_says_why_and_runs_once_capacity_frees(tmp_path
 
 def test_cluster_emulate_runs_the_control_plane_with_its_fault_flags(tmp_path: Path) -> None:
     from kubernetes import client, config
+
     from tests.fixtures.cluster import emulated_cluster
 
     flags = ("--nodes", "1", "--fault", "pod=bad-*:image-pull", "--crash-backoff", "0.5")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
+
 from tests.emulator.test_kubectl import Kubectl
 
 pytestmark = pytest.mark.kubernetes

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from tests.fixtures.s3 import moto_client
 
 from kubemu.testing import Harness, running_plane, wait_for
+from tests.fixtures.s3 import moto_client
 
 pytestmark = [pytest.mark.kubernetes]
 

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+
 from tests.emulator.test_kubectl import Kubectl
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.security]

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from kubernetes import client, watch
-from tests.fixtures.gangs import LABEL, PartialGangs
 
 from kubemu import ClusterShape
 from kubemu.testing import Harness, running_plane, wait_for
+from tests.fixtures.gangs import LABEL, PartialGangs
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 

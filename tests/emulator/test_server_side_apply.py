@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
+
 from tests.emulator.test_kubectl import Kubectl
 
 pytestmark = pytest.mark.kubernetes

@@ -9,6 +9,7 @@ import json
 
 import pytest
 from kubernetes import client, watch
+
 from tests.emulator.test_kubectl import Kubectl
 
 pytestmark = pytest.mark.kubernetes

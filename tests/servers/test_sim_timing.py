@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+
 from tests.sampling import median_within
 
 pytestmark = pytest.mark.timing

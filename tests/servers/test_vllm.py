@@ -14,9 +14,9 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.fixtures.servers import VLLM_START
 
 from testbed.execution.single import Provisioned
+from tests.fixtures.servers import VLLM_START
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fixtures.hostile import hostile_server
 
 from testbed.clients.endpoint import Endpoint
 from testbed.config.ab import AbProbe
@@ -21,6 +20,7 @@ from testbed.probes.ab import run
 from testbed.probes.base import ProbeContext, ProbeOutcome
 from testbed.results.files import RecordWriter, read_records
 from testbed.results.verdict import Status
+from tests.fixtures.hostile import hostile_server
 
 # Loose enough that 40 identical pairs PASS (Wilson lower bound of 40/40 is 0.912); latency
 # is not what these tests judge (two loopback servers in one process differ by noise).

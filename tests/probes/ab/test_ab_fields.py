@@ -6,11 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.probes.ab.test_ab_probe import probe
-from tests.probes.ab.test_ab_verdict import _criterion, _judge, _record, _records
-
 from testbed.results.files import read_records
 from testbed.results.verdict import Status
+from tests.probes.ab.test_ab_probe import probe
+from tests.probes.ab.test_ab_verdict import _criterion, _judge, _record, _records
 
 NONE = dict.fromkeys(
     (

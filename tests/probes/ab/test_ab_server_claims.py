@@ -16,6 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from testbed.clients.endpoint import Endpoint, Protocol
+from testbed.config.ab import AbProbe
+from testbed.probes.ab import run
+from testbed.probes.base import ProbeContext, ProbeOutcome
+from testbed.results.files import RecordWriter, read_records
+from testbed.results.verdict import Status
 from tests.fixtures.scripted import (
     Answer,
     ScriptedServer,
@@ -25,13 +32,6 @@ from tests.fixtures.scripted import (
     tgi_stream,
     usage,
 )
-
-from testbed.clients.endpoint import Endpoint, Protocol
-from testbed.config.ab import AbProbe
-from testbed.probes.ab import run
-from testbed.probes.base import ProbeContext, ProbeOutcome
-from testbed.results.files import RecordWriter, read_records
-from testbed.results.verdict import Status
 
 PROTOCOLS: tuple[Protocol, ...] = ("openai", "tgi", "tgis")
 

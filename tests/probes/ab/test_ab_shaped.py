@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.fixtures.scripted import ScriptedServer, scripted_server
 
 from testbed.clients.endpoint import Endpoint
 from testbed.config.ab import AbProbe
 from testbed.probes.ab import run
 from testbed.probes.base import ProbeContext
 from testbed.results.files import RecordWriter
+from tests.fixtures.scripted import ScriptedServer, scripted_server
 
 
 def _run(stable: ScriptedServer, canary: ScriptedServer, tmp_path: Path, **shape: Any) -> None:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fixtures.hostile import HostileServer, hostile_server
 
 from testbed.clients.endpoint import Endpoint
 from testbed.config.correctness import CorrectnessProbe
@@ -22,6 +21,7 @@ from testbed.probes.base import ProbeContext
 from testbed.probes.correctness import run
 from testbed.results.files import RecordWriter, read_records
 from testbed.results.verdict import Status
+from tests.fixtures.hostile import HostileServer, hostile_server
 
 CASES = textwrap.dedent(
     """\

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fixtures.scripted import Answer, ScriptedServer, honest, scripted_server
 
 from testbed.clients.endpoint import Endpoint
 from testbed.config.correctness import CorrectnessProbe
@@ -22,6 +21,7 @@ from testbed.probes.correctness import run
 from testbed.results.files import RecordWriter, read_records
 from testbed.results.verdict import Status
 from testbed.servers.sim import SimServer
+from tests.fixtures.scripted import Answer, ScriptedServer, honest, scripted_server
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "cases" / "sim-embeddings.yaml"
 DEPLOYMENT = {"name": "sim", "server": "sim", "params": {"seed": 0}}

@@ -7,10 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from tests.probes.correctness.test_correctness_sim import probe, sim_params
-
 from testbed.config.sim import SimParams
 from testbed.servers.sim import SimServer
+from tests.probes.correctness.test_correctness_sim import probe, sim_params
 
 
 async def all_records(tmp_path: Path, **config: Any) -> list[dict[str, Any]]:

@@ -15,6 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from testbed.clients.endpoint import Endpoint
+from testbed.config.correctness import CorrectnessProbe
+from testbed.probes.base import ProbeContext, ProbeOutcome
+from testbed.probes.correctness import run
+from testbed.results.files import RecordWriter, read_records
+from testbed.results.verdict import Status
 from tests.fixtures.scripted import (
     Answer,
     ScriptedServer,
@@ -26,13 +33,6 @@ from tests.fixtures.scripted import (
     tgi_stream,
     usage,
 )
-
-from testbed.clients.endpoint import Endpoint
-from testbed.config.correctness import CorrectnessProbe
-from testbed.probes.base import ProbeContext, ProbeOutcome
-from testbed.probes.correctness import run
-from testbed.results.files import RecordWriter, read_records
-from testbed.results.verdict import Status
 
 CASES = """\
 - name: words

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
-from tests.fixtures.scripted import Answer, scripted_server
 
 from testbed.cli import main
 from testbed.config.load import LoadProbe
 from testbed.config.protocols import unreachable
 from testbed.servers.sim.child import sim_process
+from tests.fixtures.scripted import Answer, scripted_server
 
 
 def _load(url: str, out: Path, *flags: str) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:

@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy import stats
-from tests.sampling import ALPHA, median_interval
-from tests.verdicts import assert_passed
 
 from testbed.core.errors import InfrastructureError
 from testbed.probes.load import run
 from testbed.results import metrics
 from testbed.results.files import read_records
 from testbed.results.verdict import Status
+from tests.sampling import ALPHA, median_interval
+from tests.verdicts import assert_passed
 
 KEYS = ("p50", "p90", "p95", "p99", "p999", "mean", "std", "n")
 

@@ -7,10 +7,10 @@ import itertools
 import statistics
 
 import pytest
-from tests.sampling import median_interval
 
 from testbed.core.clock import monotonic_ns
 from testbed.probes.load.schedule import Arrivals, PreciseTimer, offsets_ns
+from tests.sampling import median_interval
 
 
 def gaps(offsets: list[int]) -> list[float]:

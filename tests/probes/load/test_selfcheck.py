@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from tests.verdicts import assert_passed
 
 from testbed.config.load import LoadProbe, SelfCheck
 from testbed.probes.load import selfcheck
@@ -12,6 +11,7 @@ from testbed.probes.load.selfcheck import check
 from testbed.probes.load.summary import verdict_of
 from testbed.results.metrics import Window
 from testbed.results.verdict import Status
+from tests.verdicts import assert_passed
 
 S = 1_000_000_000
 

@@ -8,13 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.probes.load.conftest import run_once
-
 from testbed.config.workload import SessionDataset
 from testbed.probes.load import sessions
 from testbed.probes.load.tokens import RuleCounter
 from testbed.results.files import read_records
 from testbed.results.verdict import Status
+from tests.probes.load.conftest import run_once
 
 SESSIONS = {"kind": "sessions", "sessions": 6, "turns": 3, "input_tokens": 20, "output_tokens": 5}
 

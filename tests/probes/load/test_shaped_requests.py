@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fixtures.scripted import Answer, honest, scripted_server
 
 from testbed.cli import main
+from tests.fixtures.scripted import Answer, honest, scripted_server
 
 TOKEN = "sekrit-4242"  # what ${env:TB_SHAPING_TOKEN} holds in these tests
 FLAGS = ["--requests", "6", "--concurrency", "2", "--input-tokens", "4", "--output-tokens", "3"]

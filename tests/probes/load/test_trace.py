@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.probes.load.conftest import run_once
 
 from testbed.config.load import LoadProbe
 from testbed.config.workload import TraceDataset
@@ -17,6 +16,7 @@ from testbed.probes.load import trace
 from testbed.probes.load.tokens import RuleCounter
 from testbed.results.files import read_records
 from testbed.results.verdict import Status
+from tests.probes.load.conftest import run_once
 
 MOONCAKE = [
     {"timestamp": 0, "input_length": 40, "output_length": 3, "hash_ids": [0, 1, 2]},

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.probes.scale import scripted_api
 
 from testbed.probes.scale import sampled
 from testbed.probes.scale.submitted import SUBMITTED, Header, line
+from tests.probes.scale import scripted_api
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.fixtures.cluster import emulated_cluster
-from tests.fixtures.gangs import PartialGangs
 
 from testbed.clients.kube.connection import ConnectionSpec
 from testbed.clients.kube.rest import Kube
 from testbed.probes.scale import plots, sampled, submitted, times
 from testbed.probes.scale.submit import delete_all
+from tests.fixtures.cluster import emulated_cluster
+from tests.fixtures.gangs import PartialGangs
 
 pytestmark = [pytest.mark.kubernetes, pytest.mark.slow]
 TESTBED = [sys.executable, "-m", "testbed", "scale"]

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tests.probes.scale.test_scale_analysis import T0, event, iso, pod, submission
 
 from testbed.probes.scale import times
 from testbed.probes.scale.sampled import Facts
 from testbed.probes.scale.submitted import Header, Submitted
+from tests.probes.scale.test_scale_analysis import T0, event, iso, pod, submission
 
 
 def _submitted(kind: str = "Job", pods: int = 1) -> Submitted:

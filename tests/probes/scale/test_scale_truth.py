@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.probes.scale import scripted_api
 
 from testbed.config.scale import STAGES
 from testbed.probes.scale import sampled, times
 from testbed.probes.scale.submitted import SUBMITTED, Header, Submission, Submitted, line
+from tests.probes.scale import scripted_api
 
 pytestmark = [pytest.mark.slow, pytest.mark.timing]
 

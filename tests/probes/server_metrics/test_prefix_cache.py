@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.probes.server_metrics.test_server_metrics_pods import Page, serving
-
 from testbed.clients.endpoint import Endpoint
 from testbed.clients.prometheus import parse
 from testbed.config.server_metrics import ServerMetrics
@@ -15,6 +13,7 @@ from testbed.probes.server_metrics import SAMPLES_FILE, sampling
 from testbed.probes.server_metrics.summary import ClientTokens, headline, read_samples, summarise
 from testbed.report.headline import _row
 from testbed.results.summaries import HIGHER, direction
+from tests.probes.server_metrics.test_server_metrics_pods import Page, serving
 
 
 class CachePage(Page):

@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tests.servers.sim.test_sim_kv_cache import _call, metric, words
-
 from testbed.config.sim import SimParams
 from testbed.servers.sim import running_sim
 from testbed.servers.sim.kvcache import KvCache, block_hashes
+from tests.servers.sim.test_sim_kv_cache import _call, metric, words
 
 PARAMS = SimParams(kv_cache_tokens=8192, block_size=16, prefix_caching=True)
 

@@ -16,10 +16,10 @@ import statistics
 import time
 
 import pytest
-from tests.sampling import median_interval, median_within
 
 from testbed.config.sim import SimParams
 from testbed.servers.sim import serve_in_thread
+from tests.sampling import median_interval, median_within
 
 pytestmark = pytest.mark.timing
 
