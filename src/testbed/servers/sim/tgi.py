@@ -2,8 +2,8 @@
 
 Streamed events are ``data:{"index","token":{"id","text","logprob","special"},
 "generated_text","details"}``; the last one carries the whole text and the details. TGI has no
-``ignore_eos``; the simulator accepts it in ``parameters`` anyway, so load tests can ask for
-exact lengths on both protocols.
+``ignore_eos`` (it ignores the field); the simulator honours it in ``parameters``, its own
+extension, which only a case that states it sends: a load over TGI does not (``clients.apis``).
 """
 
 from __future__ import annotations
