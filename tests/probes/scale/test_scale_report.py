@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from testbed.report.scale_view import section
+from testbed.results.run_summary import TreatmentRow
 
 
 def test_section_shows_verdict_evidence_quantiles_and_files(tmp_path: Path) -> None:
@@ -15,6 +16,8 @@ def test_section_shows_verdict_evidence_quantiles_and_files(tmp_path: Path) -> N
         "id": "a",
         "dir": "001__s",
         "probe": "scale",
+        "params": {},
+        "params_key": "k",
         "status": "FAIL",
         "reason": "p99 scheduled→running < 5 s: FAIL",
         "evidence": {
@@ -47,7 +50,9 @@ def test_section_shows_verdict_evidence_quantiles_and_files(tmp_path: Path) -> N
             "files": ["times.csv", "general.png", "missing.png"],
         }
     }
-    out = section(tmp_path, [row, {**row, "probe": "load", "id": "b"}], {"a": summary})
+    scale = TreatmentRow.model_validate(row)
+    load = scale.model_copy(update={"probe": "load", "id": "b"})
+    out = section(tmp_path, [scale, load], {"a": summary})
     assert out.count("<h3>") == 1
     assert "7200.5" in out
     assert "n/a" in out
@@ -55,4 +60,4 @@ def test_section_shows_verdict_evidence_quantiles_and_files(tmp_path: Path) -> N
     assert '<img src="001__s/general.png"' in out
     assert 'href="001__s/times.csv"' in out
     assert "missing.png" not in out
-    assert section(tmp_path, [{**row, "probe": "load"}], {}) == ""
+    assert section(tmp_path, [load.model_copy(update={"id": "a"})], {}) == ""

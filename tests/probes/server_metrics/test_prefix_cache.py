@@ -12,6 +12,7 @@ from testbed.config.server_metrics import ServerMetrics
 from testbed.probes.server_metrics import SAMPLES_FILE, sampling
 from testbed.probes.server_metrics.summary import ClientTokens, headline, read_samples, summarise
 from testbed.report.headline import _row
+from testbed.results.run_summary import TreatmentRow
 from testbed.results.summaries import HIGHER, direction
 from tests.probes.server_metrics.test_server_metrics_pods import Page, serving
 
@@ -69,7 +70,7 @@ async def test_the_hit_rate_is_the_pools_over_the_probe_and_not_played_flags_are
     ]
     assert "prefix cache hit rate 60.0%" in headline(part)[0]
     assert direction("server_metrics.prefix_cache_hit_rate") == HIGHER
-    row = {"id": "t", "dir": "001__t", "status": "PASS"}
+    row = TreatmentRow(id="t", dir="001__t", probe="load", params={}, params_key="k", status="PASS")
     assert '<td class="num">60.0</td>' in _row(row, {"server_metrics": part})
 
 
