@@ -14,6 +14,7 @@ from testbed.clients import openai, tgis
 from testbed.clients.http import ConnectionPool
 from testbed.config.sim import SimParams
 from testbed.servers.sim.server import SimServer
+from testbed.servers.sim.tgis import TgisAnswer, TgisRequest
 
 BODY = {"requests": [{"text": "a b c d"}], "params": {"stopping": {"max_new_tokens": 4}}}
 
@@ -114,3 +115,31 @@ def test_cli_refuses_unknown_protocols(bad: str) -> None:
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "protocols" in done.stderr + done.stdout
+
+
+class _Call:
+    """The door's view of a gRPC call: what it was ended with."""
+
+    open = True
+
+    def __init__(self) -> None:
+        self.ended: tuple[str, str] | None = None
+
+    def finish(self, code: str = "OK", message: str = "") -> None:
+        self.ended = (code, message)
+
+
+def _ended(status: int, body: bytes) -> tuple[str, str] | None:
+    call = _Call()
+    TgisAnswer(call).respond(status, body)  # type: ignore[arg-type]
+    return call.ended
+
+
+def test_a_refusals_grpc_code_is_the_dialects_not_its_wording() -> None:
+    # An overload is RESOURCE_EXHAUSTED whatever it says; another refusal keeps its
+    # status's code even when its words are an overload's.
+    request = TgisRequest.parse(tgis.encode(BODY, stream=False)[5:], SimParams())
+    assert _ended(503, request.overloaded("too busy")) == ("RESOURCE_EXHAUSTED", "too busy")
+    words = "the waiting queue is full"
+    assert _ended(503, TgisRequest.error_body(503, words)) == ("UNAVAILABLE", words)
+    assert _ended(400, TgisRequest.error_body(400, words)) == ("INVALID_ARGUMENT", words)

@@ -141,8 +141,7 @@ class Delivery:
     def reject(self) -> None:
         """The waiting queue is full: 503 at once, as an overloaded server answers."""
         self._conn.on_lost = None
-        message = "the waiting queue is full (max_waiting)"
-        self._conn.respond(503, self._req.error_body(503, message))
+        self._conn.respond(503, self._req.overloaded("the waiting queue is full (max_waiting)"))
 
     def lost(self) -> None:
         """The client went away: stop, free the slot."""

@@ -121,6 +121,11 @@ class GenerationRequest:
         """The non-streamed answer."""
         raise NotImplementedError
 
+    def overloaded(self, message: str) -> bytes:
+        """The body of the 503 a full waiting queue answers at once (the dialect's error;
+        a dialect whose protocol has its own word for an overload says it here)."""
+        return self.error_body(503, message)
+
     @staticmethod
     def error_body(status: int, message: str, param: str | None = None) -> bytes:
         """An OpenAI-style error object."""

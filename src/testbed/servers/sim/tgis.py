@@ -139,6 +139,13 @@ class TgisRequest(GenerationRequest):
     def error_body(status: int, message: str, param: str | None = None) -> bytes:
         return json.dumps({"status": status, "message": message}).encode()
 
+    def overloaded(self, message: str) -> bytes:
+        """TGIS answers a full queue RESOURCE_EXHAUSTED, not a 503's UNAVAILABLE: the gRPC
+        code travels in the refusal's body, for the door to end the call with."""
+        return json.dumps(
+            {"status": 503, "message": message, "code": "RESOURCE_EXHAUSTED"}
+        ).encode()
+
 
 class TgisAnswer:
     """The app's view of one answer on a gRPC call (the HTTP ``Connection``'s answering
@@ -195,13 +202,11 @@ _CODES = {400: "INVALID_ARGUMENT", 422: "INVALID_ARGUMENT", 404: "NOT_FOUND", 50
 def _status(status: int, body: bytes) -> tuple[str, str]:
     """The gRPC status of a refusal the app rendered as ``status`` and a JSON ``body``."""
     try:
-        message = str(json.loads(body).get("message"))
+        refusal = json.loads(body)
     except ValueError:
-        message = body.decode("utf-8", "replace")
-    code = _CODES.get(status, "INTERNAL")
-    if "queue is full" in message:  # TGIS answers an overload so, not UNAVAILABLE
-        code = "RESOURCE_EXHAUSTED"
-    return code, message
+        return _CODES.get(status, "INTERNAL"), body.decode("utf-8", "replace")
+    # the dialect's own gRPC code when it gave one (an overload), else the status's
+    return str(refusal.get("code") or _CODES.get(status, "INTERNAL")), str(refusal.get("message"))
 
 
 #: What the malformed-chunk fault sends: a message whose text field claims 16 bytes and
